@@ -1,0 +1,30 @@
+"""Every `TETHER_*` environment variable tether reads, in one place."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ("TetherEnv",)
+
+
+class TetherEnv(enum.StrEnum):
+    """Names of the environment variables tether reads."""
+
+    HOME = "TETHER_HOME"
+    """Root of the account's tether config and state (tests give each case its own)."""
+    CONFIG = "TETHER_CONFIG"
+    """Path of the config file, instead of `<config dir>/config.toml`."""
+    AGENT = "TETHER_AGENT"
+    """Set to `1` in every process an agent tool starts; the verbs refuse such callers."""
+    GRACE = "TETHER_GRACE"
+    """PROCESS grace window in seconds."""
+    ABORT_BOUND = "TETHER_ABORT_BOUND"
+    """Bound in seconds on `Session.abort()`."""
+    MODEL_URL = "TETHER_MODEL_URL"
+    """Base URL of an OpenAI-compatible endpoint."""
+    MODEL_KEY = "TETHER_MODEL_KEY"
+    """API key for that endpoint."""
+    IMAGE_COMMAND = "TETHER_IMAGE_COMMAND"
+    """Command template of the GenerateImages tool, with `{prompt}` and `{out}`."""
+    STORE_URL = "TETHER_STORE_URL"
+    """Store for claims and ledger: a SQLite path or a `postgresql://` URL."""

@@ -1,0 +1,11 @@
+"""The tool host: runs tool calls, owns permissions, admission and process trees."""
+
+from __future__ import annotations
+
+from ._tool import FunctionTool as FunctionTool
+from ._tool import StopClass as StopClass
+from ._tool import Tool as Tool
+from ._tool import ToolContext as ToolContext
+from ._tool import tool as tool
+
+__all__ = ("FunctionTool", "StopClass", "Tool", "ToolContext", "tool")

@@ -1,0 +1,210 @@
+"""What a tool is: its stop class, its input schema, its context, and the `@tool` decorator.
+
+A tool is a name, a `StopClass`, an input schema and an async `run(ctx, args)`. The stop
+class, never the name, decides what a stop does to a call (spec 01). This module does not
+know about permissions, hosts or the runtime.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, overload
+
+import anyio
+import attrs
+import pydantic
+
+from ..errors import InvalidInput, UsageError
+
+__all__ = ("FunctionTool", "StopClass", "Tool", "ToolContext", "tool")
+
+
+class StopClass(enum.StrEnum):
+    """How a tool may be stopped; the value is the lower-case word reports start with."""
+
+    READ_ONLY = "read_only"
+    """Hides no side effect: abandoned at once on a stop, its work cancelled."""
+    PROCESS = "process"
+    """Backed by a process tree: terminated, a grace window, then killed."""
+    MUTATING = "mutating"
+    """Changes files: never abandoned once started; its real result is awaited."""
+    EXTENSION = "extension"
+    """MCP and plugin tools: as MUTATING, the real result is awaited."""
+
+
+@attrs.define(eq=False)
+class ToolContext:
+    """What every tool call is handed: its ids, the workspace, the stop and progress.
+
+    `cancelled` is set when a stop reaches the call. A tool may watch it to end early;
+    a tool that ignores it is still released by the runtime (S5).
+    """
+
+    call_id: str
+    session_id: str
+    workspace: Path
+    cancelled: anyio.Event = attrs.field(factory=anyio.Event)
+    _on_progress: Callable[[str], None] | None = attrs.field(default=None, alias="on_progress")
+
+    def progress(self, text: str) -> None:
+        """Report progress output of the call (never blocks; dropped after a stop)."""
+        if self._on_progress is not None:
+            self._on_progress(text)
+
+    def resolve(self, path: str) -> Path:
+        """Return `path` made absolute against the workspace (no checks)."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.workspace / p
+
+
+class Tool(abc.ABC):
+    """A tool the host can run. Subclass for tools whose schema is not Python types."""
+
+    name: str
+    stop_class: StopClass
+    description: str = ""
+    subject_field: str | None = None
+    """The input field permission rules match against (`command`, `file_path`)."""
+
+    @abc.abstractmethod
+    def input_schema(self) -> dict[str, Any]:
+        """Return the JSON schema of the tool's input."""
+
+    @abc.abstractmethod
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the validated input.
+
+        Raises:
+            InvalidInput: the input does not match the schema; `.path` names the field.
+        """
+
+    @abc.abstractmethod
+    async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        """Run the call and return its text output.
+
+        Raises:
+            ToolFailed: the tool failed; the message goes back to the model.
+        """
+
+    def subject(self, args: Mapping[str, Any]) -> str | None:
+        """Return what permission rules match for this call (a command, a path)."""
+        if self.subject_field is None:
+            return None
+        value = args.get(self.subject_field)
+        return value if isinstance(value, str) else None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.stop_class.name}>"
+
+
+def _error_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "<input>"
+
+
+def validate_with(model: type[pydantic.BaseModel], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate `raw` with a pydantic model, turning errors into `InvalidInput`."""
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("input must be a JSON object", path="<input>")
+    try:
+        return model.model_validate(dict(raw)).model_dump()
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        path = _error_path(first["loc"])
+        raise InvalidInput(f"invalid input at {path}: {first['msg']}", path=path) from None
+
+
+class FunctionTool(Tool):
+    """A tool made from an async function by `@tool`; input schema from its parameters."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Awaitable[str]],
+        *,
+        name: str | None = None,
+        stop_class: StopClass,
+        description: str | None = None,
+        subject_field: str | None = None,
+    ) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise UsageError(f"@tool needs an async function, got {fn!r}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.stop_class = stop_class
+        self.description = description or inspect.getdoc(fn) or ""
+        self.subject_field = subject_field
+        self.model = _model_from_signature(fn, self.name)
+
+    def input_schema(self) -> dict[str, Any]:
+        """Return the JSON schema built from the function's parameters."""
+        return self.model.model_json_schema()
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate the input against the parameters' types."""
+        return validate_with(self.model, raw)
+
+    async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        """Call the function with the context and the validated input."""
+        result = await self.fn(ctx, **args)
+        return result if isinstance(result, str) else str(result)
+
+
+def _model_from_signature(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:
+    hints = typing.get_type_hints(fn)
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        raise UsageError(f"tool {name} must take a ToolContext as first parameter")
+    fields: dict[str, Any] = {}
+    for param in params[1:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise UsageError(f"tool {name}: *args and **kwargs are not supported")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    config = pydantic.ConfigDict(extra="forbid")
+    return pydantic.create_model(f"{name}Input", __config__=config, **fields)
+
+
+_Fn = Callable[..., Awaitable[str]]
+
+
+@overload
+def tool(fn: _Fn, /) -> FunctionTool: ...
+@overload
+def tool(
+    *,
+    stop_class: StopClass = ...,
+    name: str | None = ...,
+    description: str | None = ...,
+    subject_field: str | None = ...,
+) -> Callable[[_Fn], FunctionTool]: ...
+def tool(
+    fn: _Fn | None = None,
+    /,
+    *,
+    stop_class: StopClass = StopClass.MUTATING,
+    name: str | None = None,
+    description: str | None = None,
+    subject_field: str | None = None,
+) -> FunctionTool | Callable[[_Fn], FunctionTool]:
+    """Make a tool of an async function `(ctx: ToolContext, ...) -> str`.
+
+    The name defaults to the function's name and the input schema comes from the
+    parameters after `ctx`. Without a `stop_class` a tool is `MUTATING`: a stop never
+    abandons it, which is the safe choice when nothing says otherwise.
+    """
+
+    def make(f: _Fn) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            stop_class=stop_class,
+            description=description,
+            subject_field=subject_field,
+        )
+
+    return make(fn) if fn is not None else make

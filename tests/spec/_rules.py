@@ -1,0 +1,29 @@
+"""The manifest of spec rules; every rule needs a test marked `@pytest.mark.rule(id)`."""
+
+from __future__ import annotations
+
+RULES: dict[str, str] = {
+    # spec 01: stopping a turn while tools run
+    "S1": "every tool is stoppable",
+    "S2": "the wait is a race; losing it abandons the wait and tells the host",
+    "S3": "a late result of an abandoned call is discarded",
+    "S4": "progress of an abandoned call stops at the stop",
+    "S5": "abort() drives every in-flight call itself",
+    "S6": "abort() returns within its bound and tells the truth",
+    "S7": "aborts are typed; early arrivals are tombstones under the full key",
+    "S8": "call ids are unique within a session",
+    "S9": "TOOL_ABORTED means a stop; error codes are one enum",
+    "S10": "nothing starts after a stop",
+    "S11": "a stop during a model request cancels it",
+    "S12": "stopping twice or a settled turn is harmless; the session stays usable",
+    "S13": "process tools reclaim the whole tree",
+    "S14": "read-only local tools are cancellable for real",
+    # spec 02: the recorded stop
+    "folder-rule": "the folder rule, checked on every read",
+    "read-outcomes": "a read has exactly three outcomes: CLEAR, STOPPED, HOLD",
+    "one-descriptor": "the stop is judged on one descriptor, no bytes read",
+    "not-honoured": "stops of other accounts are ignored and reported",
+    "verbs-caller": "the verbs refuse callers without a terminal or in an agent session",
+    "atomic-stop": "the stop is written atomically and fails loudly",
+    "guard-table": "the guard refuses tool calls that would touch a stop",
+}
