@@ -7,6 +7,7 @@ Commands are imported only when run, so `tether --help` stays fast. Exit codes: 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 import click
@@ -18,13 +19,23 @@ __all__ = ("cli", "main")
 # Command name -> "module:attribute" inside tether.cli. Each module defines one command.
 _COMMANDS: dict[str, str] = {
     "demo": "demo:demo",
+    "guard": "guard:guard",
     "host": "host:host",
+    "lift": "lift:lift",
+    "permissions": "permissions:permissions",
+    "setup": "setup:setup",
+    "status": "status:status",
+    "stop": "stop:stop",
 }
 
 
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_COMMANDS)
+        return sorted(
+            name
+            for name, target in _COMMANDS.items()
+            if importlib.util.find_spec(f"{__name__}.{target.split(':')[0]}") is not None
+        )
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = _COMMANDS.get(cmd_name)
