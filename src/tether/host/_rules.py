@@ -1,0 +1,467 @@
+"""Permission rules: `allow` / `ask` / `deny` lists in the familiar form.
+
+A rule is a tool name, optionally with a specifier in parentheses:
+
+```
+Bash                            every call of the tool
+Bash(npm test)                  exactly the command `npm test` (compared word by word)
+Bash(git status:*)              `git status`, alone or followed by more words
+Write(src/**), Edit(*.md)       a path relative to the workspace; a pattern without `/`
+                                matches the file name at any depth
+Read(/etc/**), Read(~/notes/*)  an absolute path
+WebFetch(domain:example.com)    a URL on that host (`domain:*.example.com`: subdomains)
+mcp__server__tool               one MCP tool
+mcp__server__*, mcp__server     every tool of that MCP server
+```
+
+Among the rules that match a call, deny wins over ask and ask over allow. When no rule
+matches, the stop class decides: `READ_ONLY` tools are allowed, every other class asks.
+Paths are resolved (`..` and symlinks) before they are matched, and a call whose path
+lies outside the workspace is at least `ask` unless an allow rule *names* that path (a
+bare `Read` allows reads inside the workspace only; `Read(/etc/**)` reaches outside).
+
+Shell commands are matched part by part. A command is split with `shlex` on `;`, `&&`,
+`||`, `|`, `&`, parentheses and newlines; a deny or ask rule applies when it matches
+any part, and an allow rule with a specifier allows the command only when every part
+is matched by some allow rule: `Bash(git status:*)` does not allow
+`git status; rm -rf x`. Command substitution (`$(...)`, backquotes, `<(...)`) and
+redirection to a file are never allowed by a specifier: such commands fall through to
+the default (ask) unless a bare `Bash` rule allows them. So does a command that does
+not parse.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from ..errors import UsageError
+from ._tool import StopClass, Tool
+
+if TYPE_CHECKING:
+    from .._config import Config
+
+__all__ = ("Decision", "PermissionRules", "Rule", "default_for")
+
+Decision = Literal["allow", "ask", "deny"]
+"""What a permission check concludes for one call."""
+
+_ListName = Literal["allow", "ask", "deny"]
+
+_RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.*-]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
+_PATH_FIELDS = ("file_path", "path", "notebook_path")
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"})
+_OPAQUE = ("$(", "`", "<(", ">(")
+_SAFE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+
+
+def default_for(stop_class: StopClass) -> Decision:
+    """Return the decision when no rule matches: READ_ONLY allows, the rest ask."""
+    return "allow" if stop_class is StopClass.READ_ONLY else "ask"
+
+
+@attrs.frozen
+class Rule:
+    """One parsed rule: a tool-name pattern and an optional specifier."""
+
+    text: str
+    """The rule as written."""
+    tool: str
+    """Tool-name pattern; `*` matches any run of characters."""
+    specifier: str | None
+    """What is inside the parentheses, or None for a bare tool name."""
+
+    @classmethod
+    def parse(cls, text: str) -> Rule:
+        """Parse one rule.
+
+        Raises:
+            UsageError: the rule is malformed; the message quotes it and says why.
+        """
+        stripped = text.strip()
+        match = _RULE_RE.match(stripped)
+        if match is None:
+            raise UsageError(
+                f"malformed permission rule {text!r}: expected Tool or Tool(specifier)"
+            )
+        name, spec = match["name"], match["spec"]
+        if spec is not None:
+            spec = spec.strip()
+            if not spec:
+                raise UsageError(
+                    f"malformed permission rule {text!r}: empty parentheses "
+                    f"(write {name} for every call)"
+                )
+            _check_specifier(text, name, spec)
+        return cls(text=stripped, tool=name, specifier=spec)
+
+    def names(self, tool_name: str) -> bool:
+        """Return whether the rule's tool pattern covers `tool_name`."""
+        if fnmatch.fnmatchcase(tool_name, self.tool):
+            return True
+        # `mcp__server` names every tool of that server.
+        return (
+            self.tool.startswith("mcp__")
+            and self.tool.count("__") == 1
+            and tool_name.startswith(self.tool + "__")
+        )
+
+
+def _check_specifier(text: str, name: str, spec: str) -> None:
+    if spec.startswith("domain:"):
+        if not spec[len("domain:") :].strip():
+            raise UsageError(f"malformed permission rule {text!r}: empty domain")
+        return
+    if spec.endswith(":*") and not spec[:-2].strip():
+        raise UsageError(f"malformed permission rule {text!r}: empty prefix before :*")
+    if name == "Bash" or spec.endswith(":*"):
+        try:
+            shlex.split(spec.removesuffix(":*"))
+        except ValueError as exc:
+            raise UsageError(f"malformed permission rule {text!r}: {exc}") from None
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Part:
+    words: tuple[str, ...]
+    plain: bool
+    """False when the part redirects output to a file: no specifier allows it."""
+
+
+def _split_command(command: str) -> list[_Part] | None:
+    """Split a shell command into simple commands; None when it cannot be matched."""
+    if any(marker in command for marker in _OPAQUE):
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    parts: list[_Part] = []
+    words: list[str] = []
+    plain = True
+    pending_redirect = False
+    for token in tokens:
+        if token in _SEPARATORS:
+            if words:
+                parts.append(_Part(tuple(words), plain))
+            words, plain, pending_redirect = [], True, False
+        elif ">" in token and set(token) <= set("<>&|"):
+            pending_redirect = True
+        elif token == "<":
+            continue  # input redirection reads; its target stays a word
+        elif pending_redirect:
+            pending_redirect = False
+            if token not in _SAFE_TARGETS and not token.isdigit():
+                plain = False
+            if words and words[-1].isdigit():
+                words.pop()  # the fd number of `2>`
+        else:
+            words.append(token)
+    if pending_redirect:
+        plain = False
+    if words:
+        parts.append(_Part(tuple(words), plain))
+    return parts
+
+
+def _command_matches(spec: str, part: _Part) -> bool:
+    if spec.endswith(":*"):
+        prefix = tuple(shlex.split(spec[:-2]))
+        return part.words[: len(prefix)] == prefix
+    return part.words == tuple(shlex.split(spec))
+
+
+# --- paths and URLs ------------------------------------------------------------------
+
+
+def _segment_regex(segment: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[" and segment.find("]", i + 1) > i + 1:
+            close = segment.find("]", i + 1)
+            body = segment[i + 1 : close].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = close
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a path glob: `**` spans directories, `*` and `?` stay in one segment."""
+    segments = pattern.strip("/").split("/")
+    out = ""
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "**":
+            out += ".*" if last else "(?:[^/]+/)*"
+        else:
+            out += _segment_regex(segment) + ("" if last else "/")
+    return re.compile(out + r"\Z")
+
+
+def _realpath(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _resolve(raw: str, workspace: Path) -> Path:
+    p = Path(raw).expanduser()
+    return _realpath(p if p.is_absolute() else workspace / p)
+
+
+def _absolute_pattern(spec: str) -> str | None:
+    """Return an absolute pattern, its literal prefix resolved; None if relative."""
+    if spec.startswith("~"):
+        spec = os.path.expanduser(spec)
+    if not spec.startswith("/"):
+        return None
+    segments = spec.split("/")
+    literal = 0
+    for i, segment in enumerate(segments):
+        if any(ch in segment for ch in "*?["):
+            break
+        literal = i + 1
+    head = "/".join(segments[:literal]) or "/"
+    tail = "/".join(segments[literal:])
+    resolved = os.path.realpath(head)
+    return resolved if not tail else f"{resolved.rstrip('/')}/{tail}"
+
+
+def _path_matches(spec: str, path: Path, workspace: Path) -> bool:
+    absolute = _absolute_pattern(spec)
+    if absolute is not None:
+        return _glob_regex(absolute).match(str(path).lstrip("/")) is not None
+    if path != workspace and workspace not in path.parents:
+        return False
+    rel = path.relative_to(workspace).as_posix()
+    if "/" not in spec.strip("/"):
+        return _glob_regex(spec).match(path.name) is not None
+    return _glob_regex(spec).match(rel) is not None
+
+
+def _domain_matches(spec: str, url: str) -> bool:
+    want = spec[len("domain:") :].strip().lower()
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    if want.startswith("*."):
+        return host.endswith(want[1:])
+    return host == want
+
+
+# --- the rule set --------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Call:
+    """What the rules look at in one call."""
+
+    tool: Tool
+    workspace: Path
+    command: str | None
+    path: Path | None
+    outside: bool
+    url: str | None
+    subject: str | None
+
+
+def _call_of(tool: Tool, args: Mapping[str, Any], workspace: Path) -> _Call:
+    subject = tool.subject(args)
+    command = subject if tool.subject_field == "command" else None
+    raw_path: str | None = None
+    if tool.subject_field in _PATH_FIELDS and subject is not None:
+        raw_path = subject
+    else:
+        for field in _PATH_FIELDS:
+            value = args.get(field)
+            if isinstance(value, str) and value:
+                raw_path = value
+                break
+    ws = _realpath(workspace)
+    path = _resolve(raw_path, ws) if raw_path is not None else None
+    outside = path is not None and path != ws and ws not in path.parents
+    url = args.get("url")
+    return _Call(
+        tool=tool,
+        workspace=ws,
+        command=command,
+        path=path,
+        outside=outside,
+        url=url if isinstance(url, str) else None,
+        subject=subject,
+    )
+
+
+@attrs.frozen
+class PermissionRules:
+    """The allow / ask / deny lists, parsed; `decide()` rules on one call."""
+
+    allow: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+    source: Path | None = attrs.field(default=None, kw_only=True)
+    """The config file the rules came from, if any."""
+
+    @classmethod
+    def from_lists(
+        cls,
+        allow: Sequence[str] = (),
+        ask: Sequence[str] = (),
+        deny: Sequence[str] = (),
+        *,
+        source: Path | None = None,
+    ) -> PermissionRules:
+        """Parse three lists of rule strings.
+
+        Raises:
+            UsageError: a rule is malformed; the message names it and its list.
+        """
+
+        def parse(kind: str, texts: Sequence[str]) -> tuple[Rule, ...]:
+            if isinstance(texts, str):
+                raise UsageError(f"permissions.{kind} must be a list of rules")
+            out = []
+            for text in texts:
+                try:
+                    out.append(Rule.parse(text))
+                except UsageError as exc:
+                    raise UsageError(f"permissions.{kind}: {exc}") from None
+            return tuple(out)
+
+        return cls(
+            parse("allow", allow),
+            parse("ask", ask),
+            parse("deny", deny),
+            source=source,
+        )
+
+    @classmethod
+    def from_config(cls, config: Config) -> PermissionRules:
+        """Parse the rules of a loaded config (file and `TETHER_*` overrides)."""
+        return cls.from_lists(
+            config.allow, config.ask, config.deny, source=config.source
+        )
+
+    def decide(
+        self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
+    ) -> Decision:
+        """Return `allow`, `ask` or `deny` for a call of `tool` with `args`."""
+        call = _call_of(tool, args, workspace)
+        if call.command is not None:
+            return self._decide_command(call)
+        if self._any(self.deny, call):
+            return "deny"
+        if self._any(self.ask, call):
+            return "ask"
+        if call.outside:
+            named = [r for r in self.allow if r.specifier is not None]
+            return "allow" if self._any(tuple(named), call) else "ask"
+        if self._any(self.allow, call):
+            return "allow"
+        return default_for(tool.stop_class)
+
+    def _any(self, rules: tuple[Rule, ...], call: _Call) -> bool:
+        return any(_matches(rule, call) for rule in rules)
+
+    def _decide_command(self, call: _Call) -> Decision:
+        assert call.command is not None
+        parts = _split_command(call.command)
+        name = call.tool.name
+
+        def hit(rules: tuple[Rule, ...]) -> bool:
+            for rule in rules:
+                if not rule.names(name):
+                    continue
+                if rule.specifier is None:
+                    return True
+                if parts is not None and any(
+                    _command_matches(rule.specifier, p) for p in parts
+                ):
+                    return True
+            return False
+
+        if hit(self.deny):
+            return "deny"
+        if hit(self.ask):
+            return "ask"
+        mine = [r for r in self.allow if r.names(name)]
+        if any(r.specifier is None for r in mine):
+            return "allow"
+        if (
+            parts
+            and all(p.plain for p in parts)
+            and all(
+                any(_command_matches(r.specifier, p) for r in mine if r.specifier)
+                for p in parts
+            )
+        ):
+            return "allow"
+        return default_for(call.tool.stop_class)
+
+    def describe(self) -> str:
+        """Return the rules and the defaults as lines for a person to read."""
+        lines = [
+            f"source: {self.source}" if self.source else "source: (no config file)"
+        ]
+        for kind in ("deny", "ask", "allow"):
+            rules: tuple[Rule, ...] = getattr(self, kind)
+            shown = ", ".join(r.text for r in rules) if rules else "(none)"
+            lines.append(f"{kind}: {shown}")
+        defaults = ", ".join(f"{sc.value} {default_for(sc)}" for sc in StopClass)
+        lines.append(f"defaults (no rule matches): {defaults}")
+        lines.append(
+            "outside the workspace: at least ask, unless an allow rule names the path"
+        )
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the rules as JSON-ready data (`tether permissions --json`)."""
+        return {
+            "allow": [r.text for r in self.allow],
+            "ask": [r.text for r in self.ask],
+            "deny": [r.text for r in self.deny],
+            "defaults": {sc.value: default_for(sc) for sc in StopClass},
+            "source": str(self.source) if self.source else None,
+        }
+
+
+def _matches(rule: Rule, call: _Call) -> bool:
+    """Match a rule against a call whose subject is not a shell command."""
+    if not rule.names(call.tool.name):
+        return False
+    spec = rule.specifier
+    if spec is None:
+        return True
+    if spec.startswith("domain:"):
+        url = call.url if call.url is not None else call.subject
+        return url is not None and _domain_matches(spec, url)
+    if call.path is not None:
+        return _path_matches(spec, call.path, call.workspace)
+    if call.subject is not None:
+        if spec.endswith(":*"):
+            return call.subject.startswith(spec[:-2])
+        return fnmatch.fnmatchcase(call.subject, spec)
+    return False

@@ -1,0 +1,322 @@
+"""Permission rules: parsing, matching, precedence, paths outside the workspace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether._config import Config
+from tether.errors import UsageError
+from tether.host import StopClass, Tool, ToolContext, tool
+from tether.host._rules import PermissionRules, Rule, default_for
+
+
+def _make(name: str, stop_class: StopClass, subject_field: str | None) -> Tool:
+    async def fn(ctx: ToolContext, **_: Any) -> str:
+        return ""
+
+    async def command(ctx: ToolContext, command: str) -> str:
+        return command
+
+    async def file_path(ctx: ToolContext, file_path: str) -> str:
+        return file_path
+
+    async def url(ctx: ToolContext, url: str) -> str:
+        return url
+
+    async def pattern(ctx: ToolContext, pattern: str, path: str | None = None) -> str:
+        return pattern
+
+    async def nothing(ctx: ToolContext, x: int = 0) -> str:
+        return ""
+
+    bodies = {
+        "command": command,
+        "file_path": file_path,
+        "url": url,
+        "pattern": pattern,
+        None: nothing,
+    }
+    return tool(name=name, stop_class=stop_class, subject_field=subject_field)(
+        bodies[subject_field]
+    )
+
+
+TOOLS = {
+    "Bash": _make("Bash", StopClass.PROCESS, "command"),
+    "Read": _make("Read", StopClass.READ_ONLY, "file_path"),
+    "Write": _make("Write", StopClass.MUTATING, "file_path"),
+    "Edit": _make("Edit", StopClass.MUTATING, "file_path"),
+    "WebFetch": _make("WebFetch", StopClass.READ_ONLY, "url"),
+    "Grep": _make("Grep", StopClass.READ_ONLY, "pattern"),
+    "mcp__time__get_current_time": _make(
+        "mcp__time__get_current_time", StopClass.EXTENSION, None
+    ),
+    "mcp__time__convert_time": _make(
+        "mcp__time__convert_time", StopClass.EXTENSION, None
+    ),
+    "mcp__files__delete": _make("mcp__files__delete", StopClass.EXTENSION, None),
+}
+
+A, K, D = "allow", "ask", "deny"
+
+# (allow, ask, deny, tool, input, expected)
+ROWS: list[tuple[list[str], list[str], list[str], str, dict[str, Any], str]] = [
+    # defaults by stop class
+    ([], [], [], "Read", {"file_path": "a.txt"}, A),
+    ([], [], [], "Write", {"file_path": "a.txt"}, K),
+    ([], [], [], "Bash", {"command": "ls"}, K),
+    ([], [], [], "mcp__time__get_current_time", {}, K),
+    ([], [], [], "Grep", {"pattern": "x"}, A),
+    # bare tool names
+    (["Bash"], [], [], "Bash", {"command": "rm -rf /"}, A),
+    (["Write"], [], [], "Write", {"file_path": "src/a.py"}, A),
+    ([], [], ["Read"], "Read", {"file_path": "a.txt"}, D),
+    ([], ["Read"], [], "Read", {"file_path": "a.txt"}, K),
+    # Bash prefix and exact
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status"}, A),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status --short"}, A),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git statusx"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git  status   -s"}, A),
+    (["Bash(npm test)"], [], [], "Bash", {"command": "npm test"}, A),
+    (["Bash(npm test)"], [], [], "Bash", {"command": "npm test --watch"}, K),
+    (["Bash(npm run test:*)"], [], [], "Bash", {"command": "npm run lint"}, K),
+    # compound commands: every part must be allowed
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status; rm -rf x"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status && rm x"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status || rm x"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status | sh"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status\nrm x"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status & rm x"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status $(rm x)"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status `rm x`"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status > out"}, K),
+    (["Bash(git status:*)"], [], [], "Bash", {"command": "git status 2>&1"}, A),
+    (
+        ["Bash(git status:*)", "Bash(git diff:*)"],
+        [],
+        [],
+        "Bash",
+        {"command": "git status && git diff | git diff --stat"},
+        A,
+    ),
+    (["Bash(echo:*)"], [], [], "Bash", {"command": "echo 'a; rm -rf x'"}, A),
+    (["Bash(echo:*)"], [], [], "Bash", {"command": 'echo "unterminated'}, K),
+    # deny and ask reach any part of a compound command
+    (["Bash"], [], ["Bash(rm:*)"], "Bash", {"command": "ls && rm -rf x"}, D),
+    (
+        ["Bash"],
+        ["Bash(git push:*)"],
+        [],
+        "Bash",
+        {"command": "git add . ; git push"},
+        K,
+    ),
+    (["Bash"], [], ["Bash(rm:*)"], "Bash", {"command": "ls"}, A),
+    # precedence deny > ask > allow
+    (["Bash(git:*)"], ["Bash(git push:*)"], [], "Bash", {"command": "git push"}, K),
+    (
+        ["Bash(git:*)"],
+        ["Bash(git:*)"],
+        ["Bash(git push:*)"],
+        "Bash",
+        {"command": "git push"},
+        D,
+    ),
+    (
+        ["Write(src/**)"],
+        [],
+        ["Write(src/secret/**)"],
+        "Write",
+        {"file_path": "src/secret/k"},
+        D,
+    ),
+    (["Read"], ["Read(*.env)"], [], "Read", {"file_path": "conf/.env"}, K),
+    (["Read"], ["Read(*.env)"], [], "Read", {"file_path": "conf/app.envx"}, A),
+    (["Read"], ["Read(.env)"], [], "Read", {"file_path": "conf/.env"}, K),
+    # path globs relative to the workspace
+    (["Write(src/**)"], [], [], "Write", {"file_path": "src/a/b/c.py"}, A),
+    (["Write(src/**)"], [], [], "Write", {"file_path": "tests/a.py"}, K),
+    (["Write(src/**)"], [], [], "Write", {"file_path": "src/../tests/a.py"}, K),
+    (["Edit(*.md)"], [], [], "Edit", {"file_path": "docs/deep/x.md"}, A),
+    (["Edit(*.md)"], [], [], "Edit", {"file_path": "docs/x.mdx"}, K),
+    (["Edit(docs/*.md)"], [], [], "Edit", {"file_path": "docs/deep/x.md"}, K),
+    (["Edit(docs/**/*.md)"], [], [], "Edit", {"file_path": "docs/deep/x.md"}, A),
+    (["Edit(docs/**/*.md)"], [], [], "Edit", {"file_path": "docs/x.md"}, A),
+    (["Edit(src/[ab].py)"], [], [], "Edit", {"file_path": "src/b.py"}, A),
+    (["Edit(src/?.py)"], [], [], "Edit", {"file_path": "src/ab.py"}, K),
+    # absolute paths and the outside-workspace rule
+    ([], [], [], "Read", {"file_path": "/etc/hostname"}, K),
+    (["Read"], [], [], "Read", {"file_path": "/etc/hostname"}, K),
+    (["Read(/etc/**)"], [], [], "Read", {"file_path": "/etc/hostname"}, A),
+    (
+        ["Read(/etc/**)"],
+        [],
+        ["Read(/etc/shadow)"],
+        "Read",
+        {"file_path": "/etc/shadow"},
+        D,
+    ),
+    ([], [], [], "Read", {"file_path": "../outside.txt"}, K),
+    ([], [], [], "Grep", {"pattern": "x", "path": "/usr"}, K),
+    (["Grep(/usr/**)"], [], [], "Grep", {"pattern": "x", "path": "/usr/lib"}, A),
+    # WebFetch domains
+    (
+        ["WebFetch(domain:example.com)"],
+        [],
+        [],
+        "WebFetch",
+        {"url": "https://example.com/a"},
+        A,
+    ),
+    (
+        ["WebFetch(domain:example.com)"],
+        [],
+        ["WebFetch(domain:evil.example.com)"],
+        "WebFetch",
+        {"url": "https://evil.example.com/"},
+        D,
+    ),
+    (
+        [],
+        ["WebFetch(domain:*.example.com)"],
+        [],
+        "WebFetch",
+        {"url": "http://a.example.com"},
+        K,
+    ),
+    (
+        [],
+        [],
+        ["WebFetch(domain:example.com)"],
+        "WebFetch",
+        {"url": "https://example.org"},
+        A,
+    ),
+    # MCP tool names
+    (["mcp__time__*"], [], [], "mcp__time__get_current_time", {}, A),
+    (["mcp__time"], [], [], "mcp__time__convert_time", {}, A),
+    (["mcp__time__convert_time"], [], [], "mcp__time__get_current_time", {}, K),
+    (["mcp__*"], [], ["mcp__files__delete"], "mcp__files__delete", {}, D),
+    (["mcp__time__*"], [], [], "mcp__files__delete", {}, K),
+]
+
+
+@pytest.mark.parametrize(
+    ("allow", "ask", "deny", "tool_name", "args", "expected"),
+    ROWS,
+    ids=[f"{i:02d}-{row[3]}" for i, row in enumerate(ROWS)],
+)
+def test_decide_table(
+    workspace: Path,
+    allow: list[str],
+    ask: list[str],
+    deny: list[str],
+    tool_name: str,
+    args: dict[str, Any],
+    expected: str,
+) -> None:
+    """Each row's rules give the expected decision for the call."""
+    rules = PermissionRules.from_lists(allow, ask, deny)
+    assert rules.decide(TOOLS[tool_name], args, workspace=workspace) == expected
+
+
+def test_table_is_large_enough() -> None:
+    """The matching table keeps at least 25 rows."""
+    assert len(ROWS) >= 25
+
+
+def test_symlink_out_of_the_workspace_is_outside(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A path that reaches outside through a symlink is judged by where it resolves."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (workspace / "link").symlink_to(outside)
+    rules = PermissionRules.from_lists(allow=["Write(link/**)", "Read"])
+    read, write = TOOLS["Read"], TOOLS["Write"]
+    assert rules.decide(read, {"file_path": "link/x"}, workspace=workspace) == "ask"
+    assert rules.decide(write, {"file_path": "link/x"}, workspace=workspace) == "ask"
+    assert (
+        rules.decide(read, {"file_path": "inside.txt"}, workspace=workspace) == "allow"
+    )
+    named = PermissionRules.from_lists(allow=[f"Read({outside}/**)"])
+    assert named.decide(read, {"file_path": "link/x"}, workspace=workspace) == "allow"
+
+
+def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
+    """A workspace reached through a symlink still holds its own files."""
+    real = tmp_path / "real"
+    real.mkdir()
+    alias = tmp_path / "alias"
+    alias.symlink_to(real)
+    rules = PermissionRules.from_lists(allow=["Write(src/**)"])
+    decision = rules.decide(
+        TOOLS["Write"], {"file_path": str(alias / "src/a")}, workspace=alias
+    )
+    assert decision == "allow"
+    home = PermissionRules.from_lists(allow=["Read(~/**)"])
+    target = os.path.expanduser("~/x")
+    assert home.decide(TOOLS["Read"], {"file_path": target}, workspace=real) == "allow"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["Bash(", "Bash()", "Bash(:*)", "Ba sh", "", "WebFetch(domain:)", "Bash(echo 'x)"],
+)
+def test_malformed_rule_is_named(bad: str) -> None:
+    """A malformed rule raises UsageError quoting the rule and its list."""
+    with pytest.raises(UsageError) as info:
+        PermissionRules.from_lists(allow=["Read"], deny=[bad])
+    assert repr(bad.strip()) in str(info.value) or repr(bad) in str(info.value)
+    assert "permissions.deny" in str(info.value)
+
+
+def test_rule_parse_keeps_parts() -> None:
+    """A parsed rule keeps its text, tool pattern and specifier."""
+    rule = Rule.parse(" Bash(git status:*) ")
+    assert (rule.text, rule.tool, rule.specifier) == (
+        "Bash(git status:*)",
+        "Bash",
+        "git status:*",
+    )
+    assert Rule.parse("mcp__srv").names("mcp__srv__tool")
+    assert not Rule.parse("mcp__srv").names("mcp__srv2__tool")
+
+
+def test_defaults_by_class() -> None:
+    """Read-only tools are allowed by default and every other class asks."""
+    assert {sc: default_for(sc) for sc in StopClass} == {
+        StopClass.READ_ONLY: "allow",
+        StopClass.PROCESS: "ask",
+        StopClass.MUTATING: "ask",
+        StopClass.EXTENSION: "ask",
+    }
+
+
+def test_from_config_and_views(tmp_path: Path) -> None:
+    """Rules come from a config; describe() and to_json() show lists and defaults."""
+    source = tmp_path / "config.toml"
+    config = Config(
+        allow=("Read",), ask=("Bash(git push:*)",), deny=("Bash(rm:*)",), source=source
+    )
+    rules = PermissionRules.from_config(config)
+    assert rules.to_json() == {
+        "allow": ["Read"],
+        "ask": ["Bash(git push:*)"],
+        "deny": ["Bash(rm:*)"],
+        "defaults": {
+            "read_only": "allow",
+            "process": "ask",
+            "mutating": "ask",
+            "extension": "ask",
+        },
+        "source": str(source),
+    }
+    text = rules.describe()
+    assert "deny: Bash(rm:*)" in text
+    assert "read_only allow" in text
+    assert str(source) in text
