@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,15 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def tether_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def tether_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Give every test an account-like home of its own (TETHER_HOME)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("TETHER_HOME", str(home))
     for name in ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", "TETHER_CONFIG"):
         monkeypatch.delenv(name, raising=False)
-    yield home
+    return home
 
 
 @pytest.fixture
@@ -31,7 +32,11 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
     for item in items:
         if item.get_closest_marker("root") and os.geteuid() != 0:
-            item.add_marker(pytest.mark.skip(reason="needs root to chown files to other uids"))
+            item.add_marker(
+                pytest.mark.skip(reason="needs root to chown files to other uids")
+            )

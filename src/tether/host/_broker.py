@@ -1,0 +1,103 @@
+"""The permission broker: the guard first, then rules, then the approver for `ask`.
+
+The broker decides whether a call may run. It never registers or cancels calls: the host
+registers a call before asking the broker, and a stop cancels the broker's wait (a
+pending prompt is withdrawn by that cancellation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeAlias
+
+import attrs
+
+from ..errors import GuardRefused, PermissionDenied
+from ._protocol import Approver, CallKey, PermissionRequest
+from ._tool import StopClass, Tool
+
+__all__ = ("Broker", "Decision", "Guard", "RuleSet", "default_decision", "stop_guard")
+
+Decision: TypeAlias = Literal["allow", "ask", "deny"]
+
+Guard: TypeAlias = Callable[[Tool, Mapping[str, Any], Path], str | None]
+"""Returns the reason a call is refused by the stop guard, or None to let it pass."""
+
+
+class RuleSet(Protocol):
+    """What the broker needs of permission rules (`PermissionRules` has it)."""
+
+    def decide(
+        self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
+    ) -> Decision: ...
+
+
+def default_decision(stop_class: StopClass) -> Decision:
+    """The default when no rule matches: read-only calls run, every other class asks."""
+    return "allow" if stop_class is StopClass.READ_ONLY else "ask"
+
+
+def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:
+    """Return the guard of spec 02 over this account's stop directories."""
+
+    def check(tool: Tool, args: Mapping[str, Any], workspace: Path) -> str | None:
+        from ..stop import guard_tool_call, protected_paths
+
+        paths = protected() if protected is not None else protected_paths()
+        verdict = guard_tool_call(
+            tool.name,
+            args,
+            cwd=workspace,
+            protected=paths,
+            mutating=tool.stop_class is not StopClass.READ_ONLY,
+        )
+        return None if verdict.allowed else verdict.reason
+
+    return check
+
+
+@attrs.define(eq=False)
+class Broker:
+    """Guard, rules and approver, in that order."""
+
+    workspace: Path
+    rules: RuleSet | None = None
+    """Allow / ask / deny rules (None: the class defaults only)."""
+    approver: Approver | None = None
+    guard: Guard | None = None
+
+    def decide(self, tool: Tool, args: Mapping[str, Any]) -> Decision:
+        """Return the rule decision for a call, without asking anyone.
+
+        Raises:
+            GuardRefused: the stop guard refused the call.
+        """
+        if self.guard is not None:
+            reason = self.guard(tool, args, self.workspace)
+            if reason is not None:
+                raise GuardRefused(reason)
+        if self.rules is None:
+            return default_decision(tool.stop_class)
+        return self.rules.decide(tool, args, workspace=self.workspace)
+
+    async def ask(self, key: CallKey, tool: Tool, args: Mapping[str, Any]) -> None:
+        """Ask the approver; return if approved.
+
+        Raises:
+            PermissionDenied: the approver said no, or there is no approver.
+        """
+        if self.approver is None:
+            raise PermissionDenied(
+                f"{tool.name} needs permission and no approver is set; "
+                f"add an allow rule such as {tool.name!r} to run it unattended"
+            )
+        request = PermissionRequest(
+            session_id=key.session_id,
+            call_id=key.call_id,
+            tool=tool.name,
+            input=dict(args),
+            stop_class=tool.stop_class,
+        )
+        if not await self.approver(request):
+            raise PermissionDenied(f"{tool.name} was not approved")

@@ -1,0 +1,95 @@
+"""The host's table of active calls and its early-arrival tombstones (S7).
+
+Every call is registered here, under its full key (session, call id, tool), before the
+host evaluates permission, so a stop can always find it. An abort for a call the host has
+not seen yet is kept as a typed tombstone for a short time; only a later call with the
+very same key is blocked by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import attrs
+
+from ._protocol import CallKey, HostPhase
+from ._tool import Tool, ToolContext
+
+__all__ = ("ActiveCall", "CallTable")
+
+
+@attrs.define(eq=False)
+class ActiveCall:
+    """One call at the host, from registration to its result."""
+
+    key: CallKey
+    tool: Tool
+    args: dict[str, Any]
+    ctx: ToolContext
+    phase: HostPhase = "registered"
+    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+    """Covers the waits before the operation (permission, admission)."""
+    tool_scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+    """Covers the tool's own run; cancelled (or given a deadline) by a stop."""
+    stop_requested: bool = False
+    output: list[str] = attrs.field(factory=list)
+    """Progress text reported so far: a killed process's partial output."""
+
+
+@attrs.define(eq=False)
+class CallTable:
+    """Active calls by key, ids seen per session, and tombstones with a time to live."""
+
+    tombstone_ttl: float = 60.0
+    clock: Callable[[], float] = anyio.current_time
+    _active: dict[CallKey, ActiveCall] = attrs.field(factory=dict)
+    _seen: dict[str, set[str]] = attrs.field(factory=dict)
+    _tombstones: dict[CallKey, float] = attrs.field(factory=dict)
+
+    def get(self, key: CallKey) -> ActiveCall | None:
+        """Return the active call with this full key, if any."""
+        return self._active.get(key)
+
+    def __iter__(self) -> Iterator[ActiveCall]:
+        return iter(list(self._active.values()))
+
+    def __len__(self) -> int:
+        return len(self._active)
+
+    def claim_id(self, key: CallKey) -> bool:
+        """Record the call id as used in its session; False if it was used before (S8)."""
+        seen = self._seen.setdefault(key.session_id, set())
+        if key.call_id in seen:
+            return False
+        seen.add(key.call_id)
+        return True
+
+    def register(self, call: ActiveCall) -> None:
+        """Add a call; from now on a stop finds it."""
+        self._active[call.key] = call
+
+    def remove(self, key: CallKey) -> None:
+        """Drop a finished call."""
+        self._active.pop(key, None)
+
+    def bury(self, key: CallKey) -> None:
+        """Keep an early abort as a tombstone under its full key (S7)."""
+        self._expire()
+        self._tombstones[key] = self.clock() + self.tombstone_ttl
+
+    def take_tombstone(self, key: CallKey) -> bool:
+        """Consume a live tombstone for exactly this key; True if there was one."""
+        self._expire()
+        return self._tombstones.pop(key, None) is not None
+
+    def tombstones(self) -> int:
+        """Number of live tombstones."""
+        self._expire()
+        return len(self._tombstones)
+
+    def _expire(self) -> None:
+        now = self.clock()
+        for key in [k for k, until in self._tombstones.items() if until <= now]:
+            del self._tombstones[key]

@@ -1,0 +1,253 @@
+"""The host core: executes tool calls and applies typed aborts to them.
+
+Order of a call (spec 01): register its cancellation, then the guard and permission, then
+admission, then the tool. A stop before the tool runs means it never runs. Once running,
+the stop class decides: READ_ONLY is cancelled at once, PROCESS is told to terminate and
+killed when the grace window closes, MUTATING and EXTENSION run to their real result.
+
+Both hosts use this core: the in-process host calls it directly, the stdio host behind
+JSON-RPC. It does not know about JSON-RPC or the runtime's ledger; it reports through an
+`emit` callback that must not block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import attrs
+
+from ..errors import (
+    DuplicateCallId,
+    ErrorCode,
+    InvalidInput,
+    ToolError,
+    UnknownTool,
+)
+from ._admission import Admission, Slot
+from ._broker import Broker
+from ._calls import ActiveCall, CallTable
+from ._protocol import (
+    PRE_START_PHASES,
+    AbortAck,
+    AbortRequest,
+    CallKey,
+    ExecuteRequest,
+    HostEvent,
+    HostPhase,
+    OutputEvent,
+    PhaseEvent,
+    ResultEvent,
+)
+from ._tool import StopClass, Tool, ToolContext
+
+__all__ = ("HostCore", "HostStatistics")
+
+Emit = Callable[[HostEvent], None]
+
+
+@attrs.frozen
+class HostStatistics:
+    """A snapshot of the host's load."""
+
+    active: int
+    running: int
+    queued: int
+    tombstones: int
+
+
+class HostCore:
+    """Runs calls in its own task group; `execute` and `abort` never block."""
+
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        *,
+        broker: Broker,
+        max_concurrent: int = 16,
+        tombstone_ttl: float = 60.0,
+    ) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.broker = broker
+        self.calls = CallTable(tombstone_ttl=tombstone_ttl)
+        self.admission = Admission(limit=max_concurrent)
+        self._slots: dict[CallKey, Slot] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def workspace(self) -> Path:
+        """The directory tools work in."""
+        return self.broker.workspace
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Own the calls' task group until cancelled; ready when `started()` is called."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._tg = None
+
+    def statistics(self) -> HostStatistics:
+        """Return the host's current load."""
+        return HostStatistics(
+            active=len(self.calls),
+            running=self.admission.running,
+            queued=self.admission.queued,
+            tombstones=self.calls.tombstones(),
+        )
+
+    def execute(self, request: ExecuteRequest, emit: Emit) -> None:
+        """Register a call and start it; every outcome is reported through `emit`."""
+        key = request.key
+        if not self.calls.claim_id(key):
+            err = DuplicateCallId(
+                f"call id {key.call_id} was already used in session {key.session_id}"
+            )
+            emit(_result(key, "", err))
+            return
+        if self.calls.take_tombstone(key):
+            # S7: an abort for exactly this call arrived first; it never runs.
+            emit(_aborted(key, "stopped before it reached the host"))
+            return
+        tool = self.tools.get(key.tool)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            emit(
+                _result(
+                    key, "", UnknownTool(f"unknown tool {key.tool!r} (known: {known})")
+                )
+            )
+            return
+        try:
+            args = tool.validate(request.input)
+        except InvalidInput as exc:
+            emit(_result(key, "", exc))
+            return
+        output: list[str] = []
+
+        def on_progress(text: str) -> None:
+            output.append(text)
+            emit(OutputEvent(key, text))
+
+        ctx = ToolContext(
+            call_id=key.call_id,
+            session_id=key.session_id,
+            workspace=self.workspace,
+            on_progress=on_progress,
+        )
+        call = ActiveCall(key=key, tool=tool, args=args, ctx=ctx, output=output)
+        # Invariant: registered before permission is evaluated, so a stop finds it.
+        self.calls.register(call)
+        assert self._tg is not None, "HostCore.serve() is not running"
+        self._tg.start_soon(
+            self._run, call, emit, name=f"tool {key.tool} {key.call_id}"
+        )
+
+    def abort(self, request: AbortRequest) -> AbortAck:
+        """Apply a typed stop to a call and say what phase it was in."""
+        call = self.calls.get(request.key)
+        if call is None:
+            self.calls.bury(request.key)
+            return AbortAck(found=False, phase="unknown")
+        phase = call.phase
+        if call.stop_requested:
+            return AbortAck(found=True, phase=phase)
+        call.stop_requested = True
+        if phase in PRE_START_PHASES:
+            call.scope.cancel()
+        elif phase == "running":
+            match call.tool.stop_class:
+                case StopClass.READ_ONLY:
+                    call.ctx.cancelled.set()
+                    call.tool_scope.cancel()
+                    # The abandoned worker may still be blocked: free its place now.
+                    self._release(call.key)
+                case StopClass.PROCESS:
+                    call.ctx.cancelled.set()
+                    # The grace window: the tool's own scope is cancelled when it closes.
+                    call.tool_scope.deadline = anyio.current_time() + request.grace
+                case StopClass.MUTATING | StopClass.EXTENSION:
+                    pass  # never abandoned once started: its real result is awaited
+        return AbortAck(found=True, phase=phase)
+
+    def _release(self, key: CallKey) -> None:
+        slot = self._slots.pop(key, None)
+        if slot is not None:
+            slot.release()
+
+    def _set_phase(self, call: ActiveCall, phase: HostPhase, emit: Emit) -> None:
+        call.phase = phase
+        emit(PhaseEvent(call.key, phase, call.tool.stop_class))
+
+    async def _run(self, call: ActiveCall, emit: Emit) -> None:
+        key = call.key
+        result: ResultEvent
+        try:
+            result = await self._attempt(call, emit)
+        except Exception as exc:  # the tool's own failure, not a stop
+            result = _result(key, "", _as_tool_error(exc))
+        finally:
+            self._release(key)
+            self.calls.remove(key)
+            call.phase = "finished"
+        emit(result)
+
+    async def _attempt(self, call: ActiveCall, emit: Emit) -> ResultEvent:
+        key = call.key
+        with call.scope:
+            try:
+                decision = self.broker.decide(call.tool, call.args)
+            except ToolError as exc:
+                return _result(key, "", exc)
+            if decision == "deny":
+                return _result(
+                    key,
+                    "",
+                    ToolError(
+                        f"{call.tool.name} is denied by a permission rule",
+                        code=ErrorCode.PERMISSION_DENIED,
+                    ),
+                )
+            if decision == "ask":
+                self._set_phase(call, "pending_permission", emit)
+                try:
+                    await self.broker.ask(key, call.tool, call.args)
+                except ToolError as exc:
+                    return _result(key, "", exc)
+            self._set_phase(call, "queued", emit)
+            self._slots[key] = await self.admission.acquire()
+            self._set_phase(call, "running", emit)
+        if call.scope.cancelled_caught or call.phase != "running":
+            return _aborted(key, "stopped before it started")
+        output: str | None = None
+        with call.tool_scope:
+            output = await call.tool.run(call.ctx, call.args)
+        if call.stop_requested and call.tool.stop_class in (
+            StopClass.READ_ONLY,
+            StopClass.PROCESS,
+        ):
+            partial = output if output is not None else "".join(call.output)
+            return _aborted(key, "stopped while running", partial)
+        assert output is not None
+        return ResultEvent(key, output)
+
+
+def _as_tool_error(exc: Exception) -> ToolError:
+    if isinstance(exc, ToolError):
+        return exc
+    return ToolError(f"{type(exc).__name__}: {exc}", code=ErrorCode.TOOL_FAILED)
+
+
+def _result(key: CallKey, output: str, exc: ToolError) -> ResultEvent:
+    path = exc.path if isinstance(exc, InvalidInput) else ""
+    return ResultEvent(key, output, code=exc.code, message=exc.message, field_path=path)
+
+
+def _aborted(key: CallKey, message: str, partial: str = "") -> ResultEvent:
+    return ResultEvent(key, partial, code=ErrorCode.TOOL_ABORTED, message=message)

@@ -1,0 +1,135 @@
+"""The host protocol as domain values: what the runtime and a host say to each other.
+
+Four messages cross the seam: `tools.execute` (runtime -> host), `tools.abort`
+(runtime -> host, answered with `found` and the call's phase), `tools.progress` and
+`tools.result` (host -> runtime). A host that asks the person for permission sends
+`permission.request` back to the runtime's approver. These are the domain forms; the
+JSON-RPC frames of the stdio host are converted at one boundary (`_wire.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ..errors import ErrorCode
+from ._tool import StopClass
+
+__all__ = (
+    "AbortAck",
+    "AbortRequest",
+    "AbortSource",
+    "Approver",
+    "CallKey",
+    "ExecuteRequest",
+    "HostEvent",
+    "HostPhase",
+    "OutputEvent",
+    "PermissionRequest",
+    "PhaseEvent",
+    "ResultEvent",
+)
+
+HostPhase: TypeAlias = Literal[
+    "unknown", "registered", "pending_permission", "queued", "running", "finished"
+]
+"""Where a call is at the host. `unknown`: the host never saw it (the abort became a
+tombstone); `registered` to `queued`: before the operation (a stop means it never starts);
+`running`: the tool is executing; `finished`: its result has been sent."""
+
+PRE_START_PHASES: frozenset[HostPhase] = frozenset(
+    {"unknown", "registered", "pending_permission", "queued"}
+)
+"""Phases in which a stopped call is guaranteed never to start."""
+
+AbortSource: TypeAlias = Literal["user", "turn", "deadline", "shutdown", "halt"]
+"""Who asked for an abort (style point 17)."""
+
+
+@attrs.frozen
+class CallKey:
+    """The full key of a call at the host: aborts are typed by all three parts (S7)."""
+
+    session_id: str
+    call_id: str
+    tool: str
+
+
+@attrs.frozen
+class ExecuteRequest:
+    """`tools.execute`: run a tool call."""
+
+    key: CallKey
+    input: dict[str, Any]
+
+
+@attrs.frozen
+class AbortRequest:
+    """`tools.abort`: stop a call; `grace` is the PROCESS window before the kill."""
+
+    key: CallKey
+    source: AbortSource
+    reason: str | None
+    grace: float
+
+
+@attrs.frozen
+class AbortAck:
+    """The answer to `tools.abort`: whether the host knew the call, and its phase then."""
+
+    found: bool
+    phase: HostPhase
+
+
+@attrs.frozen
+class PhaseEvent:
+    """`tools.progress` of kind `phase`: the call moved to another phase."""
+
+    key: CallKey
+    phase: HostPhase
+    stop_class: StopClass | None = None
+
+
+@attrs.frozen
+class OutputEvent:
+    """`tools.progress` of kind `output`: text the tool reported."""
+
+    key: CallKey
+    text: str
+
+
+@attrs.frozen
+class ResultEvent:
+    """`tools.result`: the call's one final result; nothing of it runs any more."""
+
+    key: CallKey
+    output: str
+    code: ErrorCode | None = None
+    message: str = ""
+    field_path: str = ""
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the call ended with an error code."""
+        return self.code is not None
+
+
+HostEvent: TypeAlias = PhaseEvent | OutputEvent | ResultEvent
+
+
+@attrs.frozen
+class PermissionRequest:
+    """What the approver is asked: may this call run?"""
+
+    session_id: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    stop_class: StopClass
+    reason: str = ""
+
+
+Approver: TypeAlias = Callable[[PermissionRequest], Awaitable[bool]]
+"""Decides a call that a rule (or the class default) sends to `ask`; cancelled by a stop."""

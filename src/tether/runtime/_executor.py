@@ -1,0 +1,365 @@
+"""The executor: races each call against the stop, by its stop class, in one place.
+
+Each call is driven in the runtime's task group, not in the caller's task, so a call that
+must not be abandoned (MUTATING, EXTENSION, a PROCESS in its grace window) still reaches
+its real end when the caller has gone. The registry of active calls lives here too:
+`Session.abort()` walks it and runs each call's stop handler itself (S5).
+
+The executor does not know about JSON-RPC; it speaks to a `HostConnection`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+
+from ..errors import ErrorCode, ToolAborted, ToolError
+from ..host._inprocess import HostConnection
+from ..host._protocol import (
+    PRE_START_PHASES,
+    AbortAck,
+    AbortRequest,
+    CallKey,
+    ExecuteRequest,
+    HostEvent,
+    HostPhase,
+    OutputEvent,
+    PhaseEvent,
+    ResultEvent,
+)
+from ..host._tool import StopClass
+from ._ledger import CallRecord, CallState, Ledger
+from ._values import (
+    CallChanged,
+    PendingCall,
+    RuntimeEvent,
+    StopRequest,
+    ToolProgress,
+    ToolResult,
+)
+
+__all__ = ("ActiveCall", "Executor")
+
+_PHASE_STATE: dict[HostPhase, CallState] = {
+    "pending_permission": CallState.PENDING_PERMISSION,
+    "queued": CallState.QUEUED,
+    "running": CallState.RUNNING,
+}
+
+
+@attrs.define(eq=False)
+class ActiveCall:
+    """The runtime's side of one call, from request to settlement."""
+
+    key: CallKey
+    turn_id: str
+    stop_class: StopClass | None
+    """None when the runtime does not know the tool (treated as MUTATING on a stop)."""
+    on_settled: Callable[[ActiveCall], None]
+    outcome: ToolResult | ToolAborted | None = None
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    """Set when the outcome is known (the caller may return)."""
+    settled: anyio.Event = attrs.field(factory=anyio.Event)
+    """Set when nothing of the call can change anything any more."""
+    host_phase: HostPhase = "unknown"
+    host_done: bool = False
+    stop: StopRequest | None = None
+    streamed: list[str] = attrs.field(factory=list)
+    why: str | None = None
+    """Why the call still runs after a stop (starts with its class, lower case)."""
+
+    @property
+    def class_word(self) -> str:
+        """The stop class as reports name it."""
+        return str(self.stop_class or StopClass.MUTATING)
+
+
+class Executor:
+    """Sends calls to the host, applies stops, and writes every outcome to the ledger."""
+
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        grace: float,
+        emit: Callable[[RuntimeEvent], None],
+    ) -> None:
+        self.ledger = ledger
+        self.grace = grace
+        self._emit = emit
+        self.host: HostConnection | None = None
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self.active: dict[tuple[str, str], ActiveCall] = {}
+        """The abort registry: calls not yet settled, by (session id, call id)."""
+
+    # -- starting calls ---------------------------------------------------------------
+
+    def begin(
+        self,
+        key: CallKey,
+        turn_id: str,
+        stop_class: StopClass | None,
+        on_settled: Callable[[ActiveCall], None],
+        input: dict[str, Any],
+    ) -> ActiveCall:
+        """Register a call, record it and start driving it; returns at once."""
+        call = ActiveCall(
+            key=key, turn_id=turn_id, stop_class=stop_class, on_settled=on_settled
+        )
+        self.ledger.add(
+            CallRecord(
+                call_id=key.call_id,
+                tool=key.tool,
+                state=CallState.REQUESTED,
+                session_id=key.session_id,
+                turn_id=turn_id,
+                stop_class=str(stop_class) if stop_class else "",
+                requested_at=anyio.current_time(),
+            )
+        )
+        self.active[(key.session_id, key.call_id)] = call
+        assert self.task_group is not None, "the runtime is not running"
+        self.task_group.start_soon(self._send, call, input, name=f"send {key.call_id}")
+        return call
+
+    def refuse_after_stop(
+        self,
+        key: CallKey,
+        turn_id: str,
+        stop_class: StopClass | None,
+        stop: StopRequest,
+    ) -> ToolAborted:
+        """Record a call asked for after the turn's stop: it never starts (S10)."""
+        now = anyio.current_time()
+        self.ledger.add(
+            CallRecord(
+                call_id=key.call_id,
+                tool=key.tool,
+                state=CallState.ABORTED,
+                code=ErrorCode.TOOL_ABORTED,
+                session_id=key.session_id,
+                turn_id=turn_id,
+                stop_class=str(stop_class) if stop_class else "",
+                requested_at=now,
+                ended_at=now,
+                settled_at=now,
+                abort_source=stop.source,
+                abort_reason=stop.reason,
+            )
+        )
+        return ToolAborted(f"not started: the turn was {stop}", call_id=key.call_id)
+
+    async def _send(self, call: ActiveCall, input: dict[str, Any]) -> None:
+        assert self.host is not None
+        try:
+            await self.host.execute(ExecuteRequest(call.key, input))
+        except Exception as exc:  # the host is gone or refused the frame
+            self._on_result(
+                call,
+                ResultEvent(
+                    call.key,
+                    "",
+                    code=ErrorCode.TOOL_FAILED,
+                    message=f"host unreachable: {exc}",
+                ),
+            )
+
+    # -- events from the host ---------------------------------------------------------
+
+    def on_host_event(self, event: HostEvent) -> None:
+        """Sink for the host's `tools.progress` and `tools.result` (never blocks)."""
+        call = self.active.get((event.key.session_id, event.key.call_id))
+        if call is None or call.key != event.key:
+            return  # S3: nothing of a settled (or unknown) call is taken any more
+        match event:
+            case PhaseEvent(phase=phase, stop_class=stop_class):
+                call.host_phase = phase
+                if call.stop_class is None and stop_class is not None:
+                    call.stop_class = stop_class
+                state = _PHASE_STATE.get(phase)
+                if state is not None and call.outcome is None and call.stop is None:
+                    changes: dict[str, object] = {}
+                    if state is CallState.RUNNING:
+                        changes["started_at"] = anyio.current_time()
+                    self._move(call, state, **changes)
+            case OutputEvent(text=text):
+                if call.outcome is not None or (
+                    call.stop is not None and self._abandons(call)
+                ):
+                    return  # S4: progress of an abandoned call stops at the stop
+                call.streamed.append(text)
+                self._emit(
+                    ToolProgress(
+                        call.key.session_id, call.key.call_id, call.key.tool, text
+                    )
+                )
+            case ResultEvent():
+                self._on_result(call, event)
+
+    def _abandons(self, call: ActiveCall) -> bool:
+        return call.stop_class in (StopClass.READ_ONLY, StopClass.PROCESS)
+
+    def _on_result(self, call: ActiveCall, event: ResultEvent) -> None:
+        call.host_done = True
+        if call.outcome is None:
+            if event.code is ErrorCode.TOOL_ABORTED or (
+                call.stop is not None and self._abandons(call)
+            ):
+                self._finish_aborted(
+                    call, partial=event.output or "".join(call.streamed)
+                )
+            elif event.code is not None:
+                result = ToolResult(
+                    output=event.message or event.output,
+                    is_error=True,
+                    code=event.code,
+                    call_id=call.key.call_id,
+                    tool=call.key.tool,
+                )
+                self._finish(call, CallState.FAILED, result, event.code)
+            else:
+                result = ToolResult(
+                    output=event.output, call_id=call.key.call_id, tool=call.key.tool
+                )
+                self._finish(call, CallState.SUCCEEDED, result, None)
+        # else S3: a late result of an abandoned call changes nothing but "the host is done".
+        self._settle(call)
+
+    # -- outcomes ---------------------------------------------------------------------
+
+    def _move(self, call: ActiveCall, state: CallState, **changes: object) -> None:
+        rec = self.ledger.transition(
+            call.key.session_id, call.key.call_id, state, **changes
+        )
+        self._emit(
+            CallChanged(rec.session_id, rec.call_id, rec.tool, rec.state, rec.code)
+        )
+
+    def _finish(
+        self,
+        call: ActiveCall,
+        state: CallState,
+        outcome: ToolResult | ToolAborted,
+        code: ErrorCode | None,
+    ) -> None:
+        assert call.outcome is None
+        call.outcome = outcome
+        stop = call.stop
+        self._move(
+            call,
+            state,
+            code=code,
+            ended_at=anyio.current_time(),
+            abort_source=stop.source if stop else None,
+            abort_reason=stop.reason if stop else None,
+        )
+        call.done.set()
+
+    def _finish_aborted(self, call: ActiveCall, *, partial: str) -> None:
+        why = str(call.stop) if call.stop else "stopped"
+        exc = ToolAborted(
+            f"{call.key.tool} call {call.key.call_id} {why}",
+            partial_output=partial,
+            call_id=call.key.call_id,
+        )
+        self._finish(call, CallState.ABORTED, exc, ErrorCode.TOOL_ABORTED)
+
+    def _settle(self, call: ActiveCall) -> None:
+        if call.settled.is_set() or call.outcome is None:
+            return
+        self.ledger.settle(call.key.session_id, call.key.call_id, anyio.current_time())
+        call.why = None
+        self.active.pop((call.key.session_id, call.key.call_id), None)
+        call.settled.set()
+        call.on_settled(call)
+
+    # -- stopping ---------------------------------------------------------------------
+
+    async def stop_call(self, call: ActiveCall, stop: StopRequest) -> None:
+        """The call's stop handler: tell the host and apply the class's policy (S2, S5)."""
+        if call.settled.is_set() or call.stop is not None:
+            return
+        call.stop = stop
+        if call.outcome is None and call.stop_class is StopClass.READ_ONLY:
+            # Nothing to wait for: the call ends now and its work cannot change anything.
+            self._finish_aborted(call, partial="".join(call.streamed))
+            self._settle(call)
+        elif call.outcome is None:
+            call.why = f"{call.class_word}: stop sent, waiting for the host to answer"
+        assert self.host is not None
+        request = AbortRequest(call.key, stop.source, stop.reason, self.grace)
+        ack: AbortAck | None = None
+        try:
+            ack = await self.host.abort(request)
+        except Exception:  # the host is gone: decide on what the runtime saw
+            ack = None
+        finally:
+            self._apply_ack(call, ack)
+
+    def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
+        if call.outcome is not None:
+            return
+        phase = ack.phase if ack is not None else call.host_phase
+        word = call.class_word
+        if phase in PRE_START_PHASES and (ack is not None or phase != "unknown"):
+            # The host guarantees a call stopped before its operation never starts.
+            self._finish_aborted(call, partial="")
+            self._settle(call)
+            return
+        match call.stop_class:
+            case StopClass.PROCESS:
+                if phase == "finished":
+                    call.why = f"{word}: finished, waiting for its result"
+                    return
+                self._move(call, CallState.ABORTING)
+                call.why = f"{word}: terminating, at most {self.grace:g} s left"
+                snapshot = "".join(call.streamed)
+                assert self.task_group is not None
+                self.task_group.start_soon(self._close_grace_window, call, snapshot)
+            case StopClass.MUTATING | StopClass.EXTENSION | None:
+                if phase == "finished":
+                    call.why = f"{word}: finished, waiting for its result"
+                elif ack is None:
+                    call.why = (
+                        f"{word}: stop not confirmed by the host, waiting for result"
+                    )
+                else:
+                    call.why = f"{word}: started, waiting for result"
+            case StopClass.READ_ONLY:  # pragma: no cover - ended in stop_call
+                pass
+
+    async def _close_grace_window(
+        self, call: ActiveCall, streamed_before_stop: str
+    ) -> None:
+        with anyio.move_on_after(self.grace):
+            await call.done.wait()
+        if call.outcome is None:
+            # The window closed first: the host kills every descendant now; the call
+            # ends with what it streamed before the stop, and settles when the tree is gone.
+            self._finish_aborted(call, partial=streamed_before_stop)
+            call.why = (
+                f"{call.class_word}: killed, waiting for the process tree to be reaped"
+            )
+
+    def pending(self, calls: list[ActiveCall]) -> tuple[PendingCall, ...]:
+        """Name each unsettled call and why it still runs."""
+        out = []
+        for call in calls:
+            if call.settled.is_set():
+                continue
+            why = call.why or f"{call.class_word}: running, no stop requested"
+            out.append(PendingCall(call.key.call_id, call.key.tool, why))
+        return tuple(out)
+
+
+def raise_or_return(call: ActiveCall) -> ToolResult:
+    """Turn a call's outcome into the caller's return value or exception."""
+    outcome = call.outcome
+    assert outcome is not None
+    if isinstance(outcome, ToolError):
+        raise outcome
+    return outcome

@@ -1,0 +1,195 @@
+"""The Runtime: an `async with` lifetime owning the host, the executor and the ledger."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, final
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .._ids import new_id
+from ..errors import UsageError
+from ..host._broker import Broker, Guard, RuleSet, stop_guard
+from ..host._core import HostCore
+from ..host._inprocess import HostConnection, InProcessHost
+from ..host._protocol import Approver
+from ..host._tool import StopClass, Tool
+from ._executor import Executor
+from ._ledger import Ledger
+from ._session import Session
+from ._values import RuntimeEvent
+
+__all__ = ("Runtime",)
+
+HostKind = Literal["inprocess", "stdio"]
+
+
+@final
+class Runtime:
+    """Runs sessions whose Stop is honest and prompt.
+
+    `tools=None` gives the built-in tools; `permissions` is a mapping of `allow` / `ask` /
+    `deny` rule lists (or rules already built); `approver` decides `ask` (None: ask means
+    deny); `grace` is the PROCESS grace window and `abort_bound` the bound on
+    `Session.abort()`, in seconds; `ledger` is None (memory) or a SQLite file path;
+    `host` picks the in-process host or `tether host --stdio` in a child process.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: Path | str,
+        tools: Sequence[Tool] | None = None,
+        permissions: Mapping[str, Sequence[str]] | RuleSet | None = None,
+        approver: Approver | None = None,
+        grace: float = 10.0,
+        abort_bound: float = 1.0,
+        ledger: Path | str | None = None,
+        host: HostKind = "inprocess",
+        max_concurrent: int = 16,
+        tombstone_ttl: float = 60.0,
+        guard: Guard | bool = True,
+    ) -> None:
+        if grace <= 0 or abort_bound <= 0:
+            raise UsageError("grace and abort_bound must be more than 0 seconds")
+        self.workspace = Path(workspace).resolve()
+        if tools is None:
+            from ..host.tools import default_tools
+
+            tools = default_tools()
+        self.tools = list(tools)
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise UsageError(f"two tools share a name: {sorted(names)}")
+        self._classes = {t.name: t.stop_class for t in self.tools}
+        self.rules = _rules(permissions)
+        self.approver = approver
+        self.grace = grace
+        self.abort_bound = abort_bound
+        self.host_kind: HostKind = host
+        self.max_concurrent = max_concurrent
+        self.tombstone_ttl = tombstone_ttl
+        self.guard: Guard | None = stop_guard() if guard is True else (guard or None)
+        self.ledger = Ledger(Path(ledger) if ledger is not None else None)
+        self.sessions: list[Session] = []
+        self._subscribers: list[MemoryObjectSendStream[RuntimeEvent]] = []
+        self.executor = Executor(ledger=self.ledger, grace=grace, emit=self.emit)
+        self._stack: AsyncExitStack | None = None
+        self.host: HostConnection | None = None
+
+    def stop_class_of(self, name: str) -> StopClass | None:
+        """The stop class of a tool the runtime knows, or None."""
+        return self._classes.get(name)
+
+    def session(self) -> Session:
+        """Start a session with a fresh id."""
+        if self.host is None:
+            raise UsageError("use the Runtime inside `async with`")
+        session = Session(self, new_id("session"))
+        self.sessions.append(session)
+        return session
+
+    def subscribe(self) -> MemoryObjectReceiveStream[RuntimeEvent]:
+        """Receive every event (progress, call changes, `turn.settled`) from now on."""
+        send, receive = anyio.create_memory_object_stream[RuntimeEvent](math.inf)
+        self._subscribers.append(send)
+        return receive
+
+    def emit(self, event: RuntimeEvent) -> None:
+        """Deliver an event to every subscriber (never blocks)."""
+        for stream in list(self._subscribers):
+            try:
+                stream.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._subscribers.remove(stream)
+
+    async def __aenter__(self) -> Runtime:
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            self.executor.task_group = tg
+            self.host = await stack.enter_async_context(self._open_host())
+            self.executor.host = self.host
+        except BaseException:
+            await stack.__aexit__(None, None, None)
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        assert stack is not None
+        try:
+            # Stop what still runs and give it the time its class allows, bounded.
+            with anyio.move_on_after(self.grace + 2 * self.abort_bound, shield=True):
+                for session in self.sessions:
+                    turn = session.current_turn
+                    if turn is not None and not turn.settled.is_set():
+                        await session.abort(source="shutdown", reason="runtime closed")
+                for session in self.sessions:
+                    await session.settled()
+        finally:
+            self.host = None
+            for stream in self._subscribers:
+                stream.close()
+            assert self.executor.task_group is not None
+            self.executor.task_group.cancel_scope.cancel()
+            await stack.__aexit__(exc_type, exc, tb)
+            self.ledger.close()
+
+    def _open_host(self) -> AbstractAsyncContextManager[HostConnection]:
+        broker = Broker(
+            workspace=self.workspace,
+            rules=self.rules,
+            approver=self.approver,
+            guard=self.guard,
+        )
+        if self.host_kind == "inprocess":
+            core = HostCore(
+                self.tools,
+                broker=broker,
+                max_concurrent=self.max_concurrent,
+                tombstone_ttl=self.tombstone_ttl,
+            )
+            return InProcessHost.open(core, self.executor.on_host_event)
+        from ..host._stdio import StdioHostClient
+
+        return StdioHostClient.open(
+            tools=self.tools,
+            workspace=self.workspace,
+            rules=self.rules,
+            approver=self.approver,
+            guard=self.guard is not None,
+            max_concurrent=self.max_concurrent,
+            tombstone_ttl=self.tombstone_ttl,
+            sink=self.executor.on_host_event,
+        )
+
+
+def _rules(permissions: Mapping[str, Sequence[str]] | RuleSet | None) -> RuleSet | None:
+    if permissions is None or not isinstance(permissions, Mapping):
+        return permissions
+    from ..host._rules import PermissionRules
+
+    unknown = set(permissions) - {"allow", "ask", "deny"}
+    if unknown:
+        raise UsageError(
+            f"permissions take allow / ask / deny lists, not {sorted(unknown)}"
+        )
+    return PermissionRules.from_lists(
+        allow=list(permissions.get("allow", ())),
+        ask=list(permissions.get("ask", ())),
+        deny=list(permissions.get("deny", ())),
+    )

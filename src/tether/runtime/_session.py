@@ -1,0 +1,203 @@
+"""Sessions and turns: fresh ids, `turn.call`, `Session.abort()` and `settled()`.
+
+A turn is stopped level-triggered: once stopped, `turn.call` starts nothing (S10). A turn
+settles when it is stopped or closed and every call of it has settled; then `turn.settled`
+is set and a `TurnSettled` event is emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+
+from .._ids import new_id
+from ..errors import DuplicateCallId, UsageError
+from ..host._protocol import AbortSource, CallKey
+from ._executor import ActiveCall, raise_or_return
+from ._ledger import CallRecord
+from ._values import AbortReport, StopRequest, ToolResult, TurnSettled
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+__all__ = ("Session", "Turn")
+
+
+@final
+class Turn:
+    """One user request and every tool call made for it, until it settles."""
+
+    def __init__(self, session: Session, turn_id: str) -> None:
+        self.session = session
+        self.id = turn_id
+        self.settled = anyio.Event()
+        """`turn.settled`: set once no call of the turn can change anything."""
+        self.stop: StopRequest | None = None
+        self.closed = False
+        self.calls: list[ActiveCall] = []
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a stop has been requested for this turn."""
+        return self.stop is not None
+
+    async def call(
+        self,
+        name: str,
+        input: dict[str, Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """Run one tool call and return its result.
+
+        May be awaited concurrently from several tasks (parallel calls in one turn).
+
+        Raises:
+            ToolAborted: a stop ended the call; `.partial_output` holds what it printed.
+            ToolError: the call id was already used in the session (`DUPLICATE_CALL_ID`);
+                nothing was run.
+        """
+        session = self.session
+        runtime = session.runtime
+        executor = runtime.executor
+        if self.closed:
+            raise UsageError("this turn has ended; start a new one with session.turn()")
+        cid = call_id if call_id is not None else new_id("call")
+        if cid in session.used_ids:
+            # S8: a reused id runs nothing.
+            raise DuplicateCallId(
+                f"call id {cid} was already used in session {session.id}"
+            )
+        session.used_ids.add(cid)
+        key = CallKey(session.id, cid, name)
+        stop_class = runtime.stop_class_of(name)
+        if self.stop is not None:
+            raise executor.refuse_after_stop(key, self.id, stop_class, self.stop)
+        active = executor.begin(
+            key, self.id, stop_class, self._on_call_settled, dict(input or {})
+        )
+        self.calls.append(active)
+        try:
+            await active.done.wait()
+        except BaseException:
+            # The caller was cancelled from outside: the call is stopped, not leaked.
+            with anyio.move_on_after(runtime.abort_bound, shield=True):
+                await executor.stop_call(
+                    active,
+                    StopRequest(
+                        source="turn",
+                        reason="caller cancelled",
+                        at=anyio.current_time(),
+                    ),
+                )
+            raise
+        return raise_or_return(active)
+
+    def _on_call_settled(self, _call: ActiveCall) -> None:
+        self._check_settled()
+
+    def _check_settled(self) -> None:
+        if self.settled.is_set() or not (self.closed or self.stopped):
+            return
+        if all(c.settled.is_set() for c in self.calls):
+            self.settled.set()
+            self.session.runtime.emit(
+                TurnSettled(self.session.id, self.id, self.stopped)
+            )
+
+
+@final
+class Session:
+    """One conversation: turns one after another, each stoppable."""
+
+    def __init__(self, runtime: Runtime, session_id: str) -> None:
+        self.runtime = runtime
+        self.id = session_id
+        self.used_ids: set[str] = set()
+        self.turns: list[Turn] = []
+
+    @property
+    def current_turn(self) -> Turn | None:
+        """The latest turn, if any."""
+        return self.turns[-1] if self.turns else None
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[Turn]:
+        """Open a turn; a new turn starts clean, with fresh call ids (S12)."""
+        current = self.current_turn
+        if current is not None and not current.closed:
+            raise UsageError("a turn is already open in this session; finish it first")
+        turn = Turn(self, new_id("turn"))
+        self.turns.append(turn)
+        try:
+            yield turn
+        finally:
+            turn.closed = True
+            turn._check_settled()
+
+    async def abort(
+        self, *, source: AbortSource = "user", reason: str | None = None
+    ) -> AbortReport:
+        """Stop the current turn and report the truth, within the abort bound (S5, S6).
+
+        Walks the registry of the turn's active calls and runs each one's stop handler;
+        no tool's cooperation is needed. Stopping twice, or a settled turn, is harmless
+        and returns the same kind of report (S12).
+        """
+        runtime = self.runtime
+        started = anyio.current_time()
+        turn = self.current_turn
+        if turn is None:
+            return AbortReport(
+                session_id=self.id,
+                turn_id=None,
+                source=source,
+                reason=reason,
+                settled=True,
+                pending=(),
+                calls=(),
+                elapsed=anyio.current_time() - started,
+            )
+        if turn.stop is None:
+            turn.stop = StopRequest(source=source, reason=reason, at=started)
+        stop = turn.stop
+        # Leave room to build the report inside the bound.
+        budget = max(runtime.abort_bound * 0.9, runtime.abort_bound - 0.02)
+        with anyio.move_on_after(budget):
+            async with anyio.create_task_group() as tg:
+                for call in list(turn.calls):
+                    if not call.settled.is_set():
+                        tg.start_soon(runtime.executor.stop_call, call, stop)
+        turn._check_settled()
+        calls = tuple(runtime.ledger.calls(self.id, turn.id))
+        settled = all(r.settled for r in calls) and turn.settled.is_set()
+        return AbortReport(
+            session_id=self.id,
+            turn_id=turn.id,
+            source=stop.source,
+            reason=stop.reason,
+            settled=settled,
+            pending=runtime.executor.pending(turn.calls),
+            calls=calls,
+            elapsed=anyio.current_time() - started,
+        )
+
+    async def settled(self) -> None:
+        """Wait until every turn of the session has settled (no-op if none is open)."""
+        for turn in list(self.turns):
+            if turn.closed or turn.stopped:
+                await turn.settled.wait()
+            else:
+                await _wait_all_calls(turn)
+
+    def ledger_calls(self) -> list[CallRecord]:
+        """Every call of the session as the ledger shows it, in order."""
+        return self.runtime.ledger.calls(self.id)
+
+
+async def _wait_all_calls(turn: Turn) -> None:
+    for call in list(turn.calls):
+        await call.settled.wait()
