@@ -1,0 +1,152 @@
+"""An MCP server for the tests, built with the SDK's `MCPServer` (formerly FastMCP).
+
+Run as `python mcp_server_fixture.py` for stdio, or `python mcp_server_fixture.py --http`
+to serve streamable HTTP on a free loopback port (the port is printed on stdout as
+`PORT <n>` once the socket listens). Over stdio, every message the server receives is
+recorded, so a test can ask (tool `events`) whether `notifications/cancelled` arrived.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+server = MCPServer("fixture")
+
+_events: list[str] = []
+_changed = anyio.Event()
+
+
+def record(event: str) -> None:
+    """Append an event and wake every waiter."""
+    global _changed
+    _events.append(event)
+    _changed.set()
+    _changed = anyio.Event()
+
+
+@server.tool()
+async def echo(text: str, times: int = 1) -> str:
+    """Return the text, repeated."""
+    return " ".join([text] * times)
+
+
+@server.tool()
+async def slow(steps: int, ctx: Context) -> str:
+    """Report one progress notification per step, then finish."""
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+        await anyio.sleep(0.01)
+    return f"done after {steps} steps"
+
+
+@server.tool()
+async def fail(why: str) -> str:
+    """Fail with the given reason (the result carries isError)."""
+    raise RuntimeError(why)
+
+
+@server.tool()
+async def stubborn(seconds: float) -> str:
+    """Ignore cancellation and finish after `seconds`."""
+    record("stubborn started")
+    with anyio.CancelScope(shield=True):
+        await anyio.sleep(seconds)
+    record("stubborn finished")
+    return f"finished after {seconds} s"
+
+
+@server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+async def peek() -> str:
+    """Read something slowly (never finishes unless cancelled)."""
+    record("peek started")
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        record("peek cancelled")
+        raise
+    return "unreachable"
+
+
+@server.tool()
+async def events(wait_for: str = "", timeout: float = 5.0) -> str:
+    """Return the recorded events, once `wait_for` is among them (or after `timeout`)."""
+    with anyio.move_on_after(timeout):
+        while wait_for and not any(wait_for in e for e in _events):
+            await _changed.wait()
+    return "\n".join(_events)
+
+
+class RecordingReader:
+    """Wrap the server's read stream, recording each incoming message."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def _note(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        if isinstance(item, SessionMessage):
+            data = item.message.model_dump(by_alias=True, exclude_none=True)
+            method = data.get("method")
+            if method is not None:
+                params = data.get("params") or {}
+                record(f"recv {method} {params.get('requestId', data.get('id', ''))}")
+        return item
+
+    async def receive(self) -> SessionMessage | Exception:
+        return self._note(await self._inner.receive())
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> RecordingReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> RecordingReader:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def serve_stdio() -> None:
+    """Serve over stdin/stdout, recording what arrives."""
+    low = server._lowlevel_server
+    async with stdio_server() as (read, write):
+        await low.run(RecordingReader(read), write, low.create_initialization_options())
+
+
+async def serve_http() -> None:
+    """Serve streamable HTTP on a free loopback port, printed once it listens."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    anyio.run(serve_http if "--http" in sys.argv else serve_stdio)
