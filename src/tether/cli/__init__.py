@@ -34,7 +34,8 @@ class _LazyGroup(click.Group):
         return sorted(
             name
             for name, target in _COMMANDS.items()
-            if importlib.util.find_spec(f"{__name__}.{target.split(':')[0]}") is not None
+            if importlib.util.find_spec(f"{__name__}.{target.split(':')[0]}")
+            is not None
         )
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

@@ -49,7 +49,9 @@ class ToolContext:
     session_id: str
     workspace: Path
     cancelled: anyio.Event = attrs.field(factory=anyio.Event)
-    _on_progress: Callable[[str], None] | None = attrs.field(default=None, alias="on_progress")
+    _on_progress: Callable[[str], None] | None = attrs.field(
+        default=None, alias="on_progress"
+    )
 
     def progress(self, text: str) -> None:
         """Report progress output of the call (never blocks; dropped after a stop)."""
@@ -106,7 +108,9 @@ def _error_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "<input>"
 
 
-def validate_with(model: type[pydantic.BaseModel], raw: Mapping[str, Any]) -> dict[str, Any]:
+def validate_with(
+    model: type[pydantic.BaseModel], raw: Mapping[str, Any]
+) -> dict[str, Any]:
     """Validate `raw` with a pydantic model, turning errors into `InvalidInput`."""
     if not isinstance(raw, Mapping):
         raise InvalidInput("input must be a JSON object", path="<input>")
@@ -115,7 +119,9 @@ def validate_with(model: type[pydantic.BaseModel], raw: Mapping[str, Any]) -> di
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         path = _error_path(first["loc"])
-        raise InvalidInput(f"invalid input at {path}: {first['msg']}", path=path) from None
+        raise InvalidInput(
+            f"invalid input at {path}: {first['msg']}", path=path
+        ) from None
 
 
 class FunctionTool(Tool):
@@ -153,7 +159,9 @@ class FunctionTool(Tool):
         return result if isinstance(result, str) else str(result)
 
 
-def _model_from_signature(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:
+def _model_from_signature(
+    fn: Callable[..., Any], name: str
+) -> type[pydantic.BaseModel]:
     hints = typing.get_type_hints(fn)
     params = list(inspect.signature(fn).parameters.values())
     if not params:

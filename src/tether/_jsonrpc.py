@@ -1,0 +1,300 @@
+"""JSON-RPC 2.0 over a byte stream, one JSON object per line.
+
+Written here rather than taken from a library because the host needs three things the
+libraries at hand do not give together: requests handled inline in arrival order (so a
+`tools.abort` can never overtake its `tools.execute`), requests that may also run as tasks
+(a permission prompt), and a waiter that is removed on every path so a late answer is
+dropped. The `mcp` SDK's JSON-RPC layer is MCP-typed and private.
+
+It does not know about tools: methods are registered by the hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream
+
+__all__ = (
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "Connection",
+    "FdReceiveStream",
+    "FdSendStream",
+    "RpcError",
+)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+MAX_LINE = 16 * 1024 * 1024
+"""Longest frame accepted, in bytes."""
+
+Params: TypeAlias = dict[str, Any]
+InlineHandler: TypeAlias = Callable[[Params], Any]
+TaskHandler: TypeAlias = Callable[[Params], Awaitable[Any]]
+NotificationHandler: TypeAlias = Callable[[Params], None]
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer (raised by handlers, or received for a request)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class FdReceiveStream(anyio.abc.ByteReceiveStream):
+    """Bytes from a pipe's file descriptor, read without a thread (cancellable)."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self.fd = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            try:
+                data = os.read(self.fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        pass
+
+
+class FdSendStream(anyio.abc.ByteSendStream):
+    """Bytes to a pipe's file descriptor, written without a thread."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self.fd = fd
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        while view:
+            try:
+                written = os.write(self.fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self.fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            view = view[written:]
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Connection:
+    """One JSON-RPC peer: answers requests, sends requests and notifications."""
+
+    def __init__(
+        self,
+        receive: anyio.abc.ByteReceiveStream,
+        send: anyio.abc.ByteSendStream,
+        *,
+        inline: dict[str, InlineHandler] | None = None,
+        tasks: dict[str, TaskHandler] | None = None,
+        notifications: dict[str, NotificationHandler] | None = None,
+    ) -> None:
+        self._receive = BufferedByteReceiveStream(receive)
+        self._send = send
+        self.inline = inline or {}
+        self.tasks = tasks or {}
+        self.notifications = notifications or {}
+        self._next_id = 0
+        self._waiters: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self._outbox: MemoryObjectSendStream[bytes] | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._running: dict[Any, anyio.CancelScope] = {}
+        self.closed = anyio.Event()
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Read and dispatch frames until the peer closes its end."""
+        send, receive = anyio.create_memory_object_stream[bytes](math.inf)
+        self._outbox = send
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._write_loop, receive)
+                task_status.started()
+                await self._read_loop()
+                tg.cancel_scope.cancel()
+        finally:
+            self.closed.set()
+            for event, slot in self._waiters.values():
+                slot.append(RpcError(INTERNAL_ERROR, "connection closed"))
+                event.set()
+
+    async def _write_loop(self, receive: anyio.abc.ObjectReceiveStream[bytes]) -> None:
+        async with receive:
+            async for frame in receive:
+                try:
+                    await self._send.send(frame)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+    def _put(self, message: dict[str, Any]) -> None:
+        if self._outbox is None:
+            raise RpcError(INTERNAL_ERROR, "connection is not serving")
+        frame = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        self._outbox.send_nowait(frame)
+
+    def notify(self, method: str, params: Params) -> None:
+        """Send a notification (queued in order; never blocks)."""
+        self._put({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Params) -> Any:
+        """Send a request and wait for its answer.
+
+        A cancelled wait removes its waiter (a late answer is dropped) and tells the peer
+        with `$/cancelRequest`.
+
+        Raises:
+            RpcError: the peer answered with an error, or the connection closed.
+        """
+        self._next_id += 1
+        rid = self._next_id
+        event = anyio.Event()
+        slot: list[Any] = []
+        self._waiters[rid] = (event, slot)
+        try:
+            self._put({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+            await event.wait()
+        except BaseException:
+            if not event.is_set() and not self.closed.is_set():
+                self.notify("$/cancelRequest", {"id": rid})
+            raise
+        finally:
+            # Remove the waiter on every path, so a late answer is dropped.
+            self._waiters.pop(rid, None)
+        answer = slot[0]
+        if isinstance(answer, RpcError):
+            raise answer
+        return answer
+
+    async def _read_loop(self) -> None:
+        while True:
+            try:
+                line = await self._receive.receive_until(b"\n", MAX_LINE)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                return
+            except anyio.DelimiterNotFound:
+                self._error(
+                    None, INVALID_REQUEST, f"frame longer than {MAX_LINE} bytes"
+                )
+                return
+            if line.strip():
+                self._dispatch(line)
+
+    def _error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self._put({"jsonrpc": "2.0", "id": rid, "error": error})
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self._error(None, PARSE_ERROR, f"parse error: {exc}")
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self._error(None, INVALID_REQUEST, "not a JSON-RPC 2.0 object")
+            return
+        rid = message.get("id")
+        if "method" not in message:
+            self._answer(message)
+            return
+        method = message["method"]
+        params = message.get("params", {})
+        if not isinstance(method, str) or not isinstance(params, dict):
+            self._error(
+                rid, INVALID_REQUEST, "method must be a string, params an object"
+            )
+            return
+        if "id" not in message:
+            self._notification(method, params)
+            return
+        if isinstance(rid, bool) or not isinstance(rid, int | str):
+            self._error(None, INVALID_REQUEST, "id must be a string or an integer")
+            return
+        if method in self.inline:
+            try:
+                self._put(
+                    {"jsonrpc": "2.0", "id": rid, "result": self.inline[method](params)}
+                )
+            except RpcError as exc:
+                self._error(rid, exc.code, exc.message, exc.data)
+            except Exception as exc:
+                self._error(rid, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        elif method in self.tasks:
+            assert self._tg is not None
+            self._tg.start_soon(self._run_task, rid, self.tasks[method], params)
+        else:
+            self._error(rid, METHOD_NOT_FOUND, f"method not found: {method}")
+
+    def _notification(self, method: str, params: Params) -> None:
+        if method == "$/cancelRequest":
+            scope = self._running.get(params.get("id"))
+            if scope is not None:
+                scope.cancel()
+            return
+        handler = self.notifications.get(method)
+        if handler is not None:
+            handler(params)
+
+    async def _run_task(self, rid: Any, handler: TaskHandler, params: Params) -> None:
+        scope = anyio.CancelScope()
+        self._running[rid] = scope
+        try:
+            with scope:
+                result = await handler(params)
+                self._put({"jsonrpc": "2.0", "id": rid, "result": result})
+                return
+            self._error(rid, REQUEST_CANCELLED, "request cancelled")
+        except RpcError as exc:
+            self._error(rid, exc.code, exc.message, exc.data)
+        except Exception as exc:
+            self._error(rid, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._running.pop(rid, None)
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        waiter = self._waiters.get(message.get("id"))  # type: ignore[arg-type]
+        if waiter is None:
+            return  # an answer nobody waits for any more: dropped
+        event, slot = waiter
+        if "error" in message and isinstance(message["error"], dict):
+            err = message["error"]
+            slot.append(
+                RpcError(
+                    int(err.get("code", INTERNAL_ERROR)),
+                    str(err.get("message")),
+                    err.get("data"),
+                )
+            )
+        else:
+            slot.append(message.get("result"))
+        event.set()

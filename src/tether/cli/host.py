@@ -1,0 +1,110 @@
+"""`tether host --stdio`: the out-of-process tool host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ("host",)
+
+
+@click.command()
+@click.option(
+    "--stdio", is_flag=True, required=True, help="Speak JSON-RPC 2.0 on stdin/stdout."
+)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="Directory the tools work in.",
+)
+@click.option(
+    "--tool",
+    "tool_refs",
+    multiple=True,
+    metavar="MODULE:NAME",
+    help="A tool to serve (`module:name`, or `builtin:Read`); default: the built-in tools.",
+)
+@click.option(
+    "--rules",
+    metavar="JSON",
+    help='Permission rules: {"allow": [...], "ask": [...], "deny": [...]}.',
+)
+@click.option(
+    "--ask-runtime",
+    is_flag=True,
+    help="Send `ask` decisions to the runtime's approver.",
+)
+@click.option(
+    "--no-guard", is_flag=True, help="Do not apply the stop guard (tests only)."
+)
+@click.option(
+    "--max-concurrent", type=click.IntRange(min=1), default=16, show_default=True
+)
+@click.option(
+    "--tombstone-ttl",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+)
+def host(
+    stdio: bool,
+    workspace: Path,
+    tool_refs: tuple[str, ...],
+    rules: str | None,
+    ask_runtime: bool,
+    no_guard: bool,
+    max_concurrent: int,
+    tombstone_ttl: float,
+) -> None:
+    """Serve tool calls over JSON-RPC 2.0 on stdin/stdout (one JSON object per line).
+
+    Methods: `tools.execute` and `tools.abort` (runtime to host); notifications
+    `tools.progress` and `tools.result` (host to runtime); `permission.request` (host to
+    runtime, with --ask-runtime). The runtime starts this for `Runtime(host="stdio")`.
+
+    \b
+    Examples:
+      tether host --stdio
+      tether host --stdio --workspace ~/proj --tool builtin:Read --tool builtin:Grep
+      echo '{"jsonrpc":"2.0","id":1,"method":"tools.execute","params":{"session_id":"s",
+        "call_id":"c1","tool":"Read","input":{"file_path":"README.md"}}}' | tether host --stdio
+    """
+    import anyio
+
+    from ..errors import UsageError
+    from ..host._stdio import load_tool_refs, serve_stdio
+
+    if tool_refs:
+        tools = load_tool_refs(tool_refs)
+    else:
+        from ..host.tools import default_tools
+
+        tools = default_tools()
+    rule_set = None
+    if rules is not None:
+        from ..host._rules import PermissionRules
+
+        try:
+            lists = json.loads(rules)
+        except ValueError as exc:
+            raise UsageError(f"--rules is not JSON: {exc}") from None
+        rule_set = PermissionRules.from_lists(
+            allow=lists.get("allow", []),
+            ask=lists.get("ask", []),
+            deny=lists.get("deny", []),
+        )
+    anyio.run(
+        lambda: serve_stdio(
+            tools,
+            workspace=workspace.resolve(),
+            rules=rule_set,
+            ask_runtime=ask_runtime,
+            guard=not no_guard,
+            max_concurrent=max_concurrent,
+            tombstone_ttl=tombstone_ttl,
+        )
+    )

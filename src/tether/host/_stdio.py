@@ -1,0 +1,260 @@
+"""The stdio host: `tether host --stdio` serving the host core over JSON-RPC, and the
+runtime's client that starts it as a child process.
+
+The serving side keeps the protocol on a private copy of stdout and points fd 1 at
+stderr, so a tool that prints cannot corrupt a frame. The four tool messages go both
+ways as in `_protocol.py`; `permission.request` goes from host to runtime, and a stop
+withdraws it with `$/cancelRequest`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .._jsonrpc import Connection, FdReceiveStream, FdSendStream
+from ..errors import UsageError
+from ._broker import Broker, RuleSet, stop_guard
+from ._core import HostCore
+from ._inprocess import Sink
+from ._protocol import (
+    AbortAck,
+    AbortRequest,
+    Approver,
+    ExecuteRequest,
+    PermissionRequest,
+)
+from ._tool import FunctionTool, Tool
+from ._wire import (
+    abort_ack_from_wire,
+    abort_ack_to_wire,
+    abort_from_wire,
+    abort_to_wire,
+    event_from_wire,
+    event_to_wire,
+    execute_from_wire,
+    execute_to_wire,
+    permission_from_wire,
+    permission_to_wire,
+)
+
+__all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
+
+_BUILTIN_MODULE = "tether.host.tools"
+
+
+def tool_ref(tool: Tool) -> str:
+    """Return how the stdio host can load this tool (`module:name` or `builtin:Name`).
+
+    Raises:
+        UsageError: the tool cannot be found by import in another process.
+    """
+    if isinstance(tool, FunctionTool):
+        ref = f"{tool.fn.__module__}:{tool.fn.__name__}"
+        module = sys.modules.get(tool.fn.__module__)
+        if module is not None and getattr(module, tool.fn.__name__, None) is tool:
+            return ref
+    elif type(tool).__module__.startswith(_BUILTIN_MODULE):
+        return f"builtin:{tool.name}"
+    raise UsageError(
+        f"tool {tool.name} cannot run in the stdio host: define it at module level "
+        "with @tool so the host process can import it"
+    )
+
+
+def load_tool_refs(refs: Sequence[str]) -> list[Tool]:
+    """Load tools named by `tool_ref()` strings.
+
+    Raises:
+        UsageError: a reference cannot be imported or is not a tool.
+    """
+    tools: list[Tool] = []
+    builtins: dict[str, Tool] | None = None
+    for ref in refs:
+        module_name, _, attr = ref.partition(":")
+        if module_name == "builtin":
+            if builtins is None:
+                from .tools import default_tools
+
+                builtins = {t.name: t for t in default_tools()}
+            if attr not in builtins:
+                raise UsageError(f"no built-in tool {attr!r}")
+            tools.append(builtins[attr])
+            continue
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise UsageError(f"cannot load tool {ref}: {exc}") from None
+        if not isinstance(obj, Tool):
+            raise UsageError(f"{ref} is not a tool")
+        tools.append(obj)
+    return tools
+
+
+def rules_to_json(rules: RuleSet | None) -> str | None:
+    """Serialize permission rules for the host's command line."""
+    if rules is None:
+        return None
+    lists = {
+        kind: [getattr(r, "text", str(r)) for r in getattr(rules, kind, ())]
+        for kind in ("allow", "ask", "deny")
+    }
+    return json.dumps(lists)
+
+
+async def serve_stdio(
+    tools: Sequence[Tool],
+    *,
+    workspace: Path,
+    rules: RuleSet | None,
+    ask_runtime: bool,
+    guard: bool,
+    max_concurrent: int,
+    tombstone_ttl: float,
+) -> None:
+    """Serve the host core on stdin/stdout until stdin closes."""
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)  # stray prints of tools go to stderr, never into a frame
+    sys.stdout = sys.stderr
+    conn: Connection | None = None
+
+    async def ask(request: PermissionRequest) -> bool:
+        assert conn is not None
+        answer = await conn.request("permission.request", permission_to_wire(request))
+        return bool(isinstance(answer, dict) and answer.get("allow") is True)
+
+    approver: Approver | None = ask if ask_runtime else None
+    broker = Broker(
+        workspace=workspace,
+        rules=rules,
+        approver=approver,
+        guard=stop_guard() if guard else None,
+    )
+    core = HostCore(
+        tools, broker=broker, max_concurrent=max_concurrent, tombstone_ttl=tombstone_ttl
+    )
+
+    def emit(event: Any) -> None:
+        assert conn is not None
+        if not conn.closed.is_set():
+            conn.notify(*event_to_wire(event))
+
+    def execute(params: dict[str, Any]) -> dict[str, Any]:
+        core.execute(execute_from_wire(params), emit)
+        return {"accepted": True}
+
+    def abort(params: dict[str, Any]) -> dict[str, Any]:
+        return abort_ack_to_wire(core.abort(abort_from_wire(params)))
+
+    conn = Connection(
+        FdReceiveStream(0),
+        FdSendStream(proto_fd),
+        inline={"tools.execute": execute, "tools.abort": abort},
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(core.serve)
+        await conn.serve()
+        # stdin closed: the runtime is gone. Cancelling the calls kills process trees.
+        tg.cancel_scope.cancel()
+
+
+class StdioHostClient:
+    """The runtime's `HostConnection` to a `tether host --stdio` child process."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def execute(self, request: ExecuteRequest) -> None:
+        """Send `tools.execute` and wait for the host to accept it."""
+        await self.conn.request("tools.execute", execute_to_wire(request))
+
+    async def abort(self, request: AbortRequest) -> AbortAck:
+        """Send `tools.abort` and return the host's answer."""
+        return abort_ack_from_wire(
+            await self.conn.request("tools.abort", abort_to_wire(request))
+        )
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        *,
+        tools: Sequence[Tool],
+        workspace: Path,
+        rules: RuleSet | None,
+        approver: Approver | None,
+        guard: bool,
+        max_concurrent: int,
+        tombstone_ttl: float,
+        sink: Sink,
+    ) -> AsyncIterator[StdioHostClient]:
+        """Start the host process and connect to it for the lifetime of the block."""
+        argv = [
+            sys.executable,
+            "-m",
+            "tether",
+            "host",
+            "--stdio",
+            "--workspace",
+            str(workspace),
+            "--max-concurrent",
+            str(max_concurrent),
+            "--tombstone-ttl",
+            str(tombstone_ttl),
+        ]
+        for tool in tools:
+            argv += ["--tool", tool_ref(tool)]
+        rules_json = rules_to_json(rules)
+        if rules_json is not None:
+            argv += ["--rules", rules_json]
+        if approver is not None:
+            argv.append("--ask-runtime")
+        if not guard:
+            argv.append("--no-guard")
+
+        async def on_permission(params: dict[str, Any]) -> dict[str, Any]:
+            assert approver is not None
+            return {"allow": bool(await approver(permission_from_wire(params)))}
+
+        def on_event(method: str) -> Any:
+            return lambda params: sink(event_from_wire(method, params))
+
+        process = await anyio.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        conn = Connection(
+            process.stdout,
+            process.stdin,
+            tasks={"permission.request": on_permission},
+            notifications={
+                "tools.progress": on_event("tools.progress"),
+                "tools.result": on_event("tools.result"),
+            },
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(conn.serve)
+                try:
+                    yield cls(conn)
+                finally:
+                    with anyio.move_on_after(5, shield=True):
+                        await process.stdin.aclose()
+                        await process.wait()
+                    tg.cancel_scope.cancel()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                with anyio.move_on_after(5, shield=True):
+                    await process.wait()

@@ -1,0 +1,216 @@
+"""JSON-RPC frames of the host protocol, and their conversion to domain values.
+
+This is the one boundary where wire shapes (pydantic models) become the domain values
+of `_protocol.py` and back; nothing else handles the frames.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+import pydantic
+
+from .._jsonrpc import INVALID_PARAMS, RpcError
+from ..errors import ErrorCode
+from ._protocol import (
+    AbortAck,
+    AbortRequest,
+    AbortSource,
+    CallKey,
+    ExecuteRequest,
+    HostEvent,
+    HostPhase,
+    OutputEvent,
+    PermissionRequest,
+    PhaseEvent,
+    ResultEvent,
+)
+from ._tool import StopClass
+
+__all__ = (
+    "abort_ack_from_wire",
+    "abort_ack_to_wire",
+    "abort_from_wire",
+    "abort_to_wire",
+    "event_from_wire",
+    "event_to_wire",
+    "execute_from_wire",
+    "execute_to_wire",
+    "permission_from_wire",
+    "permission_to_wire",
+)
+
+
+_M = TypeVar("_M", bound=pydantic.BaseModel)
+
+
+class _Key(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    session_id: str
+    call_id: str
+    tool: str
+
+    def key(self) -> CallKey:
+        return CallKey(self.session_id, self.call_id, self.tool)
+
+
+class _Execute(_Key):
+    input: dict[str, Any]
+
+
+class _Abort(_Key):
+    source: AbortSource = "user"
+    reason: str | None = None
+    grace: float = pydantic.Field(default=10.0, gt=0)
+
+
+class _AbortAck(pydantic.BaseModel):
+    found: bool
+    phase: HostPhase
+
+
+class _Progress(_Key):
+    kind: Literal["phase", "output"]
+    phase: HostPhase | None = None
+    stop_class: StopClass | None = None
+    text: str | None = None
+
+
+class _Error(pydantic.BaseModel):
+    code: ErrorCode
+    message: str = ""
+    path: str = ""
+
+
+class _Result(_Key):
+    output: str = ""
+    error: _Error | None = None
+
+
+class _Permission(_Key):
+    input: dict[str, Any]
+    stop_class: StopClass
+    reason: str = ""
+
+
+def _parse(model: type[_M], params: dict[str, Any]) -> _M:
+    try:
+        return model.model_validate(params)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "params"
+        raise RpcError(
+            INVALID_PARAMS, f"invalid params at {where}: {first['msg']}"
+        ) from None
+
+
+def _key_dict(key: CallKey) -> dict[str, Any]:
+    return {"session_id": key.session_id, "call_id": key.call_id, "tool": key.tool}
+
+
+def execute_to_wire(request: ExecuteRequest) -> dict[str, Any]:
+    """`tools.execute` params."""
+    return {**_key_dict(request.key), "input": request.input}
+
+
+def execute_from_wire(params: dict[str, Any]) -> ExecuteRequest:
+    """Parse `tools.execute` params (raises `RpcError` INVALID_PARAMS)."""
+    m = _parse(_Execute, params)
+    return ExecuteRequest(m.key(), m.input)
+
+
+def abort_to_wire(request: AbortRequest) -> dict[str, Any]:
+    """`tools.abort` params."""
+    return {
+        **_key_dict(request.key),
+        "source": request.source,
+        "reason": request.reason,
+        "grace": request.grace,
+    }
+
+
+def abort_from_wire(params: dict[str, Any]) -> AbortRequest:
+    """Parse `tools.abort` params."""
+    m = _parse(_Abort, params)
+    return AbortRequest(m.key(), m.source, m.reason, m.grace)
+
+
+def abort_ack_to_wire(ack: AbortAck) -> dict[str, Any]:
+    """The result of `tools.abort`."""
+    return {"found": ack.found, "phase": ack.phase}
+
+
+def abort_ack_from_wire(result: Any) -> AbortAck:
+    """Parse the result of `tools.abort`."""
+    m = _parse(_AbortAck, result if isinstance(result, dict) else {})
+    return AbortAck(found=m.found, phase=m.phase)
+
+
+def event_to_wire(event: HostEvent) -> tuple[str, dict[str, Any]]:
+    """The method and params of a host event's notification."""
+    base = _key_dict(event.key)
+    match event:
+        case PhaseEvent(phase=phase, stop_class=stop_class):
+            return "tools.progress", {
+                **base,
+                "kind": "phase",
+                "phase": phase,
+                "stop_class": stop_class,
+            }
+        case OutputEvent(text=text):
+            return "tools.progress", {**base, "kind": "output", "text": text}
+        case ResultEvent():
+            error = None
+            if event.code is not None:
+                error = {
+                    "code": event.code,
+                    "message": event.message,
+                    "path": event.field_path,
+                }
+            return "tools.result", {**base, "output": event.output, "error": error}
+
+
+def event_from_wire(method: str, params: dict[str, Any]) -> HostEvent:
+    """Parse a `tools.progress` or `tools.result` notification."""
+    if method == "tools.result":
+        r = _parse(_Result, params)
+        if r.error is None:
+            return ResultEvent(r.key(), r.output)
+        return ResultEvent(
+            r.key(),
+            r.output,
+            code=r.error.code,
+            message=r.error.message,
+            field_path=r.error.path,
+        )
+    p = _parse(_Progress, params)
+    if p.kind == "phase":
+        if p.phase is None:
+            raise RpcError(INVALID_PARAMS, "a phase progress needs `phase`")
+        return PhaseEvent(p.key(), p.phase, p.stop_class)
+    return OutputEvent(p.key(), p.text or "")
+
+
+def permission_to_wire(request: PermissionRequest) -> dict[str, Any]:
+    """`permission.request` params."""
+    return {
+        "session_id": request.session_id,
+        "call_id": request.call_id,
+        "tool": request.tool,
+        "input": request.input,
+        "stop_class": request.stop_class,
+        "reason": request.reason,
+    }
+
+
+def permission_from_wire(params: dict[str, Any]) -> PermissionRequest:
+    """Parse `permission.request` params."""
+    m = _parse(_Permission, params)
+    return PermissionRequest(
+        session_id=m.session_id,
+        call_id=m.call_id,
+        tool=m.tool,
+        input=m.input,
+        stop_class=m.stop_class,
+        reason=m.reason,
+    )
