@@ -1,0 +1,263 @@
+"""Shared parts of the built-in file tools: paths, ignore rules, stoppable work, writes.
+
+This module owns how the file tools resolve paths against the workspace, read
+`.gitignore` files, run their blocking work so that a stop ends it (S14), and replace
+files atomically. It deliberately decides nothing about permission: a path outside the
+workspace is not refused here; `is_inside()` is the test the permission broker uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import attrs
+import pathspec
+
+from ..._fs import fsync_dir
+from ...errors import ToolAborted
+from .._tool import ToolContext
+
+__all__ = (
+    "IgnoreRules",
+    "check_stop",
+    "is_inside",
+    "progress_from_thread",
+    "replace_file",
+    "resolve",
+    "run_stoppable",
+    "run_worker",
+)
+
+_T = TypeVar("_T")
+
+GITIGNORE = ".gitignore"
+"""The ignore files honoured by Glob (and by ripgrep for Grep)."""
+
+
+def resolve(workspace: Path, path: str | None) -> Path:
+    """Return `path` made absolute against `workspace` (`None`: the workspace itself).
+
+    Symlinks and `..` are kept as written; nothing is checked.
+    """
+    if path is None or path == "":
+        return workspace
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else workspace / p
+
+
+def is_inside(workspace: Path | str, path: Path | str) -> bool:
+    """Tell whether `path` lies inside `workspace` once symlinks and `..` are resolved.
+
+    A relative `path` is taken against `workspace`. Parts that do not exist yet are
+    resolved as far as they exist, so a file about to be created is judged by its real
+    parent directory.
+    """
+    root = os.path.realpath(workspace)
+    target = os.path.realpath(os.path.join(root, os.fspath(path)))
+    return target == root or os.path.commonpath((root, target)) == root
+
+
+def check_stop() -> None:
+    """Raise the cancellation exception if the call running this worker was stopped.
+
+    Call it from a worker thread started by `run_worker()`, between two chunks of work.
+    """
+    anyio.from_thread.check_cancelled()
+
+
+def progress_from_thread(ctx: ToolContext, text: str) -> None:
+    """Report progress of a call from its worker thread (runs `ctx.progress` in the loop)."""
+    anyio.from_thread.run_sync(ctx.progress, text)
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def run_stoppable(ctx: ToolContext, fn: Callable[[], Awaitable[_T]]) -> _T:
+    """Await `fn()` so that either a stop signal ends it: `ctx.cancelled` or cancellation.
+
+    Cancellation of the calling task propagates untouched. When only `ctx.cancelled` is
+    set, the work is cancelled the same way and `ToolAborted` is raised once it has
+    ended (S14: the work itself stops, not only the wait for it).
+
+    Raises:
+        ToolAborted: `ctx.cancelled` was set before the work finished.
+    """
+    outcome: list[_T] = []
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_when_set, ctx.cancelled, tg.cancel_scope)
+        try:
+            outcome.append(await fn())
+        except Exception as exc:  # re-raised below, outside the task group's wrapping
+            failure.append(exc)
+        tg.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    if not outcome:
+        raise ToolAborted(call_id=ctx.call_id)
+    return outcome[0]
+
+
+async def run_worker(ctx: ToolContext, fn: Callable[[], _T]) -> _T:
+    """Run the blocking `fn` in a worker thread that ends when the call is stopped.
+
+    `fn` must call `check_stop()` between chunks of its work. The thread is never
+    abandoned (`abandon_on_cancel=False`): the call returns only once the worker has
+    ended, so a stopped call leaves no thread behind and its end time is the worker's.
+
+    Raises:
+        ToolAborted: `ctx.cancelled` was set before the worker finished.
+    """
+
+    async def in_thread() -> _T:
+        # S14: cooperative worker; waiting for it is what makes "ended" true.
+        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
+
+    return await run_stoppable(ctx, in_thread)
+
+
+@attrs.frozen
+class _IgnoreFile:
+    base: tuple[str, ...]
+    """Parts of the directory holding the file, relative to the walk's root."""
+    prefix: tuple[str, ...]
+    """Parts that lead from an ancestor's file down to the walk's root."""
+    spec: pathspec.GitIgnoreSpec
+
+    def relative(self, parts: Sequence[str]) -> str | None:
+        """Return `parts` as the file's patterns see them, or None if out of its reach."""
+        if tuple(parts[: len(self.base)]) != self.base:
+            return None
+        return "/".join((*self.prefix, *parts[len(self.base) :]))
+
+
+@attrs.frozen
+class IgnoreRules:
+    """The `.gitignore` files that apply inside one directory of a walk.
+
+    Deeper files win over shallower ones, and within a file the last matching pattern
+    wins (git's order), so `!keep.log` in a subdirectory re-includes a file.
+    """
+
+    files: tuple[_IgnoreFile, ...] = ()
+
+    @classmethod
+    def for_root(cls, root: Path) -> IgnoreRules:
+        """Return the rules of `root`'s ancestors up to the enclosing git work tree.
+
+        Without a `.git` above `root`, only the files at `root` and below count.
+        """
+        ancestors: list[Path] = []
+        for directory in root.parents:
+            ancestors.append(directory)
+            if (directory / ".git").exists():
+                break
+        else:
+            ancestors = []
+        files: list[_IgnoreFile] = []
+        for directory in reversed(ancestors):
+            spec = _load(directory / GITIGNORE)
+            if spec is not None:
+                prefix = root.relative_to(directory).parts
+                files.append(_IgnoreFile(base=(), prefix=prefix, spec=spec))
+        return cls(tuple(files))
+
+    def enter(self, directory: Path, parts: tuple[str, ...]) -> IgnoreRules:
+        """Return the rules inside `directory` (whose parts from the root are `parts`)."""
+        spec = _load(directory / GITIGNORE)
+        if spec is None:
+            return self
+        return IgnoreRules((*self.files, _IgnoreFile(base=parts, prefix=(), spec=spec)))
+
+    def ignored(self, parts: Sequence[str], *, is_dir: bool) -> bool:
+        """Tell whether the entry at `parts` (relative to the walk's root) is ignored."""
+        for ignore in reversed(self.files):
+            rel = ignore.relative(parts)
+            if rel is None:
+                continue
+            result = ignore.spec.check_file(rel + "/" if is_dir else rel)
+            if result.include is not None:
+                return bool(result.include)
+        return False
+
+
+def _load(path: Path) -> pathspec.GitIgnoreSpec | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+
+
+def _umask() -> int:
+    with (
+        contextlib.suppress(OSError),
+        open("/proc/self/status", encoding="ascii") as status,
+    ):
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def replace_file(path: Path, data: bytes) -> bool:
+    """Replace (or create) the file at `path` with `data`, atomically and durably.
+
+    A temp file in the same directory is written, fsynced and renamed over `path`, so
+    readers see the old content or the new, never a part. An existing file keeps its
+    mode (and its owner, when the caller may set it); a new file gets the usual
+    `0o666 & ~umask`. A symlink is followed: its target is replaced.
+
+    Returns:
+        Whether `path` existed before.
+
+    Raises:
+        OSError: the directory cannot be written; `path` is left as it was.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        raise IsADirectoryError(f"{path} is not a regular file")
+    mode = stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~_umask()
+    directory = target.parent
+    tmp = directory / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        try:
+            if old is not None and (old.st_uid, old.st_gid) != (
+                os.geteuid(),
+                os.getegid(),
+            ):
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, old.st_uid, old.st_gid)
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(directory)
+    return old is not None

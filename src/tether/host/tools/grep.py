@@ -1,0 +1,302 @@
+"""The Grep tool: ripgrep as a child process, killed and reaped on a stop (S14).
+
+The `rg` binary comes from the `ripgrep` wheel (found through the package's installed
+files, never from `PATH`). A stop or cancellation SIGKILLs it and waits, under a bounded
+shield, until it is reaped, so no search outlives its call. Grep honours `.gitignore`
+files (inside or outside a git work tree), searches hidden files and skips `.git`. It
+does not decide whether a path may be searched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import subprocess
+import sysconfig
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, Final, Literal, final
+
+import anyio
+import anyio.abc
+import pydantic
+
+from ..._config import Config
+from ...errors import ErrorCode, ToolFailed
+from .._tool import StopClass, Tool, ToolContext, validate_with
+from ._paths import run_stoppable
+
+__all__ = ("Grep", "rg_path", "tools")
+
+REAP_BOUND: Final = 1.0
+"""Seconds the shielded wait for a killed `rg` may take; SIGKILL makes it milliseconds."""
+_STDERR_KEEP: Final = 8192
+
+OutputMode = Literal["content", "files_with_matches", "count"]
+"""What Grep returns: matching lines, the matching files, or a count per file."""
+
+
+@cache
+def rg_path() -> str:
+    """Return the path of the `rg` binary installed by the `ripgrep` wheel.
+
+    Raises:
+        ToolFailed: the `ripgrep` package is not installed in this environment.
+    """
+    names = {"rg", "rg.exe"}
+    try:
+        dist = importlib.metadata.distribution("ripgrep")
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None:
+        for file in dist.files or ():
+            if file.name in names:
+                located = Path(str(dist.locate_file(file))).resolve()
+                if os.access(located, os.X_OK):
+                    return str(located)
+    scripts = Path(sysconfig.get_path("scripts"))
+    for name in names:
+        if os.access(scripts / name, os.X_OK):
+            return str(scripts / name)
+    raise ToolFailed("ripgrep is not installed: install the `ripgrep` package")
+
+
+class GrepInput(pydantic.BaseModel):
+    """Input of Grep; the short options keep their familiar names as aliases."""
+
+    model_config = pydantic.ConfigDict(
+        extra="forbid", validate_by_name=True, validate_by_alias=True
+    )
+
+    pattern: str = pydantic.Field(description="A regular expression (Rust syntax).")
+    path: str | None = pydantic.Field(
+        default=None, description="File or directory to search; default: the workspace."
+    )
+    glob: str | None = pydantic.Field(
+        default=None, description="Only files whose path matches this glob (`*.py`)."
+    )
+    type: str | None = pydantic.Field(
+        default=None,
+        description="Only files of this ripgrep type (`py`, `rust`, `js`).",
+    )
+    case_insensitive: bool = pydantic.Field(
+        default=False, alias="-i", description="Match without regard to case."
+    )
+    line_numbers: bool = pydantic.Field(
+        default=True, alias="-n", description="Show line numbers (content mode)."
+    )
+    after: int | None = pydantic.Field(
+        default=None, alias="-A", ge=0, description="Lines after each match (content)."
+    )
+    before: int | None = pydantic.Field(
+        default=None, alias="-B", ge=0, description="Lines before each match (content)."
+    )
+    context: int | None = pydantic.Field(
+        default=None, alias="-C", ge=0, description="Lines around each match (content)."
+    )
+    output_mode: OutputMode = pydantic.Field(
+        default="files_with_matches",
+        description="`content`: matching lines; `files_with_matches`: file paths; "
+        "`count`: matches per file.",
+    )
+    head_limit: int | None = pydantic.Field(
+        default=None, ge=1, description="Return only the first N lines or entries."
+    )
+    multiline: bool = pydantic.Field(
+        default=False, description="Let `.` and patterns span lines (`rg -U`)."
+    )
+
+
+def build_argv(inp: GrepInput, rg: str) -> list[str]:
+    """Return the `rg` command line for an input."""
+    argv = [
+        rg,
+        "--no-config",
+        "--color=never",
+        "--no-heading",
+        "--with-filename",
+        "--hidden",
+        "--no-require-git",
+        "--glob=!.git",
+        "--max-columns=500",
+        "--max-columns-preview",
+    ]
+    match inp.output_mode:
+        case "files_with_matches":
+            argv.append("--files-with-matches")
+        case "count":
+            argv.append("--count")
+        case "content":
+            argv.append("--line-number" if inp.line_numbers else "--no-line-number")
+            for flag, value in (
+                ("-A", inp.after),
+                ("-B", inp.before),
+                ("-C", inp.context),
+            ):
+                if value is not None:
+                    argv += [flag, str(value)]
+    if inp.case_insensitive:
+        argv.append("--ignore-case")
+    if inp.multiline:
+        argv += ["--multiline", "--multiline-dotall"]
+    if inp.type:
+        argv += ["--type", inp.type]
+    if inp.glob:
+        argv += ["--glob", inp.glob]
+    argv += ["--regexp", inp.pattern]
+    if inp.path:
+        argv += ["--", inp.path]
+    return argv
+
+
+@final
+class Grep(Tool):
+    """Search file contents with ripgrep."""
+
+    name = "Grep"
+    stop_class = StopClass.READ_ONLY
+    subject_field: str | None = "path"
+    description = (
+        "Search file contents with ripgrep (Rust regex syntax). Filter files with `glob` "
+        "or `type`; `output_mode` is `files_with_matches` (default), `content` (with "
+        "`-n`, `-A`, `-B`, `-C`) or `count`; `head_limit` keeps the first N entries; "
+        "`-i` ignores case; `multiline` lets matches span lines. Honours .gitignore."
+    )
+
+    def __init__(
+        self, *, max_output_bytes: int = 100_000, timeout: float = 120.0
+    ) -> None:
+        """Make the tool.
+
+        Args:
+            max_output_bytes: bound on the output kept; the search ends once it is hit.
+            timeout: seconds a search may take before it is killed (`TOOL_TIMEOUT`).
+        """
+        self.max_output_bytes = max_output_bytes
+        self.timeout = timeout
+
+    def input_schema(self) -> dict[str, Any]:
+        """Return the JSON schema of Grep's input (with the `-i`, `-A`... aliases)."""
+        return GrepInput.model_json_schema(by_alias=True)
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate Grep's input."""
+        return validate_with(GrepInput, raw)
+
+    async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        """Run `rg`; a stop kills it and returns only once it is reaped.
+
+        Raises:
+            ToolFailed: `rg` could not start, reported an error, or timed out.
+        """
+        inp = GrepInput.model_validate(dict(args))
+        argv = build_argv(inp, rg_path())
+        limit = inp.head_limit if inp.output_mode == "content" else None
+        try:
+            with anyio.fail_after(self.timeout):
+                code, out, err, cut = await run_stoppable(
+                    ctx, lambda: self._search(argv, ctx.workspace, limit)
+                )
+        except TimeoutError:
+            raise ToolFailed(
+                f"Grep ran past its time limit of {self.timeout:g} s and was killed",
+                code=ErrorCode.TOOL_TIMEOUT,
+            ) from None
+        if code == 2 and not out:
+            raise ToolFailed(f"Grep failed: {err.strip() or 'rg exited with status 2'}")
+        return self._render(inp, out, cut)
+
+    async def _search(
+        self, argv: list[str], cwd: Path, limit: int | None
+    ) -> tuple[int, str, str, bool]:
+        """Run `rg` and collect its output; kill and reap it on every way out."""
+        try:
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ToolFailed(f"Grep could not start rg: {exc.strerror}") from None
+        out = bytearray()
+        err = bytearray()
+        cut = False
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, process.stderr, err)
+                assert process.stdout is not None
+                lines = 0
+                async for chunk in process.stdout:
+                    out += chunk
+                    if limit is not None:
+                        lines += chunk.count(b"\n")
+                        if lines >= limit:
+                            cut = True
+                            break
+                    if len(out) > self.max_output_bytes:
+                        cut = True
+                        break
+                if cut:
+                    _kill(process)  # enough output: the rest of the search is waste
+            code = await process.wait()
+        finally:
+            # S14: the search must not outlive its call; kill, then reap (bounded).
+            with anyio.move_on_after(REAP_BOUND, shield=True):
+                if process.returncode is None:
+                    _kill(process)
+                await process.aclose()
+        text = out.decode("utf-8", errors="replace")
+        return code, text, err.decode("utf-8", errors="replace"), cut
+
+    def _render(self, inp: GrepInput, out: str, cut: bool) -> str:
+        lines = out.splitlines()
+        if inp.output_mode != "content":
+            lines.sort()
+        limit = inp.head_limit
+        shown = lines if limit is None else lines[:limit]
+        if not shown:
+            return "No matches found."
+        body = "\n".join(shown)
+        match inp.output_mode:
+            case "files_with_matches":
+                head = f"Found {len(lines)} file{'s' if len(lines) != 1 else ''}"
+                if len(shown) < len(lines):
+                    head += f" (showing {len(shown)})"
+                text = f"{head}\n{body}"
+            case "count":
+                total = sum(_count(line) for line in shown)
+                text = f"{body}\n[{total} matching lines in {len(shown)} files]"
+            case "content":
+                text = body
+        if cut or (limit is not None and len(lines) > limit):
+            text += "\n[output cut at the head limit or size bound; narrow the search]"
+        return text
+
+
+def _count(line: str) -> int:
+    value = line.rpartition(":")[2]
+    return int(value) if value.isdigit() else 0
+
+
+def _kill(process: anyio.abc.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+
+
+async def _drain(stream: anyio.abc.ByteReceiveStream | None, into: bytearray) -> None:
+    if stream is None:
+        return
+    async for chunk in stream:
+        if len(into) < _STDERR_KEEP:
+            into += chunk[: _STDERR_KEEP - len(into)]
+
+
+def tools(config: Config) -> list[Tool]:
+    """Return the Grep tool."""
+    del config
+    return [Grep()]

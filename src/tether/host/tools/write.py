@@ -1,0 +1,95 @@
+"""The Write tool: replace or create a whole file, atomically (MUTATING).
+
+Write never leaves a half-written file: it writes a temp file beside the target,
+fsyncs it and renames it over the target. Once started it is not abandoned by a stop
+(the runtime waits for its real result). It does not decide whether a path may be
+written: the permission broker does, with `_paths.is_inside()` for workspace rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, final
+
+import anyio.to_thread
+import pydantic
+
+from ..._config import Config
+from ...errors import ToolFailed
+from .._tool import StopClass, Tool, ToolContext, validate_with
+from ._paths import replace_file, resolve
+
+__all__ = ("Write", "tools")
+
+
+class WriteInput(pydantic.BaseModel):
+    """Input of Write."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    file_path: str = pydantic.Field(
+        description="The file to write; a relative path is taken from the workspace."
+    )
+    content: str = pydantic.Field(description="The whole new content of the file.")
+
+
+def write_text(path: Path, content: str) -> str:
+    """Write `content` (UTF-8) to `path` atomically, creating parent directories.
+
+    Raises:
+        ToolFailed: the file or a parent directory cannot be written.
+    """
+    data = content.encode("utf-8", errors="surrogateescape")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = replace_file(path, data)
+    except IsADirectoryError:
+        raise ToolFailed(f"{path} exists and is not a regular file") from None
+    except OSError as exc:
+        raise ToolFailed(
+            f"{path} could not be written: {exc.strerror or exc}"
+        ) from None
+    verb = "Replaced" if existed else "Created"
+    return f"{verb} {path} ({len(data)} bytes)."
+
+
+@final
+class Write(Tool):
+    """Write a whole file, atomically."""
+
+    name = "Write"
+    stop_class = StopClass.MUTATING
+    subject_field: str | None = "file_path"
+    description = (
+        "Write a file with the given content, replacing it if it exists. The write is "
+        "atomic (readers see the old file or the new one) and keeps an existing file's "
+        "mode. Parent directories are created. Prefer Edit for changing part of a file."
+    )
+
+    def input_schema(self) -> dict[str, Any]:
+        """Return the JSON schema of Write's input."""
+        return WriteInput.model_json_schema()
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate Write's input."""
+        return validate_with(WriteInput, raw)
+
+    async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        """Write the file in a worker thread and wait for it, whatever happens.
+
+        Raises:
+            ToolFailed: the file could not be written; it is left as it was.
+        """
+        inp = WriteInput.model_validate(dict(args))
+        path = resolve(ctx.workspace, inp.file_path)
+        # MUTATING: the write is never abandoned; its real result is the call's result.
+        return await anyio.to_thread.run_sync(
+            write_text, path, inp.content, abandon_on_cancel=False
+        )
+
+
+def tools(config: Config) -> list[Tool]:
+    """Return the Write tool."""
+    del config
+    return [Write()]
