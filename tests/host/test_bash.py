@@ -299,3 +299,60 @@ def test_tools_gives_a_process_tool_matched_on_its_command() -> None:
     assert bash.subject({"command": "git status"}) == "git status"
     assert "command" in bash.input_schema()["properties"]
     assert os.environ.get("TETHER_AGENT") is None
+
+
+async def _run_turn_and_abort(
+    workspace: Path, tree: Tree
+) -> tuple[list[psutil.Process], str, list[int]]:
+    """Run `tree` through the runtime, abort once it is up; pids alive at settled()."""
+    from tether import Runtime, ToolAborted
+
+    async with Runtime(
+        workspace=workspace,
+        tools=[Bash()],
+        permissions={"allow": ["Bash"]},
+        grace=GRACE,
+        abort_bound=1.0,
+        guard=False,
+    ) as runtime:
+        events = runtime.subscribe()
+        session = runtime.session()
+        partial: list[str] = []
+        async with anyio.create_task_group() as tg, session.turn() as turn:
+
+            async def call() -> None:
+                with pytest.raises(ToolAborted) as caught:
+                    await turn.call("Bash", {"command": tree.command})
+                partial.append(caught.value.partial_output)
+
+            tg.start_soon(call)
+            seen = ""
+            with anyio.fail_after(10):
+                while len(tree_pids(seen)) < tree.pids:
+                    event = await events.receive()
+                    seen += getattr(event, "text", "")
+            procs = [psutil.Process(p) for p in tree_pids(seen)]
+            await session.abort()
+            with anyio.fail_after(10):
+                await session.settled()
+            # S13: settled never coexists with a live process of the turn.
+            alive = _alive(procs)
+        events.close()
+    return procs, partial[0] if partial else "", alive
+
+
+@pytest.mark.rule("S13")
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "tree",
+    [t for t in TREES if t.name in ("trap-term", "double-fork-setsid-trap", "setsid")],
+    ids=lambda t: t.name,
+)
+async def test_s13_session_settles_only_once_every_process_is_reaped(
+    tree: Tree, workspace: Path
+) -> None:
+    """S13 end to end: after abort() and settled(), no pid of the Bash tree is alive."""
+    procs, partial, alive_at_settled = await _run_turn_and_abort(workspace, tree)
+    assert len(procs) == tree.pids
+    assert alive_at_settled == []
+    assert "tree-pid" in partial

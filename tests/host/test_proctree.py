@@ -1,0 +1,171 @@
+"""ProcessTree: the supervisor, its orders, and reclaiming escaped descendants (S13)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from tether.host._proctree import BoundedOutput, ProcessTree
+from tether.testing._trees import tree_pids
+
+_ESCAPEES = (
+    'setsid sh -c \'trap "echo escapee-term; exit 0" TERM; echo tree-pid $$; '
+    "sleep 300 & wait' & "
+    "( sh -c 'echo tree-pid $$; exec sleep 300' & ) ; "
+    "echo tree-pid $$; exec sleep 300"
+)
+
+
+async def _read_until_pids(
+    tree: ProcessTree, count: int
+) -> tuple[list[str], list[int]]:
+    chunks: list[str] = []
+    with anyio.fail_after(10):
+        async for chunk in tree.output():
+            chunks.append(chunk.decode())
+            pids = tree_pids("".join(chunks))
+            if len(pids) >= count:
+                return chunks, pids
+    raise AssertionError("the tree ended before announcing its pids")
+
+
+@pytest.mark.anyio
+async def test_process_tree_reports_the_command_pid_and_its_exit_code(
+    workspace: Path,
+) -> None:
+    """The command runs in its own process group below the supervisor; its code comes back."""
+    async with ProcessTree() as tree:
+        await tree.start(
+            ["bash", "-c", "echo tree-pid $$; ps -o pgid= -p $$; exit 5"],
+            cwd=workspace,
+            env=dict(os.environ),
+        )
+        assert tree.pid is not None
+        assert tree.supervisor_pid is not None
+        output = b"".join([chunk async for chunk in tree.output()]).decode()
+        with anyio.fail_after(5):
+            assert await tree.wait() == 5
+    assert tree_pids(output) == [tree.pid]
+    assert int(output.split()[-1]) == tree.pid
+    assert tree.returncode == 5
+    assert not psutil.pid_exists(tree.supervisor_pid)
+
+
+@pytest.mark.rule("S13")
+@pytest.mark.anyio
+async def test_s13_kill_reaps_setsid_and_double_forked_descendants(
+    workspace: Path,
+) -> None:
+    """S13: kill() leaves no process of the tree, escaped ones included, and reaps them."""
+    async with ProcessTree() as tree:
+        await tree.start(["bash", "-c", _ESCAPEES], cwd=workspace, env=dict(os.environ))
+        _, pids = await _read_until_pids(tree, 3)
+        procs = [psutil.Process(p) for p in pids]
+        alive = set(tree.alive_pids())
+        assert set(pids) <= alive
+        assert tree.supervisor_pid in alive
+        with anyio.fail_after(5):
+            code = await tree.kill()
+    assert code == -signal.SIGKILL
+    assert [p.pid for p in procs if p.is_running()] == []
+    assert tree.alive_pids() == []
+
+
+@pytest.mark.rule("S13")
+@pytest.mark.anyio
+async def test_s13_terminate_reaches_descendants_outside_the_process_group(
+    workspace: Path,
+) -> None:
+    """S13: terminate() sends SIGTERM to the group and to a setsid escapee, whose trap runs."""
+    async with ProcessTree() as tree:
+        await tree.start(["bash", "-c", _ESCAPEES], cwd=workspace, env=dict(os.environ))
+        chunks, pids = await _read_until_pids(tree, 3)
+        procs = [psutil.Process(p) for p in pids]
+        await tree.terminate()
+        assert tree.terminated
+        with anyio.fail_after(10):
+            chunks.extend([chunk.decode() async for chunk in tree.output()])
+            code = await tree.wait()
+    assert code == -signal.SIGTERM
+    assert "escapee-term" in "".join(chunks)
+    assert [p.pid for p in procs if p.is_running()] == []
+
+
+@pytest.mark.rule("S13")
+def test_s13_a_host_that_dies_takes_its_trees_with_it(tmp_path: Path) -> None:
+    """S13: when the host process is SIGKILLed, its supervisors kill their trees."""
+    script = f"""
+import anyio, os, sys
+from pathlib import Path
+from tether.host._proctree import ProcessTree
+
+async def main():
+    tree = ProcessTree()
+    await tree.start(["bash", "-c", {_ESCAPEES!r}], cwd=Path({str(tmp_path)!r}),
+                     env=dict(os.environ))
+    async for chunk in tree.output():
+        sys.stdout.write(chunk.decode())
+        sys.stdout.flush()
+
+anyio.run(main)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    host = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert host.stdout is not None
+        seen = ""
+        while len(tree_pids(seen)) < 3:
+            line = host.stdout.readline()
+            assert line, "the host ended before its tree was up"
+            seen += line
+        procs = [psutil.Process(p) for p in tree_pids(seen)]
+        host.kill()
+        host.wait(timeout=10)
+        gone, alive = psutil.wait_procs(procs, timeout=10)
+        assert alive == []
+        assert len(gone) == 3
+    finally:
+        host.kill()
+        host.wait(timeout=10)
+        if host.stdout is not None:
+            host.stdout.close()
+
+
+@pytest.mark.anyio
+async def test_process_tree_start_failures_raise_oserror_with_the_reason(
+    workspace: Path,
+) -> None:
+    """A command that cannot start raises OSError naming why; nothing is left running."""
+    env = dict(os.environ)
+    cases = [
+        (["no-such-command-xyz"], workspace, "command not found"),
+        ([str(workspace)], workspace, "Permission denied"),
+        (["bash"], workspace / "missing", "not a directory"),
+    ]
+    for argv, cwd, reason in cases:
+        tree = ProcessTree()
+        with pytest.raises(OSError, match=reason):
+            await tree.start(argv, cwd=cwd, env=env)
+        await tree.aclose()
+        assert tree.alive_pids() == []
+
+
+def test_bounded_output_keeps_head_and_tail_and_counts_the_rest() -> None:
+    """Bounded output keeps the first and last halves and says how many bytes it dropped."""
+    kept = BoundedOutput(10)
+    kept.add(b"abc")
+    assert kept.text() == "abc"
+    for chunk in (b"defgh", b"ijklmnop", b"qrstuvwxyz"):
+        kept.add(chunk)
+    assert kept.total == 26
+    assert kept.dropped == 16
+    assert kept.text() == "abcde\n[... 16 bytes of output dropped ...]\nvwxyz"
