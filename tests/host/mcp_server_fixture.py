@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
@@ -51,7 +52,7 @@ async def slow(steps: int, ctx: Context) -> str:
 @server.tool()
 async def fail(why: str) -> str:
     """Fail with the given reason (the result carries isError)."""
-    raise RuntimeError(why)
+    raise ToolError(why)
 
 
 @server.tool()
