@@ -143,6 +143,7 @@ class Connection:
                 tg.cancel_scope.cancel()
         finally:
             self.closed.set()
+            send.close()
             for event, slot in self._waiters.values():
                 slot.append(RpcError(INTERNAL_ERROR, "connection closed"))
                 event.set()

@@ -95,6 +95,10 @@ class Executor:
         self.task_group: anyio.abc.TaskGroup | None = None
         self.active: dict[tuple[str, str], ActiveCall] = {}
         """The abort registry: calls not yet settled, by (session id, call id)."""
+        self.late_results = 0
+        """Results that arrived after their call had ended (discarded, S3)."""
+        self.dropped_progress = 0
+        """Progress events of abandoned calls that were dropped (S4)."""
 
     # -- starting calls ---------------------------------------------------------------
 
@@ -174,7 +178,12 @@ class Executor:
         """Sink for the host's `tools.progress` and `tools.result` (never blocks)."""
         call = self.active.get((event.key.session_id, event.key.call_id))
         if call is None or call.key != event.key:
-            return  # S3: nothing of a settled (or unknown) call is taken any more
+            # S3: nothing of a settled (or unknown) call is taken any more.
+            if isinstance(event, ResultEvent):
+                self.late_results += 1
+            elif isinstance(event, OutputEvent):
+                self.dropped_progress += 1
+            return
         match event:
             case PhaseEvent(phase=phase, stop_class=stop_class):
                 call.host_phase = phase
@@ -226,7 +235,9 @@ class Executor:
                     output=event.output, call_id=call.key.call_id, tool=call.key.tool
                 )
                 self._finish(call, CallState.SUCCEEDED, result, None)
-        # else S3: a late result of an abandoned call changes nothing but "the host is done".
+        else:
+            # S3: a late result of an abandoned call changes nothing but "the host is done".
+            self.late_results += 1
         self._settle(call)
 
     # -- outcomes ---------------------------------------------------------------------

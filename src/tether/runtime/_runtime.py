@@ -11,6 +11,7 @@ from typing import Literal, final
 
 import anyio
 import anyio.abc
+import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._ids import new_id
@@ -25,9 +26,21 @@ from ._ledger import Ledger
 from ._session import Session
 from ._values import RuntimeEvent
 
-__all__ = ("Runtime",)
+__all__ = ("Runtime", "RuntimeStatistics")
 
 HostKind = Literal["inprocess", "stdio"]
+
+
+@attrs.frozen
+class RuntimeStatistics:
+    """Counters of a runtime's calls."""
+
+    active_calls: int
+    """Calls not yet settled."""
+    late_results: int
+    """Results that came after their call had ended, and were discarded (S3)."""
+    dropped_progress: int
+    """Progress of abandoned calls that was dropped (S4)."""
 
 
 @final
@@ -82,6 +95,14 @@ class Runtime:
         self.executor = Executor(ledger=self.ledger, grace=grace, emit=self.emit)
         self._stack: AsyncExitStack | None = None
         self.host: HostConnection | None = None
+
+    def statistics(self) -> RuntimeStatistics:
+        """Return counters of the runtime's calls."""
+        return RuntimeStatistics(
+            active_calls=len(self.executor.active),
+            late_results=self.executor.late_results,
+            dropped_progress=self.executor.dropped_progress,
+        )
 
     def stop_class_of(self, name: str) -> StopClass | None:
         """The stop class of a tool the runtime knows, or None."""

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from ._tools import Echo as Echo
 from ._tools import Fail as Fail
+from ._tools import Hang as Hang
 from ._tools import Obedient as Obedient
+from ._tools import SlowExtension as SlowExtension
 from ._tools import SlowWrite as SlowWrite
 from ._tools import Stubborn as Stubborn
 from ._tools import Stuck as Stuck
 
-__all__ = ("Echo", "Fail", "Obedient", "SlowWrite", "Stubborn", "Stuck")
+__all__ = (
+    "Echo",
+    "Fail",
+    "Hang",
+    "Obedient",
+    "SlowExtension",
+    "SlowWrite",
+    "Stubborn",
+    "Stuck",
+)

@@ -11,7 +11,16 @@ import anyio
 from ..errors import ToolFailed
 from ..host._tool import StopClass, ToolContext, tool
 
-__all__ = ("Echo", "Fail", "Obedient", "SlowWrite", "Stubborn", "Stuck")
+__all__ = (
+    "Echo",
+    "Fail",
+    "Hang",
+    "Obedient",
+    "SlowExtension",
+    "SlowWrite",
+    "Stubborn",
+    "Stuck",
+)
 
 
 @tool(stop_class=StopClass.READ_ONLY)
@@ -34,6 +43,31 @@ async def Stuck(ctx: ToolContext, seconds: float = 3600.0, ticks: float = 0.0) -
             if ticks:
                 ctx.progress("tick")
     return "late result"
+
+
+@tool(stop_class=StopClass.READ_ONLY)
+async def Hang(ctx: ToolContext, marker: str) -> str:
+    """A read-only tool that never returns; when the host cancels it, it writes `marker`.
+
+    The marker file is how a test sees that the host was told (S2), across processes.
+    """
+    ctx.progress("started")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.Path(ctx.resolve(marker)).write_text(
+                "cancelled" if ctx.cancelled.is_set() else "ended", encoding="utf-8"
+            )
+    return "never"  # pragma: no cover
+
+
+@tool(stop_class=StopClass.EXTENSION)
+async def SlowExtension(ctx: ToolContext, seconds: float = 0.5) -> str:
+    """An extension-like tool that finishes its work after `seconds`, whatever a stop says."""
+    ctx.progress("started")
+    await anyio.sleep(seconds)
+    return "extension done"
 
 
 @tool(stop_class=StopClass.PROCESS)
