@@ -1,0 +1,48 @@
+"""The recorded stop: setup, the folder rule, one-descriptor reads, the person's verbs.
+
+A stop is recorded state the person sets with their own command; every run reads it
+before each move. `StopStore.read()` returns a `StopReading` whose outcome is CLEAR,
+STOPPED or HOLD; a run uses a `StopWatch` (made at its start) that also holds when the
+folder, the uid directory or the setup changed. `protected_paths()` lists what the guard
+keeps agents away from.
+"""
+
+from __future__ import annotations
+
+from ._board import Board as Board
+from ._board import build_board as build_board
+from ._board import choose_setup as choose_setup
+from ._read import NotHonoured as NotHonoured
+from ._read import ReadOutcome as ReadOutcome
+from ._read import StopReading as StopReading
+from ._setup import SetupRecord as SetupRecord
+from ._setup import load_setup as load_setup
+from ._setup import protected_paths as protected_paths
+from ._setup import setup_path as setup_path
+from ._store import StopStore as StopStore
+from ._store import StopWatch as StopWatch
+from ._verbs import AGENT_MARKERS as AGENT_MARKERS
+from ._verbs import LiftResult as LiftResult
+from ._verbs import check_caller as check_caller
+from ._verbs import lift_stop as lift_stop
+from ._verbs import set_stop as set_stop
+
+__all__ = (
+    "AGENT_MARKERS",
+    "Board",
+    "LiftResult",
+    "NotHonoured",
+    "ReadOutcome",
+    "SetupRecord",
+    "StopReading",
+    "StopStore",
+    "StopWatch",
+    "build_board",
+    "check_caller",
+    "choose_setup",
+    "lift_stop",
+    "load_setup",
+    "protected_paths",
+    "set_stop",
+    "setup_path",
+)

@@ -1,0 +1,254 @@
+"""Choosing the folder and the person (`tether setup`), and the board that shows the rule.
+
+The board lists every check of the folder rule with the path that failed, the
+filesystem, which folders an age cleaner tends, the current reading with any stop not
+honoured, and plain notes (the same-account caveat, an opted-in filesystem's cost).
+Setup records the choice even when a check fails: the board says what to repair, and
+runs hold until it is repaired.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import attrs
+
+from ..errors import Refused, UsageError
+from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
+from ._folder import untrusted_fs_why as _untrusted
+from ._read import Place, ReadOutcome, StopReading, read_place
+from ._setup import (
+    SetupRecord,
+    check_folder_path,
+    load_setup,
+    save_setup,
+    setup_path,
+)
+from ._store import _ensure_own_store
+from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
+
+__all__ = ("KEEP", "Board", "build_board", "choose_setup")
+
+KEEP = Path("\0keep")
+"""Sentinel for `choose_setup(folder=...)`: keep the folder already chosen."""
+
+
+@attrs.frozen(kw_only=True)
+class Board:
+    """What `tether setup` shows."""
+
+    record: SetupRecord
+    """The setup in force."""
+    setup_file: Path
+    """Where it is recorded."""
+    account_uid: int
+    """The account that ran setup."""
+    checks: tuple[RuleCheck, ...]
+    """Every check of the folder rule, in walk order."""
+    cleaners: tuple[AgeCleaner, ...]
+    """Folders an age cleaner tends on this machine."""
+    tended_by: AgeCleaner | None
+    """The cleaner tending the chosen folder, if any."""
+    reading: StopReading
+    """A read made now."""
+    notes: tuple[str, ...] = ()
+    """Plain notes: what setup did, what a choice costs."""
+
+    @property
+    def ok(self) -> bool:
+        """Every check passed and a read is not HOLD."""
+        return (
+            all(c.ok for c in self.checks)
+            and self.reading.outcome is not ReadOutcome.HOLD
+        )
+
+    @property
+    def same_account(self) -> bool:
+        """The agents of this account run as the person."""
+        return self.account_uid == self.record.person_uid
+
+
+def _place(record: SetupRecord) -> Place:
+    return Place(
+        folder=record.folder,
+        store_dir=record.store_dir,
+        person_uid=record.person_uid,
+        allow_untrusted_fs=record.allow_untrusted_fs,
+    )
+
+
+def _fs_check(fd: int, record: SetupRecord, notes: list[str]) -> RuleCheck:
+    where = record.store_dir
+    try:
+        found = fs_type(fd)
+    except RuleBroken as exc:
+        return RuleCheck(where, False, str(exc))
+    if found is None:
+        return RuleCheck(where, True, "filesystem type not checked on this platform")
+    why = _untrusted(*found)
+    if not why:
+        return RuleCheck(where, True, f"filesystem {found[0]}: owners can be trusted")
+    if record.folder is None:
+        return RuleCheck(where, True, f"filesystem {found[0]} (own store: not judged)")
+    if record.allow_untrusted_fs:
+        notes.append(
+            f"opted in to {found[0]}: {why}. A stop there may be missed or seen late, "
+            "and an owner shown may not be who wrote it"
+        )
+        return RuleCheck(where, True, f"filesystem {found[0]}: allowed at setup")
+    return RuleCheck(
+        where, False, f"{why}; choose another folder or --allow-untrusted-fs"
+    )
+
+
+def build_board(record: SetupRecord, *, notes: tuple[str, ...] = ()) -> Board:
+    """Check the rule for `record` now and gather what the board shows."""
+    checks: list[RuleCheck] = []
+    more = list(notes)
+    try:
+        folder_fd = open_folder(
+            record.store_dir, record.person_uid, record=checks.append
+        )
+    except RuleBroken:
+        pass
+    else:
+        try:
+            checks.append(_fs_check(folder_fd, record, more))
+            try:
+                uid_fd = open_uid_dir(folder_fd, record.store_dir, record.person_uid)
+            except RuleBroken as exc:
+                checks.append(RuleCheck(record.uid_dir, False, str(exc)))
+            else:
+                mode = stat.S_IMODE(os.fstat(uid_fd).st_mode)
+                os.close(uid_fd)
+                detail = f"owned by uid {record.person_uid}, mode {mode:04o}"
+                checks.append(RuleCheck(record.uid_dir, True, detail))
+        finally:
+            os.close(folder_fd)
+    cleaners = age_cleaned()
+    tended = cleaner_of(record.store_dir, cleaners)
+    if tended is not None:
+        more.append(
+            f"{record.store_dir} is under {tended.path}, which an age cleaner empties of "
+            f"entries older than {tended.age} ({tended.source}): a long-standing stop "
+            "there may vanish; a root-made folder such as /srv/tether avoids it"
+        )
+    if os.geteuid() == record.person_uid:
+        more.append(
+            "the agents of this account run as the person (the same account): the stop "
+            "then binds only agents that obey the guard; running them under a second "
+            "account is what makes it bind"
+        )
+    return Board(
+        record=record,
+        setup_file=setup_path(),
+        account_uid=os.geteuid(),
+        checks=tuple(checks),
+        cleaners=tuple(cleaners),
+        tended_by=tended,
+        reading=read_place(_place(record)).reading,
+        notes=tuple(more),
+    )
+
+
+def _stop_stands(record: SetupRecord) -> bool:
+    reading = read_place(_place(record)).reading
+    if reading.outcome is ReadOutcome.STOPPED:
+        return True
+    try:
+        os.stat(record.stop_path, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _arm(record: SetupRecord) -> list[str]:
+    """Make `<folder>/<uid>/` with mode 0755 for the person's own account."""
+    if record.folder is None:
+        _ensure_own_store(record.person_uid)
+    try:
+        folder_fd = open_folder(record.store_dir, record.person_uid)
+    except (RuleBroken, OSError) as exc:
+        return [f"{record.uid_dir} was not made: {exc}"]
+    name = str(record.person_uid)
+    notes: list[str] = []
+    try:
+        try:
+            os.mkdir(name, 0o755, dir_fd=folder_fd)
+            notes.append(f"made {record.uid_dir} (mode 0755)")
+        except FileExistsError:
+            pass
+        fd = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder_fd
+        )
+        try:
+            st = os.fstat(fd)
+            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o755:
+                os.fchmod(fd, 0o755)
+                notes.append(f"set {record.uid_dir} to mode 0755")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        notes.append(f"{record.uid_dir} could not be made: {exc.strerror}")
+    finally:
+        os.close(folder_fd)
+    return notes
+
+
+def choose_setup(
+    *, folder: Path | None = KEEP, person_uid: int, allow_untrusted_fs: bool = False
+) -> Board:
+    """Record the folder and the person, arm the uid directory, and build the board.
+
+    Args:
+        folder: the shared folder, None for the own store, `KEEP` for the current one.
+        person_uid: the account whose stop this account's runs honour.
+        allow_untrusted_fs: opt in to a filesystem whose owners cannot be trusted.
+
+    Raises:
+        UsageError: the folder does not exist or is not a directory.
+        Refused: the folder would change while a stop stands in the current one.
+        OSError: the setup record cannot be written.
+    """
+    try:
+        current: SetupRecord | None = load_setup()
+    except Exception:  # a broken record is what setup repairs
+        current = None
+    notes: list[str] = []
+    if folder is KEEP:
+        chosen = current.folder if current is not None else None
+    elif folder is None:
+        chosen = None
+    else:
+        given = Path(os.path.abspath(folder))
+        real = Path(os.path.realpath(given))
+        try:
+            st = os.stat(real)
+        except OSError as exc:
+            raise UsageError(
+                f"the shared folder {given} cannot be used ({exc.strerror}); "
+                f"as root: install -d -m 1777 -o root {given}"
+            ) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"the shared folder {given} is not a directory")
+        if real != given:
+            notes.append(f"recorded the real path {real} (given: {given})")
+        chosen = check_folder_path(real)
+    record = SetupRecord(
+        folder=chosen, person_uid=person_uid, allow_untrusted_fs=allow_untrusted_fs
+    )
+    if (
+        current is not None
+        and current.store_dir != record.store_dir
+        and _stop_stands(current)
+    ):
+        raise Refused(
+            f"a stop stands in {current.uid_dir}: run tether lift first, then change "
+            "the folder"
+        )
+    save_setup(record)
+    if os.geteuid() == person_uid:
+        notes += _arm(record)
+    return build_board(record, notes=tuple(notes))

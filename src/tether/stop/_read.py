@@ -1,0 +1,355 @@
+"""Reading a stop on one descriptor, no bytes: CLEAR, STOPPED or HOLD.
+
+The read walks the folder rule (`_folder`), opens the uid directory, gates the stop's
+name with `fstatat(follow_symlinks=False)` so a FIFO, socket, device or directory is
+never opened, then opens the stop with `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC`
+relative to the checked uid directory and judges it by `fstat` of that descriptor.
+Only `ENOENT` on the stop's own name, after every directory above it passed, is CLEAR;
+every other errno and any unexpected exception is HOLD.
+
+Stops of other accounts found in the folder are reported, never honoured. This module
+has no memory between reads; pinning identities across a run is `StopWatch`'s job.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import os
+import stat
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import attrs
+
+from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir
+from ._folder import untrusted_fs_why as _untrusted_fs_why
+from ._setup import MAX_STOP_SIZE, STOP_NAME
+
+__all__ = (
+    "FILE_FLAGS",
+    "Identity",
+    "NotHonoured",
+    "Place",
+    "RawRead",
+    "ReadOutcome",
+    "StopReading",
+    "read_place",
+)
+
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""How the stop is opened: no symlink, never blocks (a FIFO), never a terminal."""
+
+Identity = tuple[int, int]
+"""`(st_dev, st_ino)` of a directory."""
+
+
+class ReadOutcome(enum.StrEnum):
+    """The three outcomes of a read (spec 02); the value travels in `status --json`."""
+
+    CLEAR = "CLEAR"
+    """The rule held, the uid directory was looked at, and no stop is there."""
+    STOPPED = "STOPPED"
+    """A stop that passes every check: the run halts."""
+    HOLD = "HOLD"
+    """Something prevented a clear look: the run does nothing new and reads again."""
+
+
+@attrs.frozen
+class NotHonoured:
+    """A stop that another account left: ignored, and reported."""
+
+    path: Path
+    """Where it is."""
+    owner_uid: int
+    """Who owns it."""
+    why: str
+    """Why it is not honoured."""
+
+    def __str__(self) -> str:
+        return f"stop in {self.path.parent} owned by uid {self.owner_uid} is not honoured: {self.why}"
+
+
+@attrs.frozen(kw_only=True)
+class StopReading:
+    """What one read saw; the run acts on `outcome` and reports the rest."""
+
+    outcome: ReadOutcome
+    """CLEAR, STOPPED or HOLD."""
+    reason: str | None = None
+    """Why, for HOLD (what to repair); None otherwise."""
+    set_by_uid: int | None = None
+    """For STOPPED: `st_uid` of the stop's descriptor."""
+    set_at: datetime | None = None
+    """For STOPPED: `st_mtime` (the owner can set it to anything)."""
+    ctime: datetime | None = None
+    """For STOPPED: `st_ctime` (set by the kernel)."""
+    nlink: int | None = None
+    """For STOPPED: the link count (links elsewhere are reported, not refused)."""
+    folder: Path | None = None
+    """The shared folder read, or None for the account's own store."""
+    person_uid: int
+    """The account whose stop was looked for."""
+    stop_path: Path
+    """`<folder>/<uid>/stop`."""
+    not_honoured: tuple[NotHonoured, ...] = ()
+    """Stops of other accounts (or at the stop's name, of another owner)."""
+    notes: tuple[str, ...] = ()
+    """Further reports: a stop that vanished without a lift, a writable stop, ..."""
+
+    def __str__(self) -> str:
+        where = self.stop_path
+        match self.outcome:
+            case ReadOutcome.CLEAR:
+                text = f"CLEAR: no stop at {where}"
+            case ReadOutcome.STOPPED:
+                assert self.set_at is not None
+                text = (
+                    f"STOPPED: stop at {where} set by uid {self.set_by_uid} "
+                    f"at {self.set_at.isoformat()}"
+                )
+            case ReadOutcome.HOLD:
+                text = f"HOLD: {self.reason}"
+        return text
+
+
+@attrs.frozen(kw_only=True)
+class Place:
+    """Where to read: fixed for a store (and for a run)."""
+
+    folder: Path | None
+    """The shared folder, or None for the own store."""
+    store_dir: Path
+    """The directory holding the uid directories."""
+    person_uid: int
+    """The person honoured."""
+    allow_untrusted_fs: bool = False
+    """Opt-in (at setup) to a filesystem whose owners cannot be trusted."""
+    max_size: int = MAX_STOP_SIZE
+    """Size bound of a stop file."""
+    scan_others: bool = True
+    """Report stops of other accounts in the folder."""
+
+    uid_dir: Path = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: self.store_dir / str(self.person_uid), takes_self=True
+        ),
+    )
+    """`<store dir>/<uid>` (derived)."""
+    stop_path: Path = attrs.field(
+        init=False,
+        default=attrs.Factory(lambda self: self.uid_dir / STOP_NAME, takes_self=True),
+    )
+    """`<store dir>/<uid>/stop` (derived)."""
+
+
+@attrs.frozen(kw_only=True)
+class RawRead:
+    """A reading plus what a watch pins: the directories' and the stop's identities."""
+
+    reading: StopReading
+    folder_id: Identity | None = None
+    uid_dir_id: Identity | None = None
+    stop_id: tuple[int, int, int] | None = None
+    """`(st_dev, st_ino, st_mtime_ns)` of a STOPPED stop."""
+
+
+def _reading(
+    place: Place,
+    outcome: ReadOutcome,
+    *,
+    reason: str | None = None,
+    not_honoured: tuple[NotHonoured, ...] = (),
+) -> StopReading:
+    return StopReading(
+        outcome=outcome,
+        reason=reason,
+        folder=place.folder,
+        person_uid=place.person_uid,
+        stop_path=place.stop_path,
+        not_honoured=not_honoured,
+    )
+
+
+def _utc(seconds_ns: int) -> datetime:
+    return datetime.fromtimestamp(seconds_ns / 1e9, UTC)
+
+
+def _identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino)
+
+
+_TYPE_NAMES = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _kind(mode: int) -> str:
+    for test, name in _TYPE_NAMES:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class _Hold(Exception):
+    """An internal early exit: the read holds for the reason given."""
+
+
+Hook = Callable[[int], None] | None
+"""Test seam: called with the uid directory's descriptor between the gate and the open."""
+
+
+def read_place(
+    place: Place,
+    *,
+    pins: tuple[Identity | None, Identity | None] = (None, None),
+    check_fs: bool = True,
+    after_gate: Hook = None,
+) -> RawRead:
+    """Read the stop at `place` once; never raises.
+
+    Args:
+        place: where to read and whose stop to honour.
+        pins: identities of the folder and the uid directory fixed at a run's start;
+            a different identity holds ("the setting changed"). None: not pinned.
+        check_fs: look up the filesystem type (a watch may skip it once the folder's
+            device is pinned).
+        after_gate: test seam, see `Hook`.
+    """
+    fds: list[int] = []
+    folder_id: Identity | None = None
+    uid_id: Identity | None = None
+    others: tuple[NotHonoured, ...] = ()
+    try:
+        folder_fd = open_folder(
+            place.store_dir, place.person_uid, readable=place.scan_others
+        )
+        fds.append(folder_fd)
+        folder_id = _identity(os.fstat(folder_fd))
+        if pins[0] is not None and folder_id != pins[0]:
+            raise _Hold(
+                f"the setting changed: {place.store_dir} is not the folder this run "
+                "started with; restart the run to read the new one"
+            )
+        # spec 02: the filesystem rule is the shared folder's; the own store is the
+        # account's own files, read and written by the same account.
+        if check_fs and place.folder is not None and not place.allow_untrusted_fs:
+            found = fs_type(folder_fd)
+            if found is not None and (why := _untrusted_fs_why(*found)):
+                raise _Hold(f"{why}; choose another folder, or opt in at setup")
+        if place.scan_others:
+            others = _scan_others(folder_fd, place)
+        uid_fd = open_uid_dir(folder_fd, place.store_dir, place.person_uid)
+        fds.append(uid_fd)
+        uid_id = _identity(os.fstat(uid_fd))
+        if pins[1] is not None and uid_id != pins[1]:
+            raise _Hold(
+                f"the setting changed: {place.uid_dir} was replaced since this run "
+                "started; restart the run"
+            )
+        reading, stop_id = _judge_stop(place, uid_fd, after_gate, fds)
+    except (RuleBroken, _Hold) as exc:
+        reading, stop_id = _reading(place, ReadOutcome.HOLD, reason=str(exc)), None
+    except OSError as exc:
+        why = f"{os.strerror(exc.errno or 0)} ({errno.errorcode.get(exc.errno or 0, '?')})"
+        reading = _reading(
+            place, ReadOutcome.HOLD, reason=f"cannot read the stop: {why}"
+        )
+        stop_id = None
+    except Exception as exc:  # spec 02: any unexpected exception holds
+        reason = f"the stop reader failed ({exc!r}); holding until a clear read"
+        reading = _reading(place, ReadOutcome.HOLD, reason=reason)
+        stop_id = None
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if others:
+        reading = attrs.evolve(reading, not_honoured=reading.not_honoured + others)
+    return RawRead(
+        reading=reading, folder_id=folder_id, uid_dir_id=uid_id, stop_id=stop_id
+    )
+
+
+def _judge_stop(
+    place: Place, uid_fd: int, after_gate: Hook, fds: list[int]
+) -> tuple[StopReading, tuple[int, int, int] | None]:
+    path = place.stop_path
+    try:
+        gate = os.stat(STOP_NAME, dir_fd=uid_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return _reading(place, ReadOutcome.CLEAR), None
+    if not stat.S_ISREG(gate.st_mode):
+        # Never opened: a FIFO would block, a device would run its driver.
+        raise _Hold(f"{path} is {_kind(gate.st_mode)}, not a stop file; remove it")
+    if after_gate is not None:
+        after_gate(uid_fd)
+    try:
+        fd = os.open(STOP_NAME, FILE_FLAGS, dir_fd=uid_fd)
+    except FileNotFoundError:
+        return _reading(place, ReadOutcome.CLEAR), None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Hold(f"{path} is a symlink, not a stop file; remove it") from None
+        raise
+    fds.append(fd)
+    st = os.fstat(fd)  # the only judgement: the descriptor, never the name
+    if not stat.S_ISREG(st.st_mode):
+        raise _Hold(f"{path} became {_kind(st.st_mode)} while it was read; remove it")
+    if st.st_uid != place.person_uid:
+        foreign = NotHonoured(
+            path,
+            st.st_uid,
+            f"it is owned by uid {st.st_uid}; this account honours uid {place.person_uid}",
+        )
+        return _reading(place, ReadOutcome.CLEAR, not_honoured=(foreign,)), None
+    if st.st_size > place.max_size:
+        raise _Hold(
+            f"{path} is {st.st_size} bytes, more than a stop's {place.max_size}; "
+            "a malformed stop holds: remove it and set the stop again"
+        )
+    notes: list[str] = []
+    if st.st_mode & stat.S_IWOTH:
+        notes.append(f"{path} is writable by others: its time may have been changed")
+    if st.st_nlink > 1:
+        notes.append(f"{path} has {st.st_nlink} links")
+    reading = StopReading(
+        outcome=ReadOutcome.STOPPED,
+        set_by_uid=st.st_uid,
+        set_at=_utc(st.st_mtime_ns),
+        ctime=_utc(st.st_ctime_ns),
+        nlink=st.st_nlink,
+        notes=tuple(notes),
+        folder=place.folder,
+        person_uid=place.person_uid,
+        stop_path=place.stop_path,
+    )
+    return reading, (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
+def _scan_others(folder_fd: int, place: Place) -> tuple[NotHonoured, ...]:
+    """Report stops other accounts left in the folder; never honours one, never raises."""
+    mine = str(place.person_uid)
+    try:
+        names = os.listdir(folder_fd)
+    except OSError:
+        return ()  # an O_PATH descriptor (folder not readable): nothing to report
+    found: list[NotHonoured] = []
+    for name in names:
+        if name == mine:
+            continue
+        # Reporting only: a stat (never an open) of `<name>/stop` or of `stop` itself.
+        target = f"{name}/{STOP_NAME}"
+        try:
+            st = os.stat(target, dir_fd=folder_fd, follow_symlinks=False)
+        except OSError:
+            continue  # not a directory, or no stop in it
+        why = f"this account honours uid {place.person_uid}"
+        found.append(NotHonoured(place.store_dir / target, st.st_uid, why))
+    return tuple(found)

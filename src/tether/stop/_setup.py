@@ -1,0 +1,215 @@
+"""The setup record of the recorded stop: the folder (or none) and the person honoured.
+
+One owner-only JSON file per account, `<config dir>/stop-setup.json`, written with
+`write_atomic` (mode 0600). With no record the defaults hold: no shared folder, the stop in
+the account's own store (`<state dir>/stop/<uid>/stop`), and the person is the calling
+account. This module knows where things live; it does not judge folders (`_folder`) or
+read stops (`_read`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from pathlib import Path
+
+import attrs
+
+from .._config import paths
+from .._env import TetherEnv
+from .._fs import check_owner_only, write_atomic
+from ..errors import StoreError, UsageError
+
+__all__ = (
+    "LIFT_LOG_NAME",
+    "MAX_STOP_SIZE",
+    "SETUP_FILE_NAME",
+    "STOP_NAME",
+    "SetupRecord",
+    "account_home",
+    "load_setup",
+    "own_store",
+    "person_uid_from",
+    "protected_paths",
+    "save_setup",
+    "setup_path",
+)
+
+SETUP_FILE_NAME = "stop-setup.json"
+"""File name of the setup record inside the account's config dir."""
+STOP_NAME = "stop"
+"""Name of the stop file inside `<folder>/<uid>/`."""
+LIFT_LOG_NAME = "lifts.jsonl"
+"""Name of the lift log (one JSON object a line) inside `<folder>/<uid>/`."""
+MAX_STOP_SIZE = 4096
+"""A stop file larger than this is malformed and holds (spec 02: a small bound)."""
+
+_RECORD_VERSION = 1
+_MAX_RECORD_BYTES = 64 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class SetupRecord:
+    """What one account chose at setup: where the stop lives and whose stop it honours."""
+
+    folder: Path | None = None
+    """The shared folder (absolute, canonical), or None for the account's own store."""
+    person_uid: int
+    """The account whose stop this account's runs honour."""
+    allow_untrusted_fs: bool = False
+    """Opt-in to a folder on a filesystem whose owners cannot be trusted."""
+
+    @property
+    def store_dir(self) -> Path:
+        """The directory holding the uid directories: the shared folder or the own store."""
+        return self.folder if self.folder is not None else own_store()
+
+    @property
+    def uid_dir(self) -> Path:
+        """`<folder>/<uid>/`: where the person's stop and lift log live."""
+        return self.store_dir / str(self.person_uid)
+
+    @property
+    def stop_path(self) -> Path:
+        """`<folder>/<uid>/stop`."""
+        return self.uid_dir / STOP_NAME
+
+    def to_json(self) -> dict[str, object]:
+        """The record as it is stored."""
+        return {
+            "version": _RECORD_VERSION,
+            "folder": None if self.folder is None else str(self.folder),
+            "person_uid": self.person_uid,
+            "allow_untrusted_fs": self.allow_untrusted_fs,
+        }
+
+
+def setup_path() -> Path:
+    """The account's setup record file."""
+    return paths().config_dir / SETUP_FILE_NAME
+
+
+def own_store() -> Path:
+    """The account's own store of stops, `<state dir>/stop/`."""
+    return paths().state_dir / "stop"
+
+
+def account_home() -> Path:
+    """The root of the account's tether files: `TETHER_HOME`, else the home directory."""
+    home = os.environ.get(TetherEnv.HOME)
+    return Path(home) if home else Path.home()
+
+
+def check_folder_path(folder: Path) -> Path:
+    """Return `folder` if it is absolute and normal (no `.`, `..` or empty parts).
+
+    Raises:
+        UsageError: the path is relative or not normal.
+    """
+    text = str(folder)
+    if not folder.is_absolute() or os.path.normpath(text) != text or "\0" in text:
+        raise UsageError(
+            f"the shared folder must be an absolute, normal path, not {text!r}"
+        )
+    return folder
+
+
+def _record_from(data: object, where: Path) -> SetupRecord:
+    if not isinstance(data, dict):
+        raise StoreError(
+            f"{where} is not a setup record (a JSON object); run tether setup"
+        )
+    folder = data.get("folder")
+    person = data.get("person_uid")
+    allow = data.get("allow_untrusted_fs", False)
+    if data.get("version") != _RECORD_VERSION:
+        raise StoreError(f"{where} has an unknown version; run tether setup again")
+    if folder is not None and not isinstance(folder, str):
+        raise StoreError(f"{where}: folder must be a path or null; run tether setup")
+    if not isinstance(person, int) or isinstance(person, bool) or person < 0:
+        raise StoreError(f"{where}: person_uid must be a uid; run tether setup")
+    if not isinstance(allow, bool):
+        raise StoreError(f"{where}: allow_untrusted_fs must be true or false")
+    try:
+        path = None if folder is None else check_folder_path(Path(folder))
+    except UsageError as exc:
+        raise StoreError(f"{where}: {exc}; run tether setup") from None
+    return SetupRecord(folder=path, person_uid=person, allow_untrusted_fs=allow)
+
+
+def load_setup() -> SetupRecord:
+    """Read the account's setup record; the defaults when there is none.
+
+    Raises:
+        StoreError: the record breaks the owner-only rule or is not a valid record.
+    """
+    where = setup_path()
+    try:
+        check_owner_only(where)
+    except FileNotFoundError:
+        return SetupRecord(person_uid=os.geteuid())
+    except OSError as exc:
+        raise StoreError(f"cannot check the setup record {where}: {exc}") from None
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, _MAX_RECORD_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(raw) > _MAX_RECORD_BYTES:
+            raise StoreError(f"{where} is too large to be a setup record")
+        data = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"cannot read the setup record {where}: {exc}") from None
+    return _record_from(data, where)
+
+
+def save_setup(record: SetupRecord) -> Path:
+    """Write the setup record (owner-only, atomically); return its path.
+
+    Raises:
+        OSError: the config dir cannot be made or the file cannot be written.
+    """
+    where = setup_path()
+    where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data = json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n"
+    write_atomic(where, data.encode(), mode=0o600)
+    return where
+
+
+def person_uid_from(text: str) -> int:
+    """Return the uid of an account named by login name or by number.
+
+    Raises:
+        UsageError: no account has that name, or the number is not a uid.
+    """
+    if text.isascii() and text.isdigit():
+        return int(text)
+    try:
+        return pwd.getpwnam(text).pw_uid
+    except KeyError:
+        raise UsageError(
+            f"no account named {text!r}; give a login name or a numeric uid"
+        ) from None
+
+
+def protected_paths() -> list[Path]:
+    """Every stop directory this account's setup knows, and the setup record itself.
+
+    Never raises: with an unreadable setup record the defaults are still listed, so a
+    guard built on this list fails towards protecting more.
+    """
+    found: list[Path] = [setup_path()]
+    uid = os.geteuid()
+    try:
+        store = own_store()
+        found += [store, store / str(uid)]
+    except Exception:  # a guard must get a list whatever happens
+        pass
+    try:
+        record = load_setup()
+    except Exception:  # see above
+        return found
+    extra = [record.store_dir, record.uid_dir]
+    return found + [path for path in extra if path not in found]

@@ -1,0 +1,238 @@
+"""The person's acts: set a stop, lift it, and the checks on who is calling.
+
+Setting and lifting write only inside the uid directory, reached by the same checked walk
+a read uses. The stop is written atomically (a temp file made with
+`O_CREAT|O_EXCL|O_NOFOLLOW`, fsync, rename, fsync of the directory) with mode 01644: the
+sticky bit makes systemd-tmpfiles skip it. A write that fails says so and never claims
+success. Choosing the folder (`tether setup`) is `_board`'s.
+
+The caller checks (`check_caller`) refuse a caller with no terminal or inside an agent
+session. They are a speed bump for an agent acting by mistake: any process of the same
+account can fake a terminal and drop the markers, so only a second account binds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+
+from ..errors import Refused, StoreError
+from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_fs_why
+from ._lifts import LiftRecord, append_lift, now_utc
+from ._read import ReadOutcome, StopReading
+from ._setup import MAX_STOP_SIZE, STOP_NAME, SetupRecord, load_setup
+from ._store import StopStore, _ensure_own_store
+
+__all__ = ("AGENT_MARKERS", "LiftResult", "check_caller", "lift_stop", "set_stop")
+
+AGENT_MARKERS: tuple[str, ...] = (
+    "TETHER_AGENT",  # set by tether in every process an agent tool starts
+    "CLAUDECODE",  # Claude Code's shells
+    "CLAUDE_CODE_ENTRYPOINT",  # Claude Code's subprocesses
+    "CLAUDE_CODE_SESSION_ID",
+    "CODEX_SANDBOX",  # processes Codex spawns for its shell tool
+    "CODEX_SANDBOX_NETWORK_DISABLED",
+    "CODEX_CI",
+    "GEMINI_CLI",  # Gemini CLI's shell tool
+    "AGENT",  # the cross-tool convention AGENT=<name>
+)
+"""Environment variables whose presence (non-empty) marks an agent host session."""
+
+
+def check_caller(
+    verb: str, *, env: Mapping[str, str] | None = None, stdin_fd: int = 0
+) -> None:
+    """Refuse a caller that is not a person at a terminal.
+
+    Raises:
+        Refused: an agent marker is in the environment, or stdin is not a terminal.
+    """
+    environ = os.environ if env is None else env
+    markers = [name for name in AGENT_MARKERS if environ.get(name)]
+    if markers:
+        raise Refused(
+            f"tether {verb} refused: this runs inside an agent session ({markers[0]} is "
+            "set); stop, lift and setup are the person's acts, run from their own terminal"
+        )
+    try:
+        tty = os.isatty(stdin_fd)
+    except OSError:
+        tty = False
+    if not tty:
+        raise Refused(
+            f"tether {verb} refused: stdin is not a terminal; stop, lift and setup are "
+            "the person's acts, run from their own terminal"
+        )
+
+
+def _require_person(record: SetupRecord, verb: str) -> None:
+    uid = os.geteuid()
+    if uid != record.person_uid:
+        raise Refused(
+            f"tether {verb} refused: this account is uid {uid}, but its setup honours "
+            f"uid {record.person_uid}'s stop; run tether {verb} as uid {record.person_uid}"
+        )
+
+
+def _errtext(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "?")
+    return f"{os.strerror(exc.errno or 0)} ({name})"
+
+
+def _open_checked(record: SetupRecord, failed: str) -> int:
+    """Walk to the person's uid directory as a read does; return its descriptor."""
+    if record.folder is None:
+        _ensure_own_store(record.person_uid)
+    try:
+        folder_fd = open_folder(record.store_dir, record.person_uid)
+    except RuleBroken as exc:
+        raise StoreError(f"{failed}: {exc}") from None
+    except OSError as exc:
+        raise StoreError(f"{failed}: {_errtext(exc)}") from None
+    try:
+        if record.folder is not None and not record.allow_untrusted_fs:
+            found = fs_type(folder_fd)
+            if found is not None and (why := untrusted_fs_why(*found)):
+                raise StoreError(f"{failed}: {why}")
+        return open_uid_dir(folder_fd, record.store_dir, record.person_uid)
+    except RuleBroken as exc:
+        raise StoreError(f"{failed}: {exc}") from None
+    finally:
+        os.close(folder_fd)
+
+
+def _stop_bytes(reason: str | None, when: datetime) -> bytes:
+    text = reason or ""
+    while True:
+        data = {"set_by_uid": os.geteuid(), "set_at": when.isoformat(), "reason": text}
+        raw = (json.dumps(data, sort_keys=True) + "\n").encode()
+        if len(raw) <= MAX_STOP_SIZE // 2 or not text:
+            return raw
+        text = text[: len(text) // 2]
+
+
+def _write_stop(uid_fd: int, data: bytes) -> None:
+    """Write the stop atomically inside the uid directory (spec 02)."""
+    tmp = f".{STOP_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644, dir_fd=uid_fd)
+    try:
+        try:
+            try:
+                os.fchmod(fd, 0o1644)
+            except OSError:  # BSDs refuse the sticky bit on files for non-root (EFTYPE)
+                os.fchmod(fd, 0o644)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, STOP_NAME, src_dir_fd=uid_fd, dst_dir_fd=uid_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=uid_fd)
+        raise
+    dir_fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=uid_fd)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def set_stop(
+    reason: str | None = None, *, record: SetupRecord | None = None
+) -> StopReading:
+    """Set the person's stop and return the read that confirms it.
+
+    The caller must be the person (the stop of any other owner is not honoured).
+
+    Raises:
+        Refused: this account is not the person its setup honours.
+        StoreError: the folder rule fails, or the write failed (full disk, read-only
+            filesystem, ...), or the read after the write does not say STOPPED; the
+            message says the stop was NOT set.
+    """
+    rec = record if record is not None else load_setup()
+    _require_person(rec, "stop")
+    failed = "the stop was NOT set"
+    uid_fd = _open_checked(rec, failed)
+    try:
+        _write_stop(uid_fd, _stop_bytes(reason, now_utc()))
+    except OSError as exc:
+        raise StoreError(
+            f"{failed}: {_errtext(exc)} writing in {rec.uid_dir}"
+        ) from None
+    finally:
+        os.close(uid_fd)
+    reading = StopStore.from_setup(rec).read()
+    if reading.outcome is not ReadOutcome.STOPPED:
+        raise StoreError(
+            f"the stop was written to {rec.stop_path} but a read of it says {reading}"
+        )
+    return reading
+
+
+@attrs.frozen(kw_only=True)
+class LiftResult:
+    """What a lift did."""
+
+    stop_path: Path
+    """The stop's path."""
+    lifted: bool
+    """False when there was no stop to lift."""
+    lifted_at: datetime
+    """When."""
+    stop_set_at: datetime | None = None
+    """The `st_mtime` of the stop removed."""
+
+
+def lift_stop(*, record: SetupRecord | None = None) -> LiftResult:
+    """Remove the person's stop and append a lift record (who, when) to the lift log.
+
+    Raises:
+        Refused: this account is not the person its setup honours.
+        StoreError: the folder rule fails, a directory sits at the stop's name, or the
+            lift record or the removal could not be written.
+    """
+    rec = record if record is not None else load_setup()
+    _require_person(rec, "lift")
+    failed = "the stop was NOT lifted"
+    when = now_utc()
+    uid_fd = _open_checked(rec, failed)
+    try:
+        try:
+            st = os.stat(STOP_NAME, dir_fd=uid_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return LiftResult(stop_path=rec.stop_path, lifted=False, lifted_at=when)
+        if stat.S_ISDIR(st.st_mode):
+            raise StoreError(
+                f"{failed}: {rec.stop_path} is a directory; remove it by hand"
+            )
+        stop_id = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        entry = LiftRecord(lifted_by_uid=os.geteuid(), lifted_at=when, stop_id=stop_id)
+        append_lift(uid_fd, entry)
+        os.unlink(STOP_NAME, dir_fd=uid_fd)
+        dir_fd = os.open(
+            ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=uid_fd
+        )
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise StoreError(f"{failed}: {_errtext(exc)} in {rec.uid_dir}") from None
+    finally:
+        os.close(uid_fd)
+    set_at = datetime.fromtimestamp(st.st_mtime_ns / 1e9, when.tzinfo)
+    return LiftResult(
+        stop_path=rec.stop_path, lifted=True, lifted_at=when, stop_set_at=set_at
+    )
