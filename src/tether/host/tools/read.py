@@ -184,6 +184,7 @@ class Read(Tool):
         chars = 0
         scanned = 0
         next_report = self.progress_every
+        ends_open = False  # whether the last line read has no newline yet
 
         def emit() -> bool:
             """Add the current line; tell whether the listing is full."""
@@ -211,6 +212,7 @@ class Read(Tool):
                     f"{path} is a binary file ({size} bytes); Read shows text only"
                 )
             scanned += len(chunk)
+            ends_open = not chunk.endswith(b"\n")
             if scanned >= next_report:
                 next_report = scanned + self.progress_every
                 progress_from_thread(
@@ -249,7 +251,7 @@ class Read(Tool):
                 line_no += 1
                 current.clear()
                 current_len = 0
-        total = line_no if current_len else line_no - 1
+        total = line_no if ends_open else line_no - 1
         if current_len and line_no >= first:
             emit()
         return _Lines(tuple(lines), more=False, replaced=replaced, total_lines=total)
