@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,111 @@ def test_from_config_and_views(tmp_path: Path) -> None:
     assert "deny: Bash(rm:*)" in text
     assert "read_only allow" in text
     assert str(source) in text
+
+
+def _write_config(home: Path, text: str) -> Path:
+    path = home / "config" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_cli_shows_rules_and_defaults(tether_home: Path) -> None:
+    """`tether permissions` lists each rule under its list, and the defaults by class."""
+    from click.testing import CliRunner
+
+    from tether.cli.permissions import permissions
+
+    source = _write_config(
+        tether_home,
+        '[permissions]\nallow = ["Read", "Bash(git status:*)"]\ndeny = ["Bash(rm:*)"]\n',
+    )
+    result = CliRunner().invoke(permissions, [], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[:7] == [
+        f"Rules from {source}",
+        "deny:",
+        "  Bash(rm:*)",
+        "ask:",
+        "  (none)",
+        "allow:",
+        "  Read",
+    ]
+    assert "  read_only  allow" in result.output
+    as_json = CliRunner().invoke(permissions, ["--json"], catch_exceptions=False)
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output) == {
+        "allow": ["Read", "Bash(git status:*)"],
+        "ask": [],
+        "deny": ["Bash(rm:*)"],
+        "defaults": {
+            "read_only": "allow",
+            "process": "ask",
+            "mutating": "ask",
+            "extension": "ask",
+        },
+        "source": str(source),
+    }
+
+
+def test_cli_without_config_shows_defaults() -> None:
+    """With no config file the view says so and the source is null."""
+    from click.testing import CliRunner
+
+    from tether.cli.permissions import permissions
+
+    result = CliRunner().invoke(permissions, ["--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    view = json.loads(result.output)
+    assert (view["allow"], view["source"]) == ([], None)
+
+
+def test_cli_check_decides_a_call(tether_home: Path, workspace: Path) -> None:
+    """`--check TOOL INPUT_JSON` prints the decision for that hypothetical call."""
+    from click.testing import CliRunner
+
+    from tether.cli.permissions import permissions
+
+    _write_config(tether_home, '[permissions]\nallow = ["Bash(git status:*)"]\n')
+    runner = CliRunner()
+    ok = runner.invoke(
+        permissions,
+        ["--check", "Bash", '{"command": "git status -s"}'],
+        catch_exceptions=False,
+    )
+    assert ok.output == 'Bash {"command": "git status -s"} (process): allow\n'
+    compound = runner.invoke(
+        permissions,
+        ["--json", "--check", "Bash", '{"command": "git status; rm -rf x"}'],
+        catch_exceptions=False,
+    )
+    assert json.loads(compound.output)["decision"] == "ask"
+    outside = runner.invoke(
+        permissions,
+        [
+            "--check",
+            "Read",
+            '{"file_path": "/etc/hostname"}',
+            "--workspace",
+            str(workspace),
+        ],
+        catch_exceptions=False,
+    )
+    assert outside.output.endswith("(read_only): ask\n")
+    mcp = runner.invoke(permissions, ["--check", "mcp__x__y"], catch_exceptions=False)
+    assert mcp.output == "mcp__x__y {} (extension): ask\n"
+    with pytest.raises(UsageError, match="unknown tool"):
+        runner.invoke(permissions, ["--check", "Nope"], catch_exceptions=False)
+    with pytest.raises(UsageError, match="JSON"):
+        runner.invoke(permissions, ["--check", "Bash", "{nope"], catch_exceptions=False)
+
+
+def test_cli_malformed_config_rule(tether_home: Path) -> None:
+    """A malformed rule in the config is a usage error naming it."""
+    from click.testing import CliRunner
+
+    from tether.cli.permissions import permissions
+
+    _write_config(tether_home, '[permissions]\nask = ["Bash("]\n')
+    with pytest.raises(UsageError, match=r"permissions\.ask.*'Bash\('"):
+        CliRunner().invoke(permissions, [], catch_exceptions=False)
