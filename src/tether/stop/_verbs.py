@@ -59,7 +59,7 @@ def check_caller(
     markers = [name for name in AGENT_MARKERS if environ.get(name)]
     if markers:
         raise Refused(
-            f"tether {verb} refused: this runs inside an agent session ({markers[0]} is "
+            f"{verb} refused: this runs inside an agent session ({markers[0]} is "
             "set); stop, lift and setup are the person's acts, run from their own terminal"
         )
     try:
@@ -68,7 +68,7 @@ def check_caller(
         tty = False
     if not tty:
         raise Refused(
-            f"tether {verb} refused: stdin is not a terminal; stop, lift and setup are "
+            f"{verb} refused: stdin is not a terminal; stop, lift and setup are "
             "the person's acts, run from their own terminal"
         )
 
@@ -77,7 +77,7 @@ def _require_person(record: SetupRecord, verb: str) -> None:
     uid = os.geteuid()
     if uid != record.person_uid:
         raise Refused(
-            f"tether {verb} refused: this account is uid {uid}, but its setup honours "
+            f"{verb} refused: this account is uid {uid}, but its setup honours "
             f"uid {record.person_uid}'s stop; run tether {verb} as uid {record.person_uid}"
         )
 

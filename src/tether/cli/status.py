@@ -1,0 +1,45 @@
+"""`tether status`: what a read of the stop says now (anyone may look)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+__all__ = ("status",)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(as_json: bool) -> None:
+    """Show the reading: CLEAR, STOPPED (who set it, when) or HOLD (why).
+
+    Also lists stops of other accounts that are not honoured and this account's runs.
+    The exit code is 0 for every outcome; 1 only when status itself failed. Needs no
+    terminal. Reads TETHER_HOME for the account's setup.
+
+    \b
+    Examples:
+      tether status
+      tether status --json | jq -r .outcome
+    """
+    from ..errors import StoreError
+    from ..stop import ReadOutcome, StopReading, StopStore, setup_path
+    from ..stop._render import emit, reading_lines, status_json
+
+    try:
+        reading = StopStore.from_setup().read()
+    except StoreError as exc:
+        # A broken setup record is a reason to hold, and status reports it.
+        reading = StopReading(
+            outcome=ReadOutcome.HOLD,
+            reason=str(exc),
+            person_uid=os.geteuid(),
+            stop_path=setup_path(),
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(status_json(reading)) + "\n")
+        return
+    emit([*reading_lines(reading), ("info", "runs: none")])
