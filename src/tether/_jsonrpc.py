@@ -129,9 +129,16 @@ class Connection:
         self.closed = anyio.Event()
 
     async def serve(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self,
+        *,
+        on_eof: Callable[[], Awaitable[None]] | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Read and dispatch frames until the peer closes its end."""
+        """Read and dispatch frames until the peer closes its end.
+
+        After the last frame, `on_eof` (if given) runs while answers can still be sent;
+        then everything queued is written and the connection closes.
+        """
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         self._outbox = send
         try:
@@ -140,7 +147,10 @@ class Connection:
                 tg.start_soon(self._write_loop, receive)
                 task_status.started()
                 await self._read_loop()
-                tg.cancel_scope.cancel()
+                self.closed.set()
+                if on_eof is not None:
+                    await on_eof()
+                send.close()  # the writer drains what is queued, then ends
         finally:
             self.closed.set()
             send.close()
@@ -160,7 +170,10 @@ class Connection:
         if self._outbox is None:
             raise RpcError(INTERNAL_ERROR, "connection is not serving")
         frame = json.dumps(message, separators=(",", ":")).encode() + b"\n"
-        self._outbox.send_nowait(frame)
+        try:
+            self._outbox.send_nowait(frame)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise RpcError(INTERNAL_ERROR, "connection closed") from None
 
     def notify(self, method: str, params: Params) -> None:
         """Send a notification (queued in order; never blocks)."""

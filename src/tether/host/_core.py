@@ -75,6 +75,7 @@ class HostCore:
         self.admission = Admission(limit=max_concurrent)
         self._slots: dict[CallKey, Slot] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._idle = anyio.Event()
 
     @property
     def workspace(self) -> Path:
@@ -92,6 +93,12 @@ class HostCore:
                 await anyio.sleep_forever()
             finally:
                 self._tg = None
+
+    async def wait_idle(self) -> None:
+        """Wait until no call is active."""
+        while len(self.calls):
+            await self._idle.wait()
+            self._idle = anyio.Event()
 
     def statistics(self) -> HostStatistics:
         """Return the host's current load."""
@@ -197,6 +204,8 @@ class HostCore:
             self.calls.remove(key)
             call.phase = "finished"
         emit(result)
+        if not len(self.calls):
+            self._idle.set()
 
     async def _attempt(self, call: ActiveCall, emit: Emit) -> ResultEvent:
         key = call.key

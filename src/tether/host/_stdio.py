@@ -9,6 +9,7 @@ withdraws it with `$/cancelRequest`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .._jsonrpc import Connection, FdReceiveStream, FdSendStream
+from .._jsonrpc import Connection, FdReceiveStream, FdSendStream, RpcError
 from ..errors import UsageError
 from ._broker import Broker, RuleSet, stop_guard
 from ._core import HostCore
@@ -51,6 +52,8 @@ from ._wire import (
 __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 
 _BUILTIN_MODULE = "tether.host.tools"
+EOF_DRAIN = 5.0
+"""Seconds the host lets calls in flight finish after stdin closes."""
 
 
 def tool_ref(tool: Tool) -> str:
@@ -146,8 +149,13 @@ async def serve_stdio(
 
     def emit(event: Any) -> None:
         assert conn is not None
-        if not conn.closed.is_set():
+        with contextlib.suppress(RpcError):
             conn.notify(*event_to_wire(event))
+
+    async def drain() -> None:
+        # stdin closed: let calls in flight report (bounded), so piped use sees results.
+        with anyio.move_on_after(EOF_DRAIN):
+            await core.wait_idle()
 
     def execute(params: dict[str, Any]) -> dict[str, Any]:
         core.execute(execute_from_wire(params), emit)
@@ -163,8 +171,8 @@ async def serve_stdio(
     )
     async with anyio.create_task_group() as tg:
         await tg.start(core.serve)
-        await conn.serve()
-        # stdin closed: the runtime is gone. Cancelling the calls kills process trees.
+        await conn.serve(on_eof=drain)
+        # The runtime is gone: cancelling what still runs kills its process trees.
         tg.cancel_scope.cancel()
 
 

@@ -1,0 +1,210 @@
+"""The host seam itself (tools.execute / tools.abort / progress / result), both hosts:
+typed early-abort tombstones (S7), duplicate ids at the host, and the stdio framing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, poll_until
+
+from tether import ErrorCode
+from tether.host._broker import Broker
+from tether.host._core import HostCore
+from tether.host._inprocess import HostConnection, InProcessHost
+from tether.host._protocol import (
+    AbortRequest,
+    CallKey,
+    ExecuteRequest,
+    HostEvent,
+    ResultEvent,
+)
+from tether.host._stdio import StdioHostClient
+
+pytestmark = pytest.mark.anyio
+
+
+class Results:
+    def __init__(self) -> None:
+        self.events: list[HostEvent] = []
+
+    def __call__(self, event: HostEvent) -> None:
+        self.events.append(event)
+
+    async def result(self, key: CallKey) -> ResultEvent:
+        def find() -> ResultEvent | None:
+            for e in self.events:
+                if isinstance(e, ResultEvent) and e.key == key:
+                    return e
+            return None
+
+        await poll_until(lambda: find() is not None)
+        found = find()
+        assert found is not None
+        return found
+
+
+@asynccontextmanager
+async def open_host(
+    kind: str, workspace: Path, *, tombstone_ttl: float = 60.0
+) -> AsyncIterator[tuple[HostConnection, Results]]:
+    from tether.host._rules import PermissionRules
+
+    rules = PermissionRules.from_lists(allow=ALLOW_ALL["allow"], ask=[], deny=[])
+    results = Results()
+    if kind == "inprocess":
+        core = HostCore(
+            TEST_TOOLS,
+            broker=Broker(workspace=workspace, rules=rules),
+            tombstone_ttl=tombstone_ttl,
+        )
+        async with InProcessHost.open(core, results) as conn:
+            yield conn, results
+    else:
+        async with StdioHostClient.open(
+            tools=TEST_TOOLS,
+            workspace=workspace,
+            rules=rules,
+            approver=None,
+            guard=False,
+            max_concurrent=4,
+            tombstone_ttl=tombstone_ttl,
+            sink=results,
+        ) as client:
+            yield client, results
+
+
+def _abort(key: CallKey) -> AbortRequest:
+    return AbortRequest(key, "user", None, 0.3)
+
+
+@pytest.mark.rule("S7")
+async def test_s7_early_abort_blocks_that_call_and_no_other(
+    host_kind: str, workspace: Path
+) -> None:
+    """S7: an abort that arrives before its call blocks exactly that (session, id, tool)."""
+    async with open_host(host_kind, workspace) as (host, results):
+        key = CallKey("s1", "c1", "Echo")
+        ack = await host.abort(_abort(key))
+        assert not ack.found
+        assert ack.phase == "unknown"
+        other_tool = CallKey("s1", "c1", "Fail")
+        other_session = CallKey("s2", "c1", "Echo")
+        await host.execute(ExecuteRequest(other_tool, {"message": "ran"}))
+        await host.execute(ExecuteRequest(other_session, {"text": "ran"}))
+        assert (await results.result(other_tool)).message == "ran"
+        assert (await results.result(other_session)).output == "ran"
+        blocked = CallKey("s1", "c2", "Echo")
+        await host.abort(_abort(blocked))
+        await host.execute(ExecuteRequest(blocked, {"text": "must not run"}))
+        result = await results.result(blocked)
+        assert result.code is ErrorCode.TOOL_ABORTED
+        assert result.output == ""
+
+
+@pytest.mark.rule("S7")
+async def test_s7_tombstone_expires_after_its_ttl(
+    host_kind: str, workspace: Path
+) -> None:
+    """S7: an early-abort tombstone lives only for its time to live."""
+    async with open_host(host_kind, workspace, tombstone_ttl=0.2) as (host, results):
+        key = CallKey("s1", "c9", "Echo")
+        await host.abort(_abort(key))
+        await anyio.sleep(0.3)  # the TTL under test
+        await host.execute(ExecuteRequest(key, {"text": "after ttl"}))
+        assert (await results.result(key)).output == "after ttl"
+
+
+@pytest.mark.rule("S8")
+async def test_s8_host_refuses_a_reused_call_id(
+    host_kind: str, workspace: Path
+) -> None:
+    """S8: the host itself refuses a call id already used in the session, even for another tool."""
+    async with open_host(host_kind, workspace) as (host, results):
+        first = CallKey("s1", "dup", "Echo")
+        await host.execute(ExecuteRequest(first, {"text": "one"}))
+        assert (await results.result(first)).output == "one"
+        again = CallKey("s1", "dup", "Fail")
+        await host.execute(ExecuteRequest(again, {}))
+        assert (await results.result(again)).code is ErrorCode.DUPLICATE_CALL_ID
+
+
+async def test_abort_answers_with_the_phase_of_the_call(
+    host_kind: str, workspace: Path
+) -> None:
+    """`tools.abort` says whether the host knew the call and in which phase it was."""
+    async with open_host(host_kind, workspace) as (host, results):
+        key = CallKey("s1", "w1", "SlowWrite")
+        await host.execute(ExecuteRequest(key, {"path": "f.txt", "seconds": 0.3}))
+        await poll_until(
+            lambda: any(getattr(e, "phase", None) == "running" for e in results.events)
+        )
+        ack = await host.abort(_abort(key))
+        assert ack.found
+        assert ack.phase == "running"
+        result = await results.result(key)
+        assert result.code is None  # mutating: its real result
+        assert (workspace / "f.txt").exists()
+
+
+def test_stdio_host_answers_malformed_messages_and_keeps_serving(
+    workspace: Path,
+) -> None:
+    """Bad input: malformed JSON-RPC gets a JSON-RPC error and the host keeps serving."""
+    lines = [
+        "this is not json",
+        json.dumps([1, 2, 3]),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools.nope", "params": {}}),
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 2, "method": "tools.execute", "params": {"x": 1}}
+        ),
+        json.dumps(
+            {"jsonrpc": "2.0", "id": True, "method": "tools.execute", "params": {}}
+        ),
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools.execute",
+                "params": {
+                    "session_id": "s",
+                    "call_id": "c",
+                    "tool": "Echo",
+                    "input": {"text": "still serving"},
+                },
+            }
+        ),
+    ]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tether",
+            "host",
+            "--stdio",
+            "--no-guard",
+            "--workspace",
+            str(workspace),
+            "--tool",
+            "tether.testing._tools:Echo",
+        ],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    errors = [m["error"]["code"] for m in out if "error" in m]
+    assert errors == [-32700, -32600, -32601, -32602, -32600]
+    by_id = {m.get("id"): m for m in out if "result" in m}
+    assert by_id[3]["result"] == {"accepted": True}
+    [result] = [m for m in out if m.get("method") == "tools.result"]
+    assert result["params"]["output"] == "still serving"
+    assert result["params"]["error"] is None
