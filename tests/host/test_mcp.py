@@ -271,3 +271,86 @@ async def test_streamable_http_server(workspace: Path) -> None:
         with anyio.fail_after(10):
             await process.wait()
         await process.aclose()
+
+
+@pytest.mark.anyio
+async def test_runtime_stop_waits_for_extension_result(workspace: Path) -> None:
+    """Through the runtime, a stopped MCP call is reported pending, then its real result."""
+    from tether import Runtime, ToolResult
+    from tether.runtime import CallState
+
+    async with _open({"fx": STDIO}) as (mcp, tools):
+        runtime = Runtime(
+            workspace=workspace,
+            tools=mcp.tools,
+            permissions={"allow": ["mcp__fx__*"]},
+            abort_bound=0.5,
+            guard=False,
+        )
+        outcome: list[object] = []
+        async with runtime:
+            session = runtime.session()
+            async with session.turn() as turn:
+
+                async def call() -> None:
+                    try:
+                        outcome.append(
+                            await turn.call("mcp__fx__stubborn", {"seconds": 0.8})
+                        )
+                    except Exception as exc:
+                        outcome.append(exc)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await _wait_event(tools, workspace, "stubborn started")
+                    report = await session.abort()
+                    assert not report.settled
+                    assert [p.tool for p in report.pending] == ["mcp__fx__stubborn"]
+                    assert report.pending[0].why.startswith("extension:")
+                    with anyio.fail_after(10):
+                        await session.settled()
+            records = session.ledger_calls()
+        assert len(outcome) == 1
+        result = outcome[0]
+        assert isinstance(result, ToolResult)
+        assert (result.output, result.is_error) == ("finished after 0.8 s", False)
+        assert [(r.tool, r.state) for r in records] == [
+            ("mcp__fx__stubborn", CallState.SUCCEEDED)
+        ]
+        events = await _wait_event(tools, workspace, "stubborn finished")
+        assert "notifications/cancelled" not in events
+
+
+@pytest.mark.anyio
+async def test_runtime_stop_abandons_read_only_hint_tool(workspace: Path) -> None:
+    """Through the runtime, with the opt-in a stop settles a readOnlyHint call at once."""
+    from tether import Runtime, ToolAborted
+
+    async with _open({"fx": STDIO}, hint=True) as (mcp, tools):
+        runtime = Runtime(
+            workspace=workspace,
+            tools=mcp.tools,
+            permissions={"allow": ["mcp__fx__*"]},
+            abort_bound=0.5,
+            guard=False,
+        )
+        outcome: list[object] = []
+        async with runtime:
+            session = runtime.session()
+            async with session.turn() as turn:
+
+                async def call() -> None:
+                    try:
+                        outcome.append(await turn.call("mcp__fx__peek", {}))
+                    except ToolAborted as exc:
+                        outcome.append(exc)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await _wait_event(tools, workspace, "peek started")
+                    report = await session.abort()
+                    assert report.settled, report
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], ToolAborted)
+        events = await _wait_event(tools, workspace, "peek cancelled")
+        assert "recv notifications/cancelled" in events
