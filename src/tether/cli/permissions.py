@@ -23,7 +23,7 @@ _BUILTIN: dict[str, tuple[str, str | None]] = {
     "Write": ("mutating", "file_path"),
     "Edit": ("mutating", "file_path"),
     "Bash": ("process", "command"),
-    "GenerateImages": ("process", None),
+    "GenerateImages": ("process", "prompt"),
 }
 
 
@@ -53,10 +53,10 @@ def _find_tool(name: str) -> Tool:
 
     known: dict[str, Tool] = {}
     try:
-        module = importlib.import_module("tether.tools")
+        module = importlib.import_module("tether.host.tools")
         known.update({t.name: t for t in module.default_tools()})
     except (ImportError, AttributeError, TypeError):
-        pass
+        pass  # the stand-ins below still know the built-ins' classes and subjects
     for plugin in load_plugins().tools:
         known.setdefault(plugin.name, plugin)
     if name in known:
