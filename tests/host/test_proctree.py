@@ -83,18 +83,24 @@ async def test_s13_kill_reaps_setsid_and_double_forked_descendants(
 async def test_s13_terminate_reaches_descendants_outside_the_process_group(
     workspace: Path,
 ) -> None:
-    """S13: terminate() sends SIGTERM to the group and to a setsid escapee, whose trap runs."""
+    """S13: terminate() sends SIGTERM to a setsid escapee too, whose TERM trap runs."""
+    # The main shell ignores SIGTERM (set after the escapees started, so they can still
+    # trap it) so the escapee's trap can report before the kill.
+    head, _, main = _ESCAPEES.rpartition("echo tree-pid $$;")
+    command = f"{head}trap '' TERM; echo tree-pid $$;{main}"
     async with ProcessTree() as tree:
-        await tree.start(["bash", "-c", _ESCAPEES], cwd=workspace, env=dict(os.environ))
+        await tree.start(["bash", "-c", command], cwd=workspace, env=dict(os.environ))
         chunks, pids = await _read_until_pids(tree, 3)
         procs = [psutil.Process(p) for p in pids]
         await tree.terminate()
         assert tree.terminated
         with anyio.fail_after(10):
-            chunks.extend([chunk.decode() async for chunk in tree.output()])
-            code = await tree.wait()
-    assert code == -signal.SIGTERM
-    assert "escapee-term" in "".join(chunks)
+            async for chunk in tree.output():
+                chunks.append(chunk.decode())
+                if "escapee-term" in "".join(chunks):
+                    break
+            code = await tree.kill()
+    assert code == -signal.SIGKILL
     assert [p.pid for p in procs if p.is_running()] == []
 
 
