@@ -179,8 +179,9 @@ async def serve_stdio(
 class StdioHostClient:
     """The runtime's `HostConnection` to a `tether host --stdio` child process."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, process: anyio.abc.Process) -> None:
         self.conn = conn
+        self.process = process
 
     async def execute(self, request: ExecuteRequest) -> None:
         """Send `tools.execute` and wait for the host to accept it."""
@@ -255,7 +256,7 @@ class StdioHostClient:
             async with anyio.create_task_group() as tg:
                 await tg.start(conn.serve)
                 try:
-                    yield cls(conn)
+                    yield cls(conn, process)
                 finally:
                     with anyio.move_on_after(5, shield=True):
                         await process.stdin.aclose()

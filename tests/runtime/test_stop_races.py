@@ -1,0 +1,178 @@
+"""Races on purpose: hypothesis picks the tool's stop class, the phase of the call when the
+stop lands (before send, in permission, queued, started, finishing) and how many scheduler
+turns pass first; the invariants of spec 01 must hold for every choice."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+
+from tether import Runtime, ToolAborted, ToolResult
+from tether.runtime import CallChanged, CallState, PermissionRequest, ToolProgress
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "Stuck": {"seconds": 0.2},
+    "Stubborn": {"lines": 1},
+    "SlowWrite": {"path": "out.txt", "seconds": 0.05},
+    "SlowExtension": {"seconds": 0.05},
+    "Echo": {"text": "quick"},
+}
+PHASES = ["before_send", "in_permission", "queued", "started", "finishing"]
+ABORT_BOUND = 0.5
+
+
+async def _one_race(
+    workspace: Path, host: str, tool: str, phase: str, yields: int
+) -> None:
+    asked = anyio.Event()
+    release = anyio.Event()
+
+    async def approver(request: PermissionRequest) -> bool:
+        asked.set()
+        await release.wait()
+        return True
+
+    permissions: dict[str, list[str]] = dict(ALLOW_ALL)
+    if phase == "in_permission":
+        permissions = {"allow": [], "ask": [t.name for t in TEST_TOOLS]}
+    runtime = Runtime(
+        workspace=workspace,
+        tools=TEST_TOOLS,
+        permissions=permissions,
+        approver=approver,
+        grace=0.2,
+        abort_bound=ABORT_BOUND,
+        host=host,  # type: ignore[arg-type]
+        guard=False,
+        max_concurrent=1 if phase == "queued" else 16,
+    )
+    outcomes: list[ToolResult | ToolAborted] = []
+    async with runtime as rt, events_of(rt) as events:
+        session = rt.session()
+        blocker = rt.session()
+        async with anyio.create_task_group() as tg:
+            if phase == "queued":
+                # Another session's call holds the only admission place.
+                async def block() -> None:
+                    async with blocker.turn() as bturn:
+                        with contextlib.suppress(ToolAborted):
+                            await bturn.call("Stuck", {"seconds": 0.3})
+
+                tg.start_soon(block)
+                await events.started()
+            async with session.turn() as turn:
+
+                async def call() -> None:
+                    try:
+                        outcomes.append(await turn.call(tool, TOOLS[tool]))
+                    except ToolAborted as exc:
+                        outcomes.append(exc)
+
+                tg.start_soon(call)
+                if phase == "in_permission":
+                    with anyio.fail_after(10):
+                        await asked.wait()
+                elif phase == "queued":
+                    await events.wait(
+                        lambda e: (
+                            isinstance(e, CallChanged)
+                            and e.tool == tool
+                            and e.state is CallState.QUEUED
+                        )
+                    )
+                elif phase in ("started", "finishing") and tool != "Echo":
+                    await events.wait(
+                        lambda e: (
+                            isinstance(e, ToolProgress)
+                            and e.tool == tool
+                            and e.text == "started"
+                        )
+                    )
+                for _ in range(yields):
+                    await anyio.lowlevel.checkpoint()
+                t0 = time.perf_counter()
+                report = await session.abort()
+                elapsed = time.perf_counter() - t0
+                ledger_now = session.ledger_calls()
+                release.set()
+            # Invariant: abort returns within its bound.
+            assert elapsed < ABORT_BOUND + 0.25, elapsed
+            # Invariant: the report is the ledger at that moment.
+            assert list(report.calls) == ledger_now
+            assert report.settled == all(r.settled for r in ledger_now)
+            assert {p.call_id for p in report.pending} == {
+                r.call_id for r in ledger_now if not r.settled
+            }
+            with anyio.fail_after(10):
+                await session.settled()
+                await blocker.settled()
+        settled_ledger = session.ledger_calls()
+    # Invariant: each call has exactly one final state, and it is settled.
+    [record] = settled_ledger
+    assert record.state.is_final
+    assert record.settled
+    # Invariant: the caller's outcome agrees with the ledger.
+    [outcome] = outcomes
+    if isinstance(outcome, ToolAborted):
+        assert record.state is CallState.ABORTED
+    else:
+        assert record.state in (CallState.SUCCEEDED, CallState.FAILED)
+    # Invariant: nothing changed after settlement (late results were discarded).
+    assert runtime.ledger.calls(session.id) == settled_ledger
+    # The classes' promises: a mutating call that started is never reported stopped.
+    if tool in ("SlowWrite", "SlowExtension") and phase in ("started", "finishing"):
+        assert record.state is CallState.SUCCEEDED
+
+
+def _race(
+    tmp_path_factory: pytest.TempPathFactory,
+    host: str,
+    tool: str,
+    phase: str,
+    yields: int,
+) -> None:
+    workspace = tmp_path_factory.mktemp("race")
+    anyio.run(_one_race, workspace, host, tool, phase, yields)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    tool=st.sampled_from(sorted(TOOLS)),
+    phase=st.sampled_from(PHASES),
+    yields=st.integers(min_value=0, max_value=30),
+)
+def test_stop_invariants_hold_wherever_the_stop_lands_inprocess(
+    tmp_path_factory: pytest.TempPathFactory, tool: str, phase: str, yields: int
+) -> None:
+    """Spec 01 invariants hold for every stop class, phase and interleaving (in-process host)."""
+    _race(tmp_path_factory, "inprocess", tool, phase, yields)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    tool=st.sampled_from(sorted(TOOLS)),
+    phase=st.sampled_from(PHASES),
+    yields=st.integers(min_value=0, max_value=30),
+)
+def test_stop_invariants_hold_wherever_the_stop_lands_stdio(
+    tmp_path_factory: pytest.TempPathFactory, tool: str, phase: str, yields: int
+) -> None:
+    """Spec 01 invariants hold for every stop class, phase and interleaving (stdio host)."""
+    _race(tmp_path_factory, "stdio", tool, phase, yields)
