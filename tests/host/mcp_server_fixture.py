@@ -8,6 +8,7 @@ recorded, so a test can ask (tool `events`) whether `notifications/cancelled` ar
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from types import TracebackType
@@ -53,6 +54,12 @@ async def slow(steps: int, ctx: Context) -> str:
 async def fail(why: str) -> str:
     """Fail with the given reason (the result carries isError)."""
     raise ToolError(why)
+
+
+@server.tool()
+async def die() -> str:
+    """End the server process at once, mid-call."""
+    os._exit(3)
 
 
 @server.tool()

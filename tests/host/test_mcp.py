@@ -55,6 +55,7 @@ async def test_tools_named_with_server_schema(workspace: Path) -> None:
             "mcp__fx__echo",
             "mcp__fx__slow",
             "mcp__fx__fail",
+            "mcp__fx__die",
             "mcp__fx__stubborn",
             "mcp__fx__peek",
             "mcp__fx__events",
@@ -205,6 +206,16 @@ async def test_broken_servers_reported_and_skipped(
         assert str(missing).startswith("MCP server 'missing': ")
         echo = await tools["mcp__fx__echo"].run(_ctx(workspace), {"text": "still here"})
         assert echo == "still here"
+
+
+@pytest.mark.anyio
+async def test_server_that_dies_fails_its_calls(workspace: Path) -> None:
+    """A server that dies mid-call fails that call and later ones with ToolFailed."""
+    async with _open({"fx": STDIO}) as (_, tools):
+        with anyio.fail_after(10), pytest.raises(ToolFailed, match="mcp__fx__die"):
+            await tools["mcp__fx__die"].run(_ctx(workspace), {})
+        with anyio.fail_after(10), pytest.raises(ToolFailed):
+            await tools["mcp__fx__echo"].run(_ctx(workspace), {"text": "anyone?"})
 
 
 @pytest.mark.anyio
