@@ -350,6 +350,9 @@ def _scan_others(folder_fd: int, place: Place) -> tuple[NotHonoured, ...]:
             st = os.stat(target, dir_fd=folder_fd, follow_symlinks=False)
         except OSError:
             continue  # not a directory, or no stop in it
-        why = f"this account honours uid {place.person_uid}"
+        if st.st_uid == place.person_uid:
+            why = f"only {place.stop_path} is honoured"
+        else:
+            why = f"this account honours uid {place.person_uid}"
         found.append(NotHonoured(place.store_dir / target, st.st_uid, why))
     return tuple(found)
