@@ -1,0 +1,137 @@
+"""Setting and lifting: the atomic write, its mode, loud failure on a full disk or a
+read-only filesystem, and the lift log."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.errors import Refused, StoreError
+from tether.stop import ReadOutcome, SetupRecord, StopStore, lift_stop, set_stop
+from tether.stop._setup import LIFT_LOG_NAME
+
+from ._tree import PERSON, make_tree
+
+
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_is_written_with_mode_01644_and_no_temp_file_left() -> None:
+    """The stop lands whole, owned by the person, mode 01644, with nothing else beside it."""
+    reading = set_stop("going out")
+    assert reading.outcome is ReadOutcome.STOPPED
+    st = os.stat(reading.stop_path, follow_symlinks=False)
+    assert stat.S_IMODE(st.st_mode) == 0o1644
+    assert st.st_uid == os.geteuid()
+    assert sorted(os.listdir(reading.stop_path.parent)) == ["stop"]
+    assert json.loads(reading.stop_path.read_bytes())["reason"] == "going out"
+
+
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_keeps_a_long_reason_within_the_size_bound() -> None:
+    """A very long reason is cut so the stop stays within its bound and still reads STOPPED."""
+    reading = set_stop("x" * 100_000)
+    assert reading.outcome is ReadOutcome.STOPPED
+    assert reading.stop_path.stat().st_size <= 4096
+
+
+@pytest.mark.root
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_replaces_a_foreign_file_at_the_stop_name(tmp_path: Path) -> None:
+    """A file of another owner at the stop's name is replaced by the person's stop."""
+    uid_dir = Path(os.environ["TETHER_HOME"]) / "state" / "stop" / str(os.geteuid())
+    StopStore.from_setup()
+    (uid_dir / "stop").touch()
+    os.chown(uid_dir / "stop", PERSON, PERSON)
+    assert StopStore.from_setup().read().not_honoured
+    reading = set_stop()
+    assert reading.outcome is ReadOutcome.STOPPED
+    assert reading.not_honoured == ()
+
+
+@pytest.mark.root
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_refuses_a_caller_who_is_not_the_person(tmp_path: Path) -> None:
+    """Only the person may set or lift: another owner's stop would not be honoured."""
+    tree = make_tree(tmp_path)
+    record = SetupRecord(folder=tree.folder, person_uid=PERSON)
+    with pytest.raises(Refused, match="honours uid"):
+        set_stop(record=record)
+    with pytest.raises(Refused, match="honours uid"):
+        lift_stop(record=record)
+
+
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_lift_removes_the_stop_and_appends_who_and_when() -> None:
+    """Lift removes the stop and appends one lift record naming who and when."""
+    first = set_stop()
+    result = lift_stop()
+    assert result.lifted
+    assert StopStore.from_setup().read().outcome is ReadOutcome.CLEAR
+    log = (
+        (first.stop_path.parent / LIFT_LOG_NAME)
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
+    assert len(log) == 1
+    entry = json.loads(log[0])
+    assert entry["lifted_by_uid"] == os.geteuid()
+    assert entry["lifted_at"] == result.lifted_at.isoformat()
+    again = lift_stop()
+    assert not again.lifted
+
+
+@pytest.fixture
+def small_mount(tmp_path: Path) -> Iterator[Path]:
+    """A real 64 KiB tmpfs, unmounted afterwards."""
+    where = tmp_path / "mnt"
+    where.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", str(where)],
+        check=True,
+    )
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def _armed(folder: Path) -> SetupRecord:
+    uid_dir = folder / str(os.geteuid())
+    uid_dir.mkdir(mode=0o755)
+    return SetupRecord(folder=folder, person_uid=os.geteuid())
+
+
+@pytest.mark.root
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_fails_loudly_on_a_full_disk(small_mount: Path) -> None:
+    """On a full filesystem `set_stop` raises 'NOT set' (ENOSPC) and leaves no file."""
+    record = _armed(small_mount)
+    fd = os.open(small_mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(OSError, match="No space left") as full:  # noqa: PT012
+            while True:
+                os.write(fd, b"\0" * 4096)
+    finally:
+        os.close(fd)
+    assert full.value.errno == errno.ENOSPC
+    with pytest.raises(StoreError, match=r"NOT set.*ENOSPC"):
+        set_stop(record=record)
+    assert os.listdir(record.uid_dir) == []
+    assert StopStore.from_setup(record).read().outcome is ReadOutcome.CLEAR
+
+
+@pytest.mark.root
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_fails_loudly_on_a_read_only_filesystem(small_mount: Path) -> None:
+    """On a read-only filesystem `set_stop` raises 'NOT set' (EROFS)."""
+    record = _armed(small_mount)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    with pytest.raises(StoreError, match=r"NOT set.*EROFS"):
+        set_stop(record=record)
+    assert StopStore.from_setup(record).read().outcome is ReadOutcome.CLEAR
