@@ -197,7 +197,7 @@ class Grep(Tool):
         try:
             with anyio.fail_after(self.timeout):
                 code, out, err, cut = await run_stoppable(
-                    ctx, lambda: self._search(argv, ctx.workspace, limit)
+                    ctx, lambda: self._search(ctx, argv, limit)
                 )
         except TimeoutError:
             raise ToolFailed(
@@ -209,7 +209,7 @@ class Grep(Tool):
         return self._render(inp, out, cut)
 
     async def _search(
-        self, argv: list[str], cwd: Path, limit: int | None
+        self, ctx: ToolContext, argv: list[str], limit: int | None
     ) -> tuple[int, str, str, bool]:
         """Run `rg` and collect its output; kill and reap it on every way out."""
         try:
@@ -218,11 +218,12 @@ class Grep(Tool):
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                cwd=cwd,
+                cwd=ctx.workspace,
                 start_new_session=True,
             )
         except OSError as exc:
             raise ToolFailed(f"Grep could not start rg: {exc.strerror}") from None
+        ctx.progress(f"Grep: searching (rg pid {process.pid})")
         out = bytearray()
         err = bytearray()
         cut = False
