@@ -1,0 +1,204 @@
+"""The verbs as a person runs them: through a real pseudo-terminal, and refused without
+one or inside an agent session (exit 2, one line)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tether.stop import AGENT_MARKERS, SetupRecord
+from tether.stop._setup import save_setup
+
+_MARKERS_UNSET = ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", *AGENT_MARKERS)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _MARKERS_UNSET}
+    env.update(extra)
+    return env
+
+
+def _in_pty(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run `python -m tether ARGS` with a pseudo-terminal on stdin, stdout and stderr."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env if env is not None else _env(),
+        start_new_session=True,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError as exc:
+                if exc.errno != errno.EIO:
+                    raise
+                break
+            if not data:
+                break
+            chunks.append(data)
+        code = proc.wait(timeout=30)
+    finally:
+        os.close(master)
+    return code, b"".join(chunks).decode(errors="replace")
+
+
+def _plain(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m tether ARGS` with no terminal at all."""
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env if env is not None else _env(),
+        timeout=30,
+        check=False,
+    )
+
+
+def _status() -> dict[str, object]:
+    done = _plain("status", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.mark.rule("verbs-caller")
+def test_verbs_caller_stop_and_lift_through_a_terminal() -> None:
+    """At a terminal, stop sets the stop (status STOPPED) and lift removes it (CLEAR)."""
+    code, out = _in_pty("stop", "--reason", "lunch")
+    assert code == 0, out
+    assert "STOPPED" in out
+    status = _status()
+    assert status["outcome"] == "STOPPED"
+    assert status["set_by_uid"] == os.geteuid()
+    code, out = _in_pty("lift")
+    assert code == 0, out
+    assert "lifted" in out
+    assert _status()["outcome"] == "CLEAR"
+
+
+@pytest.mark.rule("verbs-caller")
+def test_verbs_caller_setup_through_a_terminal_prints_the_board() -> None:
+    """At a terminal, setup records the choice and prints the board."""
+    code, out = _in_pty("setup", "--no-shared-folder")
+    assert code == 0, out
+    assert "folder rule" in out
+    assert "pass" in out
+    assert "obey the guard" in out
+
+
+@pytest.mark.rule("verbs-caller")
+@pytest.mark.parametrize("verb", ["stop", "lift", "setup"])
+def test_verbs_caller_refused_without_a_terminal(verb: str) -> None:
+    """With stdin not a terminal, stop, lift and setup refuse with exit 2 and one line."""
+    done = _plain(verb)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "refused: stdin is not a terminal" in lines[0]
+    assert _status()["outcome"] == "CLEAR"
+
+
+@pytest.mark.rule("verbs-caller")
+@pytest.mark.parametrize(
+    "marker", ["CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", "GEMINI_CLI"]
+)
+def test_verbs_caller_refused_in_an_agent_session_even_with_a_terminal(
+    marker: str,
+) -> None:
+    """An agent marker in the environment refuses the verb (exit 2) despite a terminal."""
+    code, out = _in_pty("stop", env=_env(**{marker: "1"}))
+    assert code == 2, out
+    assert f"({marker} is set)" in out
+    assert _status()["outcome"] == "CLEAR"
+
+
+@pytest.mark.rule("verbs-caller")
+def test_verbs_caller_status_needs_no_terminal_and_has_the_spec_shape() -> None:
+    """`status --json` runs without a terminal, exit 0, with exactly the spec's keys."""
+    status = _status()
+    assert status == {
+        "outcome": "CLEAR",
+        "reason": None,
+        "set_by_uid": None,
+        "set_at": None,
+        "folder": None,
+        "not_honoured": [],
+        "runs": [],
+    }
+
+
+@pytest.mark.rule("read-outcomes")
+def test_status_exits_0_on_hold_with_the_reason(tether_home: Path) -> None:
+    """A HOLD is an outcome, not a failure: exit 0 and the reason in the JSON."""
+    save_setup(
+        SetupRecord(folder=tether_home / "no-such-folder", person_uid=os.geteuid())
+    )
+    status = _status()
+    assert status["outcome"] == "HOLD"
+    assert "cannot be found" in str(status["reason"])
+    assert status["folder"] == str(tether_home / "no-such-folder")
+
+
+@pytest.mark.rule("atomic-stop")
+def test_verbs_stop_reports_the_stop_time_in_iso_8601() -> None:
+    """After `tether stop`, status gives `set_at` in ISO 8601."""
+    code, out = _in_pty("stop")
+    assert code == 0, out
+    status = _status()
+    assert isinstance(status["set_at"], str)
+    assert status["set_at"].endswith("+00:00")
+
+
+@pytest.mark.root
+@pytest.mark.rule("atomic-stop")
+def test_verbs_stop_exits_1_on_a_read_only_filesystem(tmp_path: Path) -> None:
+    """On a read-only folder `tether stop` exits 1 with a message and claims nothing."""
+    where = tmp_path / "ro"
+    where.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", str(where)],
+        check=True,
+    )
+    try:
+        (where / str(os.geteuid())).mkdir(mode=0o755)
+        save_setup(SetupRecord(folder=where, person_uid=os.geteuid()))
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        code, out = _in_pty("stop")
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+    assert code == 1, out
+    assert "the stop was NOT set" in out
+    assert "EROFS" in out
+
+
+@pytest.mark.parametrize("verb", ["setup", "stop", "lift", "status"])
+def test_verbs_help_has_examples(verb: str) -> None:
+    """Every verb's `--help` shows examples."""
+    done = _plain(verb, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "Examples:" in done.stdout
+    assert f"tether {verb}" in done.stdout
