@@ -229,7 +229,8 @@ class HostCore:
                     await self.broker.ask(key, call.tool, call.args)
                 except ToolError as exc:
                     return _result(key, "", exc)
-            self._set_phase(call, "queued", emit)
+            if not self.admission.free:
+                self._set_phase(call, "queued", emit)
             self._slots[key] = await self.admission.acquire()
             self._set_phase(call, "running", emit)
         if call.scope.cancelled_caught or call.phase != "running":

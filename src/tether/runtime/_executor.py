@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import time
+
 import anyio
 import anyio.abc
 import attrs
@@ -87,7 +89,9 @@ class Executor:
         ledger: Ledger,
         grace: float,
         emit: Callable[[RuntimeEvent], None],
+        has_subscribers: Callable[[], bool] = lambda: True,
     ) -> None:
+        self.has_subscribers = has_subscribers
         self.ledger = ledger
         self.grace = grace
         self._emit = emit
@@ -108,9 +112,8 @@ class Executor:
         turn_id: str,
         stop_class: StopClass | None,
         on_settled: Callable[[ActiveCall], None],
-        input: dict[str, Any],
     ) -> ActiveCall:
-        """Register a call, record it and start driving it; returns at once."""
+        """Register a call in the abort registry and the ledger; `send()` sends it."""
         call = ActiveCall(
             key=key, turn_id=turn_id, stop_class=stop_class, on_settled=on_settled
         )
@@ -122,12 +125,10 @@ class Executor:
                 session_id=key.session_id,
                 turn_id=turn_id,
                 stop_class=str(stop_class) if stop_class else "",
-                requested_at=anyio.current_time(),
+                requested_at=time.time(),
             )
         )
         self.active[(key.session_id, key.call_id)] = call
-        assert self.task_group is not None, "the runtime is not running"
-        self.task_group.start_soon(self._send, call, input, name=f"send {key.call_id}")
         return call
 
     def refuse_after_stop(
@@ -138,7 +139,7 @@ class Executor:
         stop: StopRequest,
     ) -> ToolAborted:
         """Record a call asked for after the turn's stop: it never starts (S10)."""
-        now = anyio.current_time()
+        now = time.time()
         self.ledger.add(
             CallRecord(
                 call_id=key.call_id,
@@ -157,7 +158,8 @@ class Executor:
         )
         return ToolAborted(f"not started: the turn was {stop}", call_id=key.call_id)
 
-    async def _send(self, call: ActiveCall, input: dict[str, Any]) -> None:
+    async def send(self, call: ActiveCall, input: dict[str, Any]) -> None:
+        """Send `tools.execute` for a registered call; a failed send fails the call."""
         assert self.host is not None
         try:
             await self.host.execute(ExecuteRequest(call.key, input))
@@ -193,7 +195,7 @@ class Executor:
                 if state is not None and call.outcome is None and call.stop is None:
                     changes: dict[str, object] = {}
                     if state is CallState.RUNNING:
-                        changes["started_at"] = anyio.current_time()
+                        changes["started_at"] = time.time()
                     self._move(call, state, **changes)
             case OutputEvent(text=text):
                 if call.outcome is not None or (
@@ -229,12 +231,12 @@ class Executor:
                     call_id=call.key.call_id,
                     tool=call.key.tool,
                 )
-                self._finish(call, CallState.FAILED, result, event.code)
+                self._finish(call, CallState.FAILED, result, event.code, settled=True)
             else:
                 result = ToolResult(
                     output=event.output, call_id=call.key.call_id, tool=call.key.tool
                 )
-                self._finish(call, CallState.SUCCEEDED, result, None)
+                self._finish(call, CallState.SUCCEEDED, result, None, settled=True)
         else:
             # S3: a late result of an abandoned call changes nothing but "the host is done".
             self.late_results += 1
@@ -256,15 +258,19 @@ class Executor:
         state: CallState,
         outcome: ToolResult | ToolAborted,
         code: ErrorCode | None,
+        *,
+        settled: bool = False,
     ) -> None:
         assert call.outcome is None
         call.outcome = outcome
         stop = call.stop
+        now = time.time()
         self._move(
             call,
             state,
             code=code,
-            ended_at=anyio.current_time(),
+            ended_at=now,
+            settled_at=now if settled else None,
             abort_source=stop.source if stop else None,
             abort_reason=stop.reason if stop else None,
         )
@@ -282,7 +288,8 @@ class Executor:
     def _settle(self, call: ActiveCall) -> None:
         if call.settled.is_set() or call.outcome is None:
             return
-        self.ledger.settle(call.key.session_id, call.key.call_id, anyio.current_time())
+        # Harmless when `_finish` already wrote the settlement with the final state.
+        self.ledger.settle(call.key.session_id, call.key.call_id, time.time())
         call.why = None
         self.active.pop((call.key.session_id, call.key.call_id), None)
         call.settled.set()

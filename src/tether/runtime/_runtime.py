@@ -92,7 +92,12 @@ class Runtime:
         self.ledger = Ledger(Path(ledger) if ledger is not None else None)
         self.sessions: list[Session] = []
         self._subscribers: list[MemoryObjectSendStream[RuntimeEvent]] = []
-        self.executor = Executor(ledger=self.ledger, grace=grace, emit=self.emit)
+        self.executor = Executor(
+            ledger=self.ledger,
+            grace=grace,
+            emit=self.emit,
+            has_subscribers=lambda: bool(self._subscribers),
+        )
         self._stack: AsyncExitStack | None = None
         self.host: HostConnection | None = None
 

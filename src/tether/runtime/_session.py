@@ -76,11 +76,10 @@ class Turn:
         stop_class = runtime.stop_class_of(name)
         if self.stop is not None:
             raise executor.refuse_after_stop(key, self.id, stop_class, self.stop)
-        active = executor.begin(
-            key, self.id, stop_class, self._on_call_settled, dict(input or {})
-        )
+        active = executor.begin(key, self.id, stop_class, self._on_call_settled)
         self.calls.append(active)
         try:
+            await executor.send(active, dict(input or {}))
             await active.done.wait()
         except BaseException:
             # The caller was cancelled from outside: the call is stopped, not leaked.
