@@ -15,6 +15,8 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
+import contextlib
+
 from _common import machine, summary
 
 from tether import Runtime, ToolAborted
@@ -37,10 +39,8 @@ async def measure(runs: int, host: str) -> list[float]:
                 async with anyio.create_task_group() as tg, session.turn() as turn:
 
                     async def call() -> None:
-                        try:
+                        with contextlib.suppress(ToolAborted):
                             await turn.call("Hang", {"marker": "m"})
-                        except ToolAborted:
-                            pass
 
                     tg.start_soon(call)
                     while True:

@@ -10,10 +10,9 @@ The executor does not know about JSON-RPC; it speaks to a `HostConnection`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
-
-import time
 
 import anyio
 import anyio.abc
