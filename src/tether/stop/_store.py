@@ -87,9 +87,9 @@ class StopStore:
         return StopWatch._start(self)
 
 
-def _stamp() -> _Stamp | None:
+def _stamp(where: str) -> _Stamp | None:
     try:
-        st = os.stat(setup_path(), follow_symlinks=False)
+        st = os.stat(where, follow_symlinks=False)
     except FileNotFoundError:
         return None
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
@@ -106,14 +106,16 @@ class StopWatch:
     """`(st_dev, st_ino)` of the folder at start (set at the first look that found it)."""
     uid_dir_pin: Identity | None = None
     """`(st_dev, st_ino)` of the uid directory at start (likewise)."""
+    _setup_file: str = ""
     _setup_stamp: _Stamp | None = None
     _last_stop: tuple[int, int, int] | None = None
 
     @classmethod
     def _start(cls, store: StopStore) -> StopWatch:
-        watch = cls(store)
+        # The setup file's place is fixed with the run, like the folder and the person.
+        watch = cls(store, setup_file=str(setup_path()))
         if store.record is not None:
-            watch._setup_stamp = _stamp()
+            watch._setup_stamp = _stamp(watch._setup_file)
         watch.read()
         return watch
 
@@ -122,9 +124,9 @@ class StopWatch:
         if record is None:
             return None
         try:
-            stamp = _stamp()
+            stamp = _stamp(self._setup_file)
         except OSError as exc:
-            return f"the setting changed: cannot look at {setup_path()}: {exc.strerror}"
+            return f"the setting changed: cannot look at {self._setup_file}: {exc.strerror}"
         if stamp == self._setup_stamp:
             return None
         try:

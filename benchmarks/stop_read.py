@@ -1,0 +1,121 @@
+"""Time one stop read with every check, beside a bare `os.stat` of the same file.
+
+Builds a shared folder for real (under /srv when run as root, else under the temp dir),
+with the person's uid directory and a stop in it, then times, call by call:
+
+- `os.stat(stop)`: the floor, one system call by path;
+- `StopStore.read()`: the walk from `/`, the filesystem type, the scan for other
+  accounts' stops, the uid directory, the gate, the open and the fstat;
+- `StopWatch.read()`: what a run does before each move (pins compared, setup watched).
+
+Run: `.venv/bin/python benchmarks/stop_read.py [--samples N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _percentiles(samples: list[int]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
+
+    return {
+        "p50": at(0.50),
+        "p90": at(0.90),
+        "p99": at(0.99),
+        "mean": statistics.fmean(ordered) / 1000,
+    }
+
+
+def _time(fn: Callable[[], object], samples: int) -> dict[str, float]:
+    for _ in range(samples // 10):
+        fn()
+    out: list[int] = []
+    clock = time.perf_counter_ns
+    for _ in range(samples):
+        start = clock()
+        fn()
+        out.append(clock() - start)
+    return _percentiles(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=20000)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="tether-bench-home-"))
+    os.environ["TETHER_HOME"] = str(home)
+    from tether.stop import ReadOutcome, SetupRecord, StopStore
+    from tether.stop._setup import save_setup
+
+    root = (
+        Path("/srv")
+        if os.geteuid() == 0 and Path("/srv").is_dir()
+        else Path(tempfile.gettempdir())
+    )
+    folder = root / f"tether-bench-{os.getpid()}"
+    folder.mkdir()
+    os.chmod(folder, 0o1777 if os.stat(root).st_uid == 0 else 0o755)
+    uid_dir = folder / str(os.geteuid())
+    uid_dir.mkdir(mode=0o755)
+    stop = uid_dir / "stop"
+    try:
+        record = SetupRecord(folder=folder, person_uid=os.geteuid())
+        save_setup(record)
+        store = StopStore.from_setup()
+        rows: list[tuple[str, dict[str, float]]] = []
+        for state in ("STOPPED", "CLEAR"):
+            if state == "STOPPED":
+                stop.touch()
+                os.chmod(stop, 0o1644)
+                target = stop
+            else:
+                stop.unlink()
+                target = uid_dir
+            watch = store.watch()
+            assert store.read().outcome is ReadOutcome(state)
+            assert watch.read().outcome is ReadOutcome(state)
+            rows.append(
+                (
+                    f"os.stat ({state.lower()}: {target.name})",
+                    _time(lambda t=target: os.stat(t), args.samples),
+                )
+            )
+            rows.append((f"StopStore.read() {state}", _time(store.read, args.samples)))
+            rows.append((f"StopWatch.read() {state}", _time(watch.read, args.samples)))
+        print(
+            f"folder: {folder} (depth {len(folder.parts) - 1}); samples per row: {args.samples}"
+        )
+        print(f"{'what':36} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8} {'mean µs':>8}")
+        for name, figures in rows:
+            print(
+                f"{name:36} {figures['p50']:8.1f} {figures['p90']:8.1f} {figures['p99']:8.1f} {figures['mean']:8.1f}"
+            )
+        for state, base in (("STOPPED", 0), ("CLEAR", 3)):
+            bare = rows[base][1]["p50"]
+            print(
+                f"ratio to os.stat, median, {state}: "
+                f"StopStore.read {rows[base + 1][1]['p50'] / bare:.1f}x, "
+                f"StopWatch.read {rows[base + 2][1]['p50'] / bare:.1f}x"
+            )
+        target_ok = all(rows[i][1]["p50"] <= 50 for i in (1, 2, 4, 5))
+        print(
+            f"median target <= 50 µs per read with all checks: {'met' if target_ok else 'NOT met'}"
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
