@@ -84,6 +84,12 @@ def test_setup_person_by_name_or_uid() -> None:
         person_uid_from("no-such-account-here")
 
 
+def test_setup_another_person_needs_a_shared_folder() -> None:
+    """Honouring another account's stop without a shared folder is a usage error."""
+    with pytest.raises(UsageError, match="needs a shared folder"):
+        choose_setup(folder=None, person_uid=os.geteuid() + 1)
+
+
 @pytest.mark.root
 def test_setup_refuses_to_change_the_folder_while_a_stop_stands(tmp_path: Path) -> None:
     """The folder cannot change while a stop stands in it; after a lift it can."""

@@ -208,7 +208,8 @@ def choose_setup(
         allow_untrusted_fs: opt in to a filesystem whose owners cannot be trusted.
 
     Raises:
-        UsageError: the folder does not exist or is not a directory.
+        UsageError: the folder does not exist or is not a directory, or another
+            person is named without a shared folder.
         Refused: the folder would change while a stop stands in the current one.
         OSError: the setup record cannot be written.
     """
@@ -236,6 +237,11 @@ def choose_setup(
         if real != given:
             notes.append(f"recorded the real path {real} (given: {given})")
         chosen = check_folder_path(real)
+    if chosen is None and person_uid != os.geteuid():
+        raise UsageError(
+            f"honouring uid {person_uid} needs a shared folder (--shared-folder PATH): "
+            "the own store reaches this account's runs only"
+        )
     record = SetupRecord(
         folder=chosen, person_uid=person_uid, allow_untrusted_fs=allow_untrusted_fs
     )
