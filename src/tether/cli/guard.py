@@ -1,0 +1,105 @@
+"""`tether guard`: the stop guard as a hook for other agents (Claude Code PreToolUse)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+__all__ = ("guard",)
+
+_MAX_EVENT_BYTES = 4 * 1024 * 1024
+_BLOCK = 2
+"""Claude Code blocks a PreToolUse call only on exit code 2; any other failure lets the
+call through, so every failure here exits 2 (fail closed)."""
+
+
+@click.command(
+    "guard",
+    epilog="""\b
+Example `.claude/settings.json` entry (matcher "*": every tool, MCP tools included):
+  {
+    "hooks": {
+      "PreToolUse": [
+        {
+          "matcher": "*",
+          "hooks": [
+            {"type": "command", "command": "tether guard --claude-hook"}
+          ]
+        }
+      ]
+    }
+  }
+""",
+)
+@click.option(
+    "--claude-hook",
+    "claude_hook",
+    is_flag=True,
+    help="Read one Claude Code PreToolUse event (JSON) on stdin and judge it.",
+)
+@click.pass_context
+def guard(ctx: click.Context, claude_hook: bool) -> None:
+    """Refuse an agent's tool call that would set, lift or tamper with a stop.
+
+    With --claude-hook, reads a PreToolUse event on stdin (`tool_name`, `tool_input`,
+    `cwd`, ...). Allowed: exit 0, no output. Refused: exit 2 with the reason on stderr,
+    which Claude Code shows to the model. Empty or malformed input, or an event of
+    another kind, also exits 2 with a message: the hook fails closed.
+
+    The guard holds against an agent acting by mistake; against one acting on purpose
+    only a separate operating-system account binds.
+    """
+    if not claude_hook:
+        raise click.UsageError("say how the call arrives: tether guard --claude-hook")
+    try:
+        reason = _judge_claude_event(sys.stdin.buffer.read(_MAX_EVENT_BYTES + 1))
+    except Exception as exc:  # fail closed: exit 1 would let the call through
+        reason = f"tether guard failed, so the call is blocked: {exc!r}"
+    if reason is not None:
+        click.echo(reason, err=True)
+        ctx.exit(_BLOCK)
+
+
+def _judge_claude_event(raw: bytes) -> str | None:
+    """Return why the event's call is blocked, or None when it may go on."""
+    from tether.stop._guard import guard_tool_call
+
+    if len(raw) > _MAX_EVENT_BYTES:
+        return "tether guard: the hook event is larger than 4 MiB; blocked"
+    try:
+        event = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"tether guard: the hook input is not JSON ({exc}); blocked"
+    if not isinstance(event, dict):
+        return "tether guard: the hook input is not a JSON object; blocked"
+    name = event.get("hook_event_name", "PreToolUse")
+    if name != "PreToolUse":
+        return f"tether guard: expected a PreToolUse event, got {name!r}; blocked"
+    tool_name = event.get("tool_name")
+    tool_input = event.get("tool_input")
+    cwd = event.get("cwd")
+    if not isinstance(tool_name, str) or not tool_name:
+        return "tether guard: the event has no tool_name string; blocked"
+    if not isinstance(tool_input, dict):
+        return "tether guard: the event has no tool_input object; blocked"
+    if cwd is not None and not isinstance(cwd, str):
+        return "tether guard: the event's cwd is not a string; blocked"
+    verdict = guard_tool_call(
+        tool_name,
+        tool_input,
+        cwd=Path(cwd) if cwd else Path.cwd(),
+        protected=_protected_paths(),
+    )
+    if verdict.allowed:
+        return None
+    return f"tether guard refused this {tool_name} call: {verdict.reason}"
+
+
+def _protected_paths() -> list[Path]:
+    """The stop directories and the setup record of this account."""
+    from tether.stop import protected_paths
+
+    return protected_paths()

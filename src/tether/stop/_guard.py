@@ -1,0 +1,491 @@
+"""The guard: refuses an agent's tool call that would set, lift or tamper with a stop.
+
+The job: judge one tool call (a tool name and its input) against the protected paths
+(the stop directories and the setup record) and answer allowed or refused, with a reason
+that names the path or the command. File tools are judged by their target; Bash commands
+by the effects `_effects` finds in them; other tools by any string that names a protected
+path. Reading a stop is always allowed, so an agent can report that it is held.
+
+Boundary: the guard does not find the protected paths (`tether.stop` does), runs nothing,
+and holds against an agent acting by mistake. Against an agent acting on purpose only an
+operating-system account boundary binds (spec 02, "The guard").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+import shlex
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from ..errors import GuardRefused
+from ._effects import Effect, command_effects
+from ._programs import UNKNOWN, words
+
+__all__ = ("GuardVerdict", "guard_tool_call")
+
+_VERBS = frozenset({"stop", "lift", "setup"})
+"""`tether` subcommands that are the person's acts (spec 02, "The verbs")."""
+_FILE_TOOLS = frozenset({"write", "edit", "multiedit", "notebookedit"})
+_SHELL_TOOLS = frozenset({"bash", "shell"})
+_READ_TOOLS = words(
+    "read glob grep ls notebookread webfetch websearch todowrite todoread task agent "
+    "exitplanmode bashoutput killshell killbash askuserquestion skill slashcommand "
+    "listmcpresourcestool readmcpresourcetool"
+)
+_TARGET_FIELDS = ("file_path", "path", "notebook_path")
+_GLOB_CHARS = frozenset("*?[")
+_TETHER_WORD = re.compile(r"(?<![\w-])tether(?![\w-])")
+# `tether.stop` (a module) and `setup.py` are not verbs; `"stop"` and `tether stop` are.
+_VERB_WORD = re.compile(r"(?<![\w.-])(stop|lift|setup)(?![\w.-])")
+_CASE_INSENSITIVE = sys.platform == "darwin"
+_MAX_SCAN_DEPTH = 6
+
+
+@attrs.frozen
+class GuardVerdict:
+    """The guard's answer for one tool call."""
+
+    allowed: bool
+    """True when the call may go on to the permission check."""
+    reason: str = ""
+    """Why the call was refused, naming the path or command; empty when allowed."""
+
+    def raise_if_refused(self) -> None:
+        """Raise `GuardRefused` (code `GUARD_REFUSED`) with the reason when refused.
+
+        Raises:
+            GuardRefused: the call was refused.
+        """
+        if not self.allowed:
+            raise GuardRefused(self.reason)
+
+
+_ALLOWED = GuardVerdict(allowed=True)
+
+
+class _Refusal(Exception):
+    """Carries the first reason to refuse out of the checks."""
+
+
+def guard_tool_call(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    *,
+    cwd: Path,
+    protected: Sequence[Path],
+    mutating: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> GuardVerdict:
+    """Judge one tool call against the protected paths; refuse what would touch a stop.
+
+    Args:
+        tool_name: the tool's name (`Bash`, `Write`, `Edit`, `mcp__srv__tool`, ...).
+        tool_input: the call's input, as the tool receives it.
+        cwd: the directory relative paths in the call start from.
+        protected: the stop directories and the setup record; a path protects itself
+            and everything under it.
+        mutating: whether the tool changes files. None: known by name for the file,
+            shell and read-only tools; any other tool is judged by every string in its
+            input. Shell tools are always parsed.
+        environ: the environment the command would see (default: this process's).
+
+    Returns:
+        The verdict. Any error inside the guard refuses: the guard fails closed.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        guard = _Guard(protected, cwd=cwd, environ=env)
+        guard.check(tool_name, tool_input, mutating)
+    except _Refusal as refusal:
+        return GuardVerdict(allowed=False, reason=str(refusal))
+    except Exception as exc:  # fail closed: a guard that crashes must not let calls by
+        return GuardVerdict(
+            allowed=False, reason=f"the guard could not judge this call: {exc!r}"
+        )
+    return _ALLOWED
+
+
+def _norm(path: str) -> str:
+    path = unicodedata.normalize("NFC", path)
+    return path.casefold() if _CASE_INSENSITIVE else path
+
+
+def _under(path: str, root: str) -> bool:
+    """`path` is `root` or inside it (component-wise: `/a/bc` is not under `/a/b`)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _forms(path: str) -> tuple[str, ...]:
+    """The lexical and the symlink-resolved spelling of an absolute path, normalised."""
+    lexical = posixpath.normpath(path)
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        real = lexical
+    return tuple(dict.fromkeys((_norm(lexical), _norm(real))))
+
+
+@attrs.frozen
+class _Hit:
+    kind: Literal["inside", "ancestor"]
+    """The path is in (or is) a protected path, or holds one."""
+    path: str
+    """The path as resolved, or the word when it is a pattern."""
+    label: str
+    """The protected path, as given."""
+    maybe: bool = False
+    """A pattern or a value known only at run time could expand to it."""
+    anchored: bool = True
+    """For `maybe`: the word has a known start; False when it could be anything."""
+
+
+@attrs.frozen
+class _Entry:
+    label: str
+    forms: tuple[str, ...]
+    parts: tuple[tuple[str, ...], ...]
+    identity: tuple[int, int] | None
+    above: frozenset[tuple[int, int]]
+
+
+class _Guard:
+    def __init__(
+        self, protected: Sequence[Path], *, cwd: Path, environ: Mapping[str, str]
+    ) -> None:
+        self.environ = environ
+        self.home = environ.get("HOME") or os.path.expanduser("~")
+        self.cwd = posixpath.normpath(
+            os.path.join(os.getcwd(), os.path.expanduser(cwd))
+        )
+        self.entries = [self._entry(p) for p in protected]
+        exact: dict[str, str] = {}
+        broad: dict[str, str] = {}
+        for entry in self.entries:
+            for spelling in self._spellings(entry.forms):
+                exact[spelling] = entry.label
+            parents = [posixpath.dirname(form) for form in entry.forms]
+            for spelling in self._spellings(p for p in parents if p.count("/") >= 2):
+                if spelling not in (self.home, "/"):
+                    broad[spelling] = entry.label
+        broad.update(exact)
+        self.exact = exact
+        self.broad = broad
+        self.exact_re = self._alternation(exact)
+        self.broad_re = self._alternation(broad)
+
+    def _entry(self, path: Path) -> _Entry:
+        absolute = posixpath.join(self.cwd, os.path.expanduser(os.fspath(path)))
+        forms = _forms(absolute)
+        above: set[tuple[int, int]] = set()
+        parent = posixpath.dirname(posixpath.normpath(absolute))
+        while parent != "/":
+            identity = _identity(parent)
+            if identity is not None:
+                above.add(identity)
+            parent = posixpath.dirname(parent)
+        return _Entry(
+            label=posixpath.normpath(absolute),
+            forms=forms,
+            parts=tuple(tuple(p for p in form.split("/") if p) for form in forms),
+            identity=_identity(absolute),
+            above=frozenset(above),
+        )
+
+    def _spellings(self, forms: Iterable[str]) -> list[str]:
+        """Ways a command or code can spell a path: as is, from `~` or `$HOME`."""
+        out: list[str] = []
+        homes = {_norm(h) for h in (self.home, os.path.realpath(self.home))}
+        for form in forms:
+            out.append(form)
+            for home in homes:
+                if form.startswith(home.rstrip("/") + "/"):
+                    rest = form[len(home.rstrip("/")) :]
+                    out.extend(("~" + rest, "$HOME" + rest, "${HOME}" + rest))
+        return out
+
+    @staticmethod
+    def _alternation(spellings: Mapping[str, str]) -> re.Pattern[str] | None:
+        if not spellings:
+            return None
+        body = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+        flags = re.IGNORECASE if _CASE_INSENSITIVE else 0
+        return re.compile(rf"(?<![\w.-])(?:{body})(?![\w.-])", flags)
+
+    # -- tool calls --------------------------------------------------------------------
+
+    def check(
+        self, tool_name: str, tool_input: Mapping[str, Any], mutating: bool | None
+    ) -> None:
+        if not isinstance(tool_input, Mapping):
+            raise _Refusal(f"{tool_name}: the tool input is not an object")
+        key = re.sub(r"[\s_-]", "", tool_name).lower()
+        if key in _SHELL_TOOLS:
+            command = tool_input.get("command")
+            if isinstance(command, list) and all(isinstance(w, str) for w in command):
+                command = shlex.join(command)
+            if not isinstance(command, str):
+                raise _Refusal(f"{tool_name}: the call has no command string to judge")
+            self.check_command(command)
+            return
+        if not self.entries:
+            return
+        if mutating is None:
+            mutating = (
+                True if key in _FILE_TOOLS else False if key in _READ_TOOLS else None
+            )
+        if mutating is False:
+            return
+        targets = [v for f in _TARGET_FIELDS if isinstance(v := tool_input.get(f), str)]
+        if key in _FILE_TOOLS and not targets:
+            raise _Refusal(f"{tool_name}: the call names no target path")
+        for target in targets:
+            path = posixpath.join(self.cwd, self._tilde(target))
+            for hit in self.concrete(path):
+                if hit.kind == "inside":
+                    raise _Refusal(
+                        f"{tool_name} would change {hit.path}, {self._where(hit)}"
+                    )
+        if key not in _FILE_TOOLS:
+            self._scan(tool_name, tool_input, 0)
+
+    def _tilde(self, path: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            return self.home + path[1:]
+        return os.path.expanduser(path)
+
+    def _scan(self, tool_name: str, value: object, depth: int) -> None:
+        """Refuse when any string of an unknown tool's input names a protected path."""
+        if depth > _MAX_SCAN_DEPTH:
+            raise _Refusal(f"{tool_name}: the input is nested too deep to judge")
+        if isinstance(value, str):
+            self._names(value, f"{tool_name} input", broad=False, verbs=False)
+            if value and not any(c in value for c in " \n\t") and value[0] in "/~.":
+                path = posixpath.join(self.cwd, self._tilde(value))
+                for hit in self.concrete(path):
+                    if hit.kind == "inside":
+                        raise _Refusal(
+                            f"{tool_name} names {hit.path}, {self._where(hit)}; "
+                            "the guard cannot tell whether the tool writes there"
+                        )
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                self._scan(tool_name, item, depth + 1)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self._scan(tool_name, item, depth + 1)
+
+    # -- Bash ----------------------------------------------------------------------------
+
+    def check_command(self, command: str) -> None:
+        effects = command_effects(
+            command, cwd=self.cwd, home=self.home, environ=self.environ
+        )
+        for effect in effects:
+            if effect.kind == "tether":
+                self._tether(effect)
+            elif not self.entries:
+                continue
+            elif effect.kind in ("write", "remove", "mention"):
+                self._path_effect(effect)
+            elif effect.kind == "code":
+                self._names(effect.value, effect.how, broad=True)
+                for entry in self.entries:
+                    if effect.cwd is not None and any(
+                        _under(_norm(effect.cwd), form) for form in entry.forms
+                    ):
+                        raise _Refusal(
+                            f"{effect.how} runs inside the protected path {entry.label}"
+                        )
+            else:  # opaque, unparsed: judged by what the text names
+                what = (
+                    "cannot be split into commands"
+                    if effect.kind == "unparsed"
+                    else f"runs code the guard cannot see ({effect.how})"
+                )
+                self._names(effect.value, f"the command {what}, and it", broad=True)
+
+    def _tether(self, effect: Effect) -> None:
+        verb = effect.value
+        if UNKNOWN in verb:
+            raise _Refusal(
+                f"the command runs {effect.how} with a subcommand known only at run "
+                "time; stop, lift and setup are the person's acts"
+            )
+        if verb in _VERBS:
+            raise _Refusal(
+                f"the command runs `tether {verb}`: stop, lift and setup are the "
+                "person's acts, from their own terminal, never an agent's"
+            )
+
+    def _names(self, text: str, what: str, *, broad: bool, verbs: bool = True) -> None:
+        pattern = self.broad_re if broad else self.exact_re
+        found = pattern.search(text) if pattern is not None else None
+        if found is not None:
+            spelling = found.group(0)
+            key = spelling.casefold() if _CASE_INSENSITIVE else spelling
+            if key in self.exact:
+                raise _Refusal(f"{what} names the protected path {self.exact[key]}")
+            label = self.broad.get(key, next(iter(self.broad.values())))
+            raise _Refusal(
+                f"{what} names {spelling}, the folder of the protected path {label}"
+            )
+        if verbs and _TETHER_WORD.search(text) and (verb := _VERB_WORD.search(text)):
+            raise _Refusal(
+                f"{what} mentions `tether` and `{verb.group(1)}`: stop, lift and setup "
+                "are the person's acts"
+            )
+
+    def _path_effect(self, effect: Effect) -> None:
+        shown = effect.value.replace(UNKNOWN, "…")
+        for hit in self.relate(effect.value, effect.cwd):
+            if effect.kind == "mention" and (
+                hit.kind != "inside" or (hit.maybe and not hit.anchored)
+            ):
+                continue
+            if effect.kind == "write" and hit.kind != "inside":
+                continue
+            if not hit.anchored:
+                raise _Refusal(
+                    f"{effect.how} would change `{shown}`, a path known only at run "
+                    f"time that could be the protected path {hit.label}"
+                )
+            if hit.maybe:
+                raise _Refusal(
+                    f"{effect.how}: `{shown}` could expand to {self._maybe(hit)}"
+                )
+            if effect.kind == "mention":
+                raise _Refusal(
+                    f"{effect.how} names {hit.path}, {self._where(hit)}; "
+                    "the guard cannot tell whether it writes there"
+                )
+            verb = "remove or change" if effect.kind == "remove" else "change"
+            raise _Refusal(f"{effect.how} would {verb} {hit.path}, {self._where(hit)}")
+        if effect.kind == "mention":
+            self._names(effect.value, effect.how, broad=False, verbs=False)
+
+    @staticmethod
+    def _maybe(hit: _Hit) -> str:
+        if hit.kind == "ancestor":
+            return f"a directory that holds the protected path {hit.label}"
+        return f"the protected path {hit.label} or a path inside it"
+
+    @staticmethod
+    def _where(hit: _Hit) -> str:
+        if hit.kind == "ancestor":
+            return f"which holds the protected path {hit.label}"
+        if hit.path == hit.label:
+            return f"the protected path {hit.label}"
+        return f"inside the protected path {hit.label}"
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def relate(self, value: str, cwd: str | None) -> list[_Hit]:
+        """How an expanded word relates to the protected paths."""
+        if not self.entries:
+            return []
+        brace = "{" in value and ("," in value or ".." in value)
+        special = UNKNOWN in value or brace or any(c in value for c in _GLOB_CHARS)
+        if not value.startswith("/"):
+            if value.startswith(UNKNOWN) or cwd is None:
+                label = self.entries[0].label
+                return [_Hit("inside", value, label, maybe=True, anchored=False)]
+            value = posixpath.join(cwd, value)
+        if not special:
+            return self.concrete(value)
+        if UNKNOWN in value or brace or "**" in value:
+            return self._prefix(value)
+        return self._glob(value)
+
+    def concrete(self, path: str) -> list[_Hit]:
+        hits: list[_Hit] = []
+        forms = _forms(path)
+        for entry in self.entries:
+            for form in forms:
+                for protected in entry.forms:
+                    if _under(form, protected):
+                        hits.append(_Hit("inside", form, entry.label))
+                    elif _under(protected, form):
+                        hits.append(_Hit("ancestor", form, entry.label))
+        if hits:
+            return hits
+        # Aliases the spelling does not show: bind mounts, hard links.
+        real = forms[-1]
+        for entry in self.entries:
+            probe = real
+            while True:
+                identity = _identity(probe)
+                if identity is not None and identity == entry.identity:
+                    return [_Hit("inside", real, entry.label)]
+                if probe == real and identity is not None and identity in entry.above:
+                    return [_Hit("ancestor", real, entry.label)]
+                if probe == "/":
+                    break
+                probe = posixpath.dirname(probe)
+        return hits
+
+    def _glob(self, pattern: str) -> list[_Hit]:
+        """Could the glob expand to a protected path, something in it, or above it?"""
+        parts = [p for p in posixpath.normpath(_norm(pattern)).split("/") if p]
+        first = next(i for i, p in enumerate(parts) if any(c in p for c in _GLOB_CHARS))
+        literal = "/" + "/".join(parts[:first])
+        hits: list[_Hit] = []
+        for entry in self.entries:
+            for literal_form in _forms(literal):
+                head = [p for p in literal_form.split("/") if p]
+                full = head + parts[first:]
+                for protected in entry.parts:
+                    kind = _match_parts(full, protected, len(head))
+                    if kind is not None:
+                        hits.append(_Hit(kind, pattern, entry.label, maybe=True))
+        return hits
+
+    def _prefix(self, value: str) -> list[_Hit]:
+        """A word with a part known only at run time: judge what precedes that part."""
+        cut = min(
+            (value.find(c) for c in (UNKNOWN, "{", "*", "?", "[") if c in value),
+            default=len(value),
+        )
+        head, tail = posixpath.split(_norm(value[:cut]))
+        starts = {form.rstrip("/") + "/" + tail for form in _forms(head or "/")}
+        return [
+            _Hit("inside", value, entry.label, maybe=True)
+            for entry in self.entries
+            for protected in entry.forms
+            if any(
+                (protected + "/").startswith(start)
+                or start.startswith(protected.rstrip("/") + "/")
+                for start in starts
+            )
+        ]
+
+
+def _match_parts(
+    pattern: list[str], protected: tuple[str, ...], known: int
+) -> Literal["inside", "ancestor"] | None:
+    """Match glob components against a protected path's components."""
+    if pattern[:known] != list(protected[:known]) and not (
+        len(protected) <= known and list(protected) == pattern[: len(protected)]
+    ):
+        return None
+    common = min(len(pattern), len(protected))
+    for i in range(known, common):
+        if not fnmatch.fnmatchcase(protected[i], pattern[i]):
+            return None
+    return "ancestor" if len(pattern) < len(protected) else "inside"
