@@ -40,8 +40,7 @@ Example `.claude/settings.json` entry (matcher "*": every tool, MCP tools includ
     is_flag=True,
     help="Read one Claude Code PreToolUse event (JSON) on stdin and judge it.",
 )
-@click.pass_context
-def guard(ctx: click.Context, claude_hook: bool) -> None:
+def guard(claude_hook: bool) -> None:
     """Refuse an agent's tool call that would set, lift or tamper with a stop.
 
     With --claude-hook, reads a PreToolUse event on stdin (`tool_name`, `tool_input`,
@@ -60,7 +59,9 @@ def guard(ctx: click.Context, claude_hook: bool) -> None:
         reason = f"tether guard failed, so the call is blocked: {exc!r}"
     if reason is not None:
         click.echo(reason, err=True)
-        ctx.exit(_BLOCK)
+        # Not `ctx.exit()`: under `cli.main(standalone_mode=False)` click returns that
+        # code instead of exiting, and a hook that exits 0 lets the call through.
+        raise SystemExit(_BLOCK)
 
 
 def _judge_claude_event(raw: bytes) -> str | None:

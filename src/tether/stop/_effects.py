@@ -34,7 +34,7 @@ from ._programs import (
     values,
     words,
 )
-from ._shell import ShellSyntaxError, SimpleCommand, parse_script
+from ._shell import OPAQUE_WORD, ShellSyntaxError, SimpleCommand, parse_script
 
 __all__ = ("Effect", "command_effects")
 
@@ -226,7 +226,7 @@ class _Walker:
     ) -> None:
         name = self.known(argv[0], state)
         if name is None:
-            how = f"a program named `{argv[0]}`"
+            how = f"a program named `{argv[0].replace(OPAQUE_WORD, '$(…)')}`"
             self.effects.append(Effect("opaque", self.top, how, state.cwd))
             return
         base = posixpath.basename(name) or name
@@ -470,7 +470,7 @@ def _interpreter(call: _Call, family: str) -> None:
                     module = value
                 break
     rest = args[i:]
-    how = f"`{call.base}`"
+    how, edits = f"`{call.base}`", f"`{call.base} -i`"
     if module is not None:
         if module in _TETHER_MODULES:
             _tether(attrs.evolve(call, base="tether", args=rest))
@@ -482,9 +482,7 @@ def _interpreter(call: _Call, family: str) -> None:
             call.stdin_code(how)
         return  # else it runs a script file: what that does is not on this line
     for word in rest:
-        call.path(
-            "write" if inplace else "mention", word, f"{how} -i" if inplace else how
-        )
+        call.path("write" if inplace else "mention", word, edits if inplace else how)
     for code in codes:
         # The arguments go with the code: `python -c '...' stop` can pass a verb.
         call.emit("code", "\n".join([code, *rest]), f"inline {how} code")

@@ -1,0 +1,157 @@
+"""`tether guard --claude-hook` as Claude Code runs it: a process, JSON on stdin, an exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.stop import protected_paths
+
+
+def run_hook(payload: bytes, *, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """Run the hook the way Claude Code does: a fresh process, the event on stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "tether", "guard", "--claude-hook"],
+        input=payload,
+        capture_output=True,
+        cwd=cwd,
+        env=os.environ.copy(),
+        timeout=60,
+        check=False,
+    )
+
+
+def event(tool_name: str, tool_input: dict[str, Any], cwd: Path) -> bytes:
+    """A PreToolUse event in the shape Claude Code sends."""
+    return json.dumps(
+        {
+            "session_id": "abc123",
+            "transcript_path": str(cwd / "transcript.jsonl"),
+            "cwd": str(cwd),
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool_name,
+            "tool_input": tool_input,
+            "tool_use_id": "toolu_01",
+        }
+    ).encode()
+
+
+def stop_dir() -> Path:
+    """A stop directory of this test's account (under its own TETHER_HOME)."""
+    dirs = [p for p in protected_paths() if p.name != "stop-setup.json"]
+    assert dirs, protected_paths()
+    return dirs[-1]
+
+
+def test_hook_allows_a_harmless_call_with_exit_0_and_no_output(workspace: Path) -> None:
+    """An allowed call exits 0 and prints nothing, so Claude Code's own flow goes on."""
+    done = run_hook(
+        event("Bash", {"command": "ls -la && cat notes.txt"}, workspace), cwd=workspace
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b""
+    assert done.stderr == b""
+
+
+def test_hook_allows_reading_the_stop(workspace: Path) -> None:
+    """Reading the stop is allowed, so an agent can say that it is held."""
+    target = stop_dir() / "stop"
+    done = run_hook(event("Read", {"file_path": str(target)}, workspace), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    done = run_hook(
+        event("Bash", {"command": f"cat {target}"}, workspace), cwd=workspace
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "tool_input", "names"),
+    [
+        pytest.param(
+            "Bash", {"command": "tether stop"}, "tether stop", id="bash-tether-stop"
+        ),
+        pytest.param("Bash", {"command": "rm -f {stop}"}, "{stop}", id="bash-rm-stop"),
+        pytest.param(
+            "Write", {"file_path": "{stop}", "content": ""}, "{stop}", id="write-stop"
+        ),
+    ],
+)
+def test_hook_blocks_with_exit_2_and_the_reason_on_stderr(
+    workspace: Path, tool_name: str, tool_input: dict[str, str], names: str
+) -> None:
+    """A refused call exits 2 with a reason naming the path or verb, and nothing on stdout."""
+    stop = str(stop_dir() / "stop")
+    filled = {k: v.replace("{stop}", stop) for k, v in tool_input.items()}
+    done = run_hook(event(tool_name, filled, workspace), cwd=workspace)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""
+    reason = done.stderr.decode()
+    assert "tether guard refused" in reason
+    assert names.replace("{stop}", stop) in reason
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        pytest.param(b"", "not JSON", id="empty"),
+        pytest.param(b"{not json", "not JSON", id="broken-json"),
+        pytest.param(b"\xff\xfe", "not JSON", id="not-utf8"),
+        pytest.param(b"[1, 2]", "not a JSON object", id="array"),
+        pytest.param(b'{"tool_name": "Bash"}', "tool_input", id="no-tool-input"),
+        pytest.param(b'{"tool_input": {}}', "tool_name", id="no-tool-name"),
+        pytest.param(
+            b'{"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {}}',
+            "PreToolUse",
+            id="other-event",
+        ),
+        pytest.param(
+            b'{"tool_name": "Bash", "tool_input": {"command": 3}}',
+            "command",
+            id="bad-command",
+        ),
+    ],
+)
+def test_hook_fails_closed_on_malformed_input(
+    workspace: Path, payload: bytes, says: str
+) -> None:
+    """Malformed input exits 2 with a clear message: exit 1 would let the call through."""
+    done = run_hook(payload, cwd=workspace)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr.decode()
+    assert done.stdout == b""
+
+
+def test_hook_help_shows_the_settings_entry() -> None:
+    """`--help` documents the hook and shows a `.claude/settings.json` entry to copy."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "guard", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--claude-hook" in done.stdout
+    assert '"PreToolUse"' in done.stdout
+    assert "tether guard --claude-hook" in done.stdout
+    assert "exit 2" in done.stdout
+
+
+def test_guard_without_a_mode_is_a_usage_error() -> None:
+    """Without `--claude-hook` the command says how to call it and exits 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "guard"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--claude-hook" in done.stderr

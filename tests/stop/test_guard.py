@@ -1,0 +1,458 @@
+"""The guard on agent tool calls (spec 02, "The guard"): the table and its edges."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from tether.errors import ErrorCode, GuardRefused
+from tether.stop._guard import GuardVerdict, guard_tool_call
+
+
+@attrs.frozen
+class World:
+    """A machine-like tree: a shared folder with a stop, a look-alike folder, a home."""
+
+    root: Path
+    folder: Path
+    stop_dir: Path
+    other: Path
+    home: Path
+    setup: Path
+    ws: Path
+    link: Path
+
+    @property
+    def protected(self) -> list[Path]:
+        return [self.stop_dir, self.setup]
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {"HOME": str(self.home), "PATH": "/usr/bin:/bin"}
+
+    def fill(self, text: str) -> str:
+        for name in ("folder", "stop_dir", "other", "home", "setup", "ws", "link"):
+            text = text.replace(f"@{name.upper()}@", str(getattr(self, name)))
+        return text
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    folder = tmp_path / "srv" / "tether"
+    stop_dir = folder / "1000"
+    stop_dir.mkdir(parents=True)
+    (stop_dir / "stop").write_text("")
+    other = tmp_path / "srv" / "tether-other"
+    other.mkdir()
+    (other / "x").write_text("x")
+    home = tmp_path / "home"
+    setup = home / ".config" / "tether" / "stop-setup.json"
+    setup.parent.mkdir(parents=True)
+    setup.write_text("{}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("notes")
+    link = ws / "stoplink"
+    link.symlink_to(stop_dir)
+    return World(tmp_path, folder, stop_dir, other, home, setup, ws, link)
+
+
+def judge(
+    world: World,
+    tool: str,
+    tool_input: Mapping[str, Any],
+    *,
+    mutating: bool | None = None,
+) -> GuardVerdict:
+    filled = {k: _filled(world, v) for k, v in tool_input.items()}
+    return guard_tool_call(
+        tool,
+        filled,
+        cwd=world.ws,
+        protected=world.protected,
+        mutating=mutating,
+        environ=world.environ,
+    )
+
+
+def _filled(world: World, value: Any) -> Any:
+    if isinstance(value, str):
+        return world.fill(value)
+    if isinstance(value, list):
+        return [_filled(world, item) for item in value]
+    return value
+
+
+def bash(command: str, names: str, *, id: str) -> Any:
+    """A Bash row that must be refused with a reason naming `names`."""
+    return pytest.param("Bash", {"command": command}, None, names, id=id)
+
+
+def ok(command: str, *, id: str) -> Any:
+    """A Bash row that must be allowed."""
+    return pytest.param("Bash", {"command": command}, None, None, id=id)
+
+
+def tool(
+    name: str,
+    tool_input: dict[str, Any],
+    names: str | None,
+    *,
+    id: str,
+    mutating: bool | None = None,
+) -> Any:
+    """A row for a non-shell tool; `names` None means allowed."""
+    return pytest.param(name, tool_input, mutating, names, id=id)
+
+
+GUARD_TABLE = [
+    # -- the person's verbs, however they are spelled --------------------------------
+    bash("tether stop", "tether stop", id="refuse-tether-stop"),
+    bash("tether lift", "tether lift", id="refuse-tether-lift"),
+    bash(
+        "tether setup --shared-folder /srv/tether",
+        "tether setup",
+        id="refuse-tether-setup",
+    ),
+    bash(
+        "python -m tether stop --reason x", "tether stop", id="refuse-python-m-tether"
+    ),
+    bash(
+        ".venv/bin/python3.11 -m tether.cli lift",
+        "tether lift",
+        id="refuse-venv-python-m",
+    ),
+    bash("/usr/local/bin/tether lift", "tether lift", id="refuse-full-path"),
+    bash("env TETHER_HOME=/x tether stop", "tether stop", id="refuse-via-env"),
+    bash("sudo -u root tether lift", "tether lift", id="refuse-via-sudo"),
+    bash("sh -c 'tether stop'", "tether stop", id="refuse-sh-c"),
+    bash('bash -lc "cd /tmp && tether lift"', "tether lift", id="refuse-bash-lc"),
+    bash("echo $(tether stop)", "tether stop", id="refuse-dollar-paren"),
+    bash("echo `tether lift`", "tether lift", id="refuse-backticks"),
+    bash("true; tether stop", "tether stop", id="refuse-after-semicolon"),
+    bash("make && tether setup", "tether setup", id="refuse-after-and"),
+    bash("false || tether lift", "tether lift", id="refuse-after-or"),
+    bash("yes | tether stop", "tether stop", id="refuse-in-pipe"),
+    bash(
+        "timeout 5 nice -n 3 uv run tether stop",
+        "tether stop",
+        id="refuse-nested-wrappers",
+    ),
+    bash("T=tether; $T lift", "tether lift", id="refuse-variable-program"),
+    bash("eval 'tether lift'", "tether lift", id="refuse-eval"),
+    bash("echo tether stop | bash", "tether", id="refuse-code-piped-into-shell"),
+    bash(
+        'bash -c "$(printf tether) stop"',
+        "tether",
+        id="refuse-program-built-at-run-time",
+    ),
+    bash(
+        "bash <<'EOF'\necho hi\ntether lift\nEOF",
+        "tether lift",
+        id="refuse-heredoc-to-shell",
+    ),
+    bash(
+        "python3 -c 'import tether.cli as c; c.main()' stop",
+        "stop",
+        id="refuse-inline-python-verb",
+    ),
+    # -- writes, moves and removals inside the stop directory --------------------------
+    bash("echo x > @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-redirect"),
+    bash("echo x >> @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-append"),
+    bash("ls nothing 2> @STOP_DIR@/err", "@STOP_DIR@/err", id="refuse-stderr-redirect"),
+    bash("make &> @STOP_DIR@/log", "@STOP_DIR@/log", id="refuse-both-redirect"),
+    bash(
+        "cat > @STOP_DIR@/stop <<'EOF'\nx\nEOF",
+        "@STOP_DIR@/stop",
+        id="refuse-heredoc-into-stop",
+    ),
+    bash("rm @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-rm"),
+    bash("sudo rm -f -- @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-sudo-rm"),
+    bash("rm -rf @FOLDER@", "@FOLDER@", id="refuse-rm-folder-above"),
+    bash("mv @STOP_DIR@/stop /tmp/gone", "@STOP_DIR@/stop", id="refuse-mv-out"),
+    bash(
+        "cp @WS@/notes.txt @STOP_DIR@/stop",
+        "@STOP_DIR@/stop",
+        id="refuse-cp-destination",
+    ),
+    bash("cp @WS@/notes.txt @FOLDER@/1000/", "@STOP_DIR@", id="refuse-cp-into-dir"),
+    bash("echo x | tee -a @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-tee"),
+    bash("sed -i 's/a/b/' @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-sed-i"),
+    bash("ln -sf /dev/null @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-ln"),
+    bash("chmod 777 @STOP_DIR@", "@STOP_DIR@", id="refuse-chmod"),
+    bash("chown -R nobody @STOP_DIR@", "@STOP_DIR@", id="refuse-chown"),
+    bash("touch @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-touch"),
+    bash("truncate -s 0 @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-truncate"),
+    bash(
+        "dd if=/dev/zero of=@STOP_DIR@/stop count=1",
+        "@STOP_DIR@/stop",
+        id="refuse-dd-of",
+    ),
+    bash(
+        "install -m 644 @WS@/notes.txt @STOP_DIR@/stop",
+        "@STOP_DIR@/stop",
+        id="refuse-install",
+    ),
+    bash("rsync -a --delete @WS@/ @STOP_DIR@/", "@STOP_DIR@", id="refuse-rsync"),
+    bash("mkdir @STOP_DIR@/stop.d", "@STOP_DIR@/stop.d", id="refuse-mkdir"),
+    bash(
+        """python -c 'import os; os.remove("@STOP_DIR@/stop")'""",
+        "@STOP_DIR@",
+        id="refuse-python-c",
+    ),
+    bash("""perl -e 'unlink "@STOP_DIR@/stop"'""", "@STOP_DIR@", id="refuse-perl-e"),
+    bash(
+        """node -e 'require("fs").rmSync("@FOLDER@", {recursive: true})'""",
+        "@FOLDER@",
+        id="refuse-node-e-folder",
+    ),
+    bash(
+        """ruby -e 'File.delete("@STOP_DIR@/stop")'""", "@STOP_DIR@", id="refuse-ruby-e"
+    ),
+    bash("perl -pi -e 's/x/y/' @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-perl-i"),
+    bash("find @FOLDER@ -name stop -delete", "@FOLDER@", id="refuse-find-delete"),
+    bash("find @FOLDER@ -type f -exec rm {} +", "@STOP_DIR@", id="refuse-find-exec-rm"),
+    bash("rm @LINK@/stop", "@STOP_DIR@/stop", id="refuse-through-symlink"),
+    bash("rm -- @WS@/../srv/tether/1000/stop", "@STOP_DIR@/stop", id="refuse-dotdot"),
+    bash("cd @STOP_DIR@ && rm stop", "@STOP_DIR@/stop", id="refuse-after-cd"),
+    bash(
+        'f=@STOP_DIR@/stop; rm "$f"',
+        "@STOP_DIR@/stop",
+        id="refuse-variable-indirection",
+    ),
+    bash(
+        'rm -f "$SOME_UNSET_PATH"',
+        "known only at run time",
+        id="refuse-unknown-variable",
+    ),
+    bash("rm @FOLDER@/*/stop", "@STOP_DIR@", id="refuse-glob-into-stop"),
+    bash(
+        "rm @ROOT@/srv/teth*/1000/stop".replace("@ROOT@", "@WS@/.."),
+        "@STOP_DIR@",
+        id="refuse-glob-prefix",
+    ),
+    bash("rm ~/.config/tether/stop-setup.json", "@SETUP@", id="refuse-tilde-setup"),
+    bash(
+        "echo '{}' > $HOME/.config/tether/stop-setup.json",
+        "@SETUP@",
+        id="refuse-home-var-setup",
+    ),
+    bash('rm "@STOP_DIR@/stop', "@STOP_DIR@", id="refuse-unparseable-naming-stop"),
+    bash(
+        "git -C @STOP_DIR@ clean -fdx",
+        "@STOP_DIR@",
+        id="refuse-unknown-program-naming-stop",
+    ),
+    # -- file tools and other tools ------------------------------------------------------
+    tool(
+        "Write",
+        {"file_path": "@STOP_DIR@/stop", "content": ""},
+        "@STOP_DIR@/stop",
+        id="refuse-write",
+    ),
+    tool(
+        "Edit",
+        {"file_path": "@SETUP@", "old_string": "{", "new_string": "["},
+        "@SETUP@",
+        id="refuse-edit-setup",
+    ),
+    tool(
+        "MultiEdit",
+        {"file_path": "../srv/tether/1000/stop", "edits": []},
+        "@STOP_DIR@/stop",
+        id="refuse-multiedit-relative",
+    ),
+    tool(
+        "NotebookEdit",
+        {"notebook_path": "@STOP_DIR@/n.ipynb", "new_source": ""},
+        "@STOP_DIR@/n.ipynb",
+        id="refuse-notebookedit",
+    ),
+    tool(
+        "Write",
+        {"file_path": "~/.config/tether/stop-setup.json", "content": ""},
+        "@SETUP@",
+        id="refuse-write-tilde",
+    ),
+    tool(
+        "Write",
+        {"file_path": "@LINK@/stop", "content": ""},
+        "@STOP_DIR@/stop",
+        id="refuse-write-through-symlink",
+    ),
+    tool(
+        "mcp__fs__write_file",
+        {"path": "@STOP_DIR@/stop", "content": ""},
+        "@STOP_DIR@/stop",
+        id="refuse-mcp-write",
+    ),
+    tool(
+        "GenerateImages",
+        {"out": "@STOP_DIR@/img.png"},
+        "@STOP_DIR@",
+        id="refuse-mutating-tool-string",
+        mutating=True,
+    ),
+    tool("Write", {"content": "x"}, "no target", id="refuse-write-without-target"),
+    # -- allowed: reading the stop, look-alike paths, writes elsewhere --------------------
+    ok("ls -la @STOP_DIR@", id="allow-ls-stop-dir"),
+    ok("cat @STOP_DIR@/stop", id="allow-cat-stop"),
+    ok("stat -c %U @STOP_DIR@/stop", id="allow-stat-stop"),
+    ok("find @FOLDER@ -name stop -print", id="allow-find-without-delete"),
+    ok("find @FOLDER@ -type f -exec cat {} +", id="allow-find-exec-cat"),
+    ok("head -c 10 @STOP_DIR@/stop 2>/dev/null", id="allow-head-stop"),
+    ok("test -e @STOP_DIR@/stop && echo stopped", id="allow-test-stop"),
+    ok("cp @STOP_DIR@/stop @WS@/copy", id="allow-copy-stop-out"),
+    ok("cd @STOP_DIR@ && ls -l", id="allow-cd-and-list"),
+    ok("tether status", id="allow-tether-status"),
+    ok("tether status --json", id="allow-tether-status-json"),
+    ok("tether --version", id="allow-tether-version"),
+    ok("command -v tether", id="allow-command-v-tether"),
+    ok("cat @WS@/notes.txt /etc/hostname", id="allow-cat-other-files"),
+    ok("rm -rf @OTHER@/x", id="allow-rm-prefix-sibling"),
+    ok("echo x > @OTHER@/x", id="allow-redirect-prefix-sibling"),
+    ok("echo hi > @WS@/out.txt 2>&1", id="allow-write-in-workspace"),
+    ok(
+        "mkdir -p build && touch build/a && cp notes.txt build/",
+        id="allow-relative-writes",
+    ),
+    ok("sed -i 's/a/b/' notes.txt", id="allow-sed-i-elsewhere"),
+    ok("find . -name '*.pyc' -delete", id="allow-find-delete-workspace"),
+    ok("find . -name '*.pyc' | xargs rm -f", id="allow-xargs-rm-workspace"),
+    ok('for f in *.tmp; do rm -f "$f"; done', id="allow-loop-over-glob"),
+    ok('grep -rn "tether stop" @WS@', id="allow-grep-for-verb-text"),
+    ok(
+        'git commit -m "docs: explain tether stop"', id="allow-commit-message-with-verb"
+    ),
+    ok(
+        "python -c 'import tether.stop; print(1)' > out.txt",
+        id="allow-python-c-module-name",
+    ),
+    ok("python -m pytest -q tests/stop", id="allow-python-m-other"),
+    tool("Read", {"file_path": "@STOP_DIR@/stop"}, None, id="allow-read-stop"),
+    tool(
+        "Glob", {"pattern": "*", "path": "@STOP_DIR@"}, None, id="allow-glob-stop-dir"
+    ),
+    tool(
+        "Write",
+        {"file_path": "@OTHER@/x", "content": "x"},
+        None,
+        id="allow-write-prefix-sibling",
+    ),
+    tool(
+        "Edit",
+        {"file_path": "notes.txt", "old_string": "n", "new_string": "m"},
+        None,
+        id="allow-edit-workspace",
+    ),
+    tool(
+        "Write",
+        {"file_path": "@WS@/doc.md", "content": "rm @STOP_DIR@/stop"},
+        None,
+        id="allow-write-text-naming-stop",
+    ),
+    tool("mcp__db__query", {"sql": "select 1"}, None, id="allow-mcp-unrelated"),
+    tool(
+        "mcp__docs__read",
+        {"path": "@STOP_DIR@/stop"},
+        None,
+        id="allow-declared-read-only",
+        mutating=False,
+    ),
+]
+
+
+@pytest.mark.rule("guard-table")
+@pytest.mark.parametrize(("tool_name", "tool_input", "mutating", "names"), GUARD_TABLE)
+def test_guard_table_refuses_what_touches_a_stop_and_allows_the_rest(
+    world: World,
+    tool_name: str,
+    tool_input: dict[str, Any],
+    mutating: bool | None,
+    names: str | None,
+) -> None:
+    """Each row is one tool call: refused with a reason naming the path or verb, or allowed."""
+    verdict = judge(world, tool_name, tool_input, mutating=mutating)
+    if names is None:
+        assert verdict.allowed, verdict.reason
+        assert verdict.reason == ""
+    else:
+        assert not verdict.allowed
+        assert world.fill(names) in verdict.reason
+
+
+def test_guard_table_has_the_rows_the_spec_asks_for() -> None:
+    """Spec 02 asks for at least 30 commands; the table holds 40 and more, both ways."""
+    refused = [p for p in GUARD_TABLE if p.values[3] is not None]
+    allowed = [p for p in GUARD_TABLE if p.values[3] is None]
+    assert len(GUARD_TABLE) >= 40
+    assert len(refused) >= 30
+    assert len(allowed) >= 15
+
+
+def test_refused_verdict_raises_guard_refused_with_its_code(world: World) -> None:
+    """A refusal becomes `GuardRefused` (GUARD_REFUSED) carrying the same reason."""
+    verdict = judge(world, "Bash", {"command": "rm @STOP_DIR@/stop"})
+    with pytest.raises(GuardRefused) as caught:
+        verdict.raise_if_refused()
+    assert caught.value.code is ErrorCode.GUARD_REFUSED
+    assert str(caught.value) == verdict.reason
+    judge(world, "Bash", {"command": "ls"}).raise_if_refused()
+
+
+def test_write_through_a_hard_link_to_the_setup_record_is_refused(world: World) -> None:
+    """A hard link has no protected spelling; the guard compares file identities."""
+    alias = world.ws / "alias.json"
+    os.link(world.setup, alias)
+    verdict = judge(world, "Bash", {"command": f"echo '{{}}' > {alias}"})
+    assert not verdict.allowed
+    assert str(world.setup) in verdict.reason
+
+
+def test_without_protected_paths_only_the_verbs_are_refused(world: World) -> None:
+    """With nothing to protect, writes pass, and `tether stop` is still refused."""
+    for command, allowed in (("rm -rf /tmp/whatever", True), ("tether stop", False)):
+        verdict = guard_tool_call(
+            "Bash", {"command": command}, cwd=world.ws, protected=[], environ={}
+        )
+        assert verdict.allowed is allowed, command
+
+
+def test_malformed_tool_inputs_are_refused(world: World) -> None:
+    """A Bash call without a command string, or an input that is no object, fails closed."""
+    assert not judge(world, "Bash", {"cmd": "ls"}).allowed
+    assert not judge(world, "Bash", {"command": 7}).allowed
+    refused = guard_tool_call(
+        "Write",
+        ["not", "a", "mapping"],  # type: ignore[arg-type]
+        cwd=world.ws,
+        protected=world.protected,
+    )
+    assert not refused.allowed
+
+
+def test_a_command_given_as_an_argv_list_is_judged_like_a_string(world: World) -> None:
+    """Some agents send `command` as a list of words; it is joined and parsed."""
+    verdict = judge(world, "shell", {"command": ["rm", "-f", "@STOP_DIR@/stop"]})
+    assert not verdict.allowed
+
+
+def test_a_protected_path_that_does_not_exist_yet_is_still_protected(
+    world: World,
+) -> None:
+    """The own store is often missing before the first stop; writes into it are refused."""
+    missing = world.home / ".local" / "state" / "tether" / "stop"
+    verdict = guard_tool_call(
+        "Bash",
+        {"command": f"mkdir -p {missing}/1000 && touch {missing}/1000/stop"},
+        cwd=world.ws,
+        protected=[missing],
+        environ=world.environ,
+    )
+    assert not verdict.allowed
+    assert str(missing) in verdict.reason
