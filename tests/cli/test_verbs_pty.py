@@ -152,7 +152,9 @@ def test_verbs_caller_status_needs_no_terminal_and_has_the_spec_shape() -> None:
 
 
 @pytest.mark.rule("read-outcomes")
-def test_status_exits_0_on_hold_with_the_reason(tether_home: Path) -> None:
+def test_read_outcomes_status_exits_0_on_hold_with_the_reason(
+    tether_home: Path,
+) -> None:
     """A HOLD is an outcome, not a failure: exit 0 and the reason in the JSON."""
     save_setup(
         SetupRecord(folder=tether_home / "no-such-folder", person_uid=os.geteuid())
@@ -164,7 +166,7 @@ def test_status_exits_0_on_hold_with_the_reason(tether_home: Path) -> None:
 
 
 @pytest.mark.rule("atomic-stop")
-def test_verbs_stop_reports_the_stop_time_in_iso_8601() -> None:
+def test_atomic_stop_status_reports_the_stop_time_in_iso_8601() -> None:
     """After `tether stop`, status gives `set_at` in ISO 8601."""
     code, out = _in_pty("stop")
     assert code == 0, out
@@ -175,7 +177,7 @@ def test_verbs_stop_reports_the_stop_time_in_iso_8601() -> None:
 
 @pytest.mark.root
 @pytest.mark.rule("atomic-stop")
-def test_verbs_stop_exits_1_on_a_read_only_filesystem(tmp_path: Path) -> None:
+def test_atomic_stop_cli_exits_1_on_a_read_only_filesystem(tmp_path: Path) -> None:
     """On a read-only folder `tether stop` exits 1 with a message and claims nothing."""
     where = tmp_path / "ro"
     where.mkdir()

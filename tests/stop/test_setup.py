@@ -51,7 +51,7 @@ def test_setup_defaults_without_a_record() -> None:
 
 
 @pytest.mark.rule("read-outcomes")
-def test_setup_record_writable_by_others_is_refused_and_status_holds() -> None:
+def test_read_outcomes_setup_record_writable_by_others_is_refused() -> None:
     """A group-writable setup record is refused with a clear error; nothing lifts."""
     save_setup(SetupRecord(person_uid=os.geteuid()))
     os.chmod(setup_path(), 0o620)
