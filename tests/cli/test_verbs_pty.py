@@ -204,3 +204,15 @@ def test_verbs_help_has_examples(verb: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "Examples:" in done.stdout
     assert f"tether {verb}" in done.stdout
+
+
+@pytest.mark.rule("read-outcomes")
+def test_read_outcomes_status_holds_on_a_setup_record_writable_by_others() -> None:
+    """A setup record that breaks the owner-only rule makes status say HOLD, exit 0."""
+    save_setup(SetupRecord(person_uid=os.geteuid()))
+    from tether.stop import setup_path
+
+    os.chmod(setup_path(), 0o622)
+    status = _status()
+    assert status["outcome"] == "HOLD"
+    assert "writable by others" in str(status["reason"])
