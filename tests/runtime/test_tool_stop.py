@@ -532,3 +532,40 @@ def test_stop_classes_are_the_four_of_the_spec() -> None:
         "mutating",
         "extension",
     ]
+
+
+async def test_approved_call_runs_and_moves_through_its_states(
+    make_runtime: MakeRuntime, workspace: Path
+) -> None:
+    """A call the approver allows runs; the ledger saw it pending, then running."""
+    seen: list[PermissionRequest] = []
+
+    async def approver(request: PermissionRequest) -> bool:
+        seen.append(request)
+        return True
+
+    async with make_runtime(
+        approver=approver, permissions={"ask": ["SlowWrite"]}
+    ) as rt:
+        states: list[CallState] = []
+        stream = rt.subscribe()
+        session = rt.session()
+        async with stream:
+            async with session.turn() as turn:
+                result = await turn.call("SlowWrite", {"path": "ok.txt", "seconds": 0})
+            while True:
+                try:
+                    event = stream.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                if isinstance(event, CallChanged):
+                    states.append(event.state)
+    assert result.output.startswith("wrote")
+    assert seen[0].tool == "SlowWrite"
+    assert seen[0].stop_class is StopClass.MUTATING
+    assert states == [
+        CallState.PENDING_PERMISSION,
+        CallState.RUNNING,
+        CallState.SUCCEEDED,
+    ]
+    assert (workspace / "ok.txt").exists()

@@ -26,7 +26,7 @@ class CallState(enum.StrEnum):
     """The life of a tool call.
 
     Legal moves: REQUESTED -> PENDING_PERMISSION | QUEUED | RUNNING; PENDING_PERMISSION
-    -> QUEUED; QUEUED -> RUNNING; any of these -> ABORTING; any non-final state -> a
+    -> QUEUED | RUNNING; QUEUED -> RUNNING; any of these -> ABORTING; any non-final state -> a
     final state (SUCCEEDED, FAILED, ABORTED). Final states never change.
     """
 
@@ -65,7 +65,7 @@ _LEGAL: dict[CallState, frozenset[CallState]] = {
         | _FINAL
     ),
     CallState.PENDING_PERMISSION: frozenset(
-        {CallState.QUEUED, CallState.ABORTING} | _FINAL
+        {CallState.QUEUED, CallState.RUNNING, CallState.ABORTING} | _FINAL
     ),
     CallState.QUEUED: frozenset({CallState.RUNNING, CallState.ABORTING} | _FINAL),
     CallState.RUNNING: frozenset({CallState.ABORTING} | _FINAL),

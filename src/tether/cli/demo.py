@@ -1,0 +1,224 @@
+"""`tether demo`: one turn whose tools are stopped, then the abort report and the ledger."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+__all__ = ("demo",)
+
+
+@click.command()
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="PROCESS grace window in seconds.",
+)
+@click.option(
+    "--host",
+    "host_kind",
+    type=click.Choice(["inprocess", "stdio"]),
+    default="inprocess",
+    show_default=True,
+    help="Which tool host runs the calls.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the report and ledger as JSON."
+)
+def demo(grace: float, host_kind: str, as_json: bool) -> None:
+    """Run a turn with four tool calls in flight and press Stop.
+
+    The calls: a read-only lookup that never returns, a Bash command that ignores
+    SIGTERM, a slow file write that has already started, and a write still waiting for
+    the person's approval. The stop ends the lookup at once, terminates then kills the
+    Bash tree when the grace window closes, waits for the started write's real result,
+    and withdraws the prompt so that write never runs. Works offline, in a temporary
+    workspace.
+
+    \b
+    Examples:
+      tether demo
+      tether demo --grace 0.5 --host stdio
+      tether demo --json | jq .ledger
+    """
+    import anyio
+
+    result = anyio.run(_run, grace, host_kind)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _show(result)
+
+
+async def _run(grace: float, host_kind: str) -> dict[str, Any]:
+    import tempfile
+    import time
+
+    import anyio
+
+    from .. import Runtime, ToolAborted
+    from ..host.tools import default_tools
+    from ..runtime import PermissionRequest, ToolProgress
+    from ..testing import Hang, SlowWrite
+
+    log: list[str] = []
+    started = time.perf_counter()
+
+    def say(text: str) -> None:
+        log.append(f"{time.perf_counter() - started:6.3f}s  {text}")
+
+    approvals = 0
+    prompt_pending = anyio.Event()
+
+    async def approver(request: PermissionRequest) -> bool:
+        nonlocal approvals
+        approvals += 1
+        if request.input.get("path") == "approved.txt":
+            say(f"approver: {request.tool} {request.input.get('path')} approved")
+            return True
+        say(
+            f"approver: asking the person about {request.tool} {request.input.get('path')}…"
+        )
+        prompt_pending.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            say("approver: prompt withdrawn by the stop")
+        return False  # pragma: no cover
+
+    with tempfile.TemporaryDirectory(prefix="tether-demo-") as ws:
+        tools = [Hang, SlowWrite, *[t for t in default_tools() if t.name == "Bash"]]
+        async with Runtime(
+            workspace=ws,
+            tools=tools,
+            permissions={"allow": ["Hang", "Bash"], "ask": ["SlowWrite"]},
+            approver=approver,
+            grace=grace,
+            abort_bound=1.0,
+            host=host_kind,  # type: ignore[arg-type]
+            guard=False,
+        ) as rt:
+            events = rt.subscribe()
+            session = rt.session()
+            outcomes: dict[str, str] = {}
+            calls = [
+                ("Hang", {"marker": ".hang-cancelled"}),
+                (
+                    "Bash",
+                    {
+                        "command": "trap 'echo got TERM, ignoring it' TERM; echo working; while true; do sleep 0.1; done"
+                    },
+                ),
+                (
+                    "SlowWrite",
+                    {
+                        "path": "approved.txt",
+                        "text": "written after the stop",
+                        "seconds": grace + 0.5,
+                    },
+                ),
+                (
+                    "SlowWrite",
+                    {"path": "never.txt", "text": "must not exist", "seconds": 0},
+                ),
+            ]
+            async with anyio.create_task_group() as tg, session.turn() as turn:
+
+                async def call(n: int, name: str, args: dict[str, Any]) -> None:
+                    label = f"{n}:{name}"
+                    try:
+                        result = await turn.call(name, args)
+                        outcomes[label] = f"result: {result.output.strip()[:60]}"
+                    except ToolAborted as exc:
+                        partial = exc.partial_output.strip().replace("\n", " | ")
+                        outcomes[label] = (
+                            f"TOOL_ABORTED, partial output: {partial[:60]!r}"
+                        )
+                    say(f"call {label} returned: {outcomes[label]}")
+
+                for n, (name, args) in enumerate(calls, 1):
+                    tg.start_soon(call, n, name, args)
+                starts = 0
+                with anyio.fail_after(30):
+                    async for event in events:
+                        if isinstance(event, ToolProgress) and event.text.strip() in (
+                            "started",
+                            "working",
+                        ):
+                            starts += 1
+                            if starts == 3:
+                                break
+                    await prompt_pending.wait()
+                say("Stop pressed: session.abort()")
+                report = await session.abort(reason="demo stop")
+                say(
+                    f"abort() returned in {report.elapsed * 1000:.1f} ms; settled={report.settled}"
+                )
+            await session.settled()
+            say("turn.settled")
+            ledger = session.ledger_calls()
+            wrote = sorted(p.name for p in __import__("pathlib").Path(ws).iterdir())
+    return {
+        "log": log,
+        "report": {
+            "settled": report.settled,
+            "elapsed_ms": round(report.elapsed * 1000, 3),
+            "pending": [
+                {"call_id": p.call_id, "tool": p.tool, "why": p.why}
+                for p in report.pending
+            ],
+        },
+        "ledger": [
+            {
+                "call_id": r.call_id,
+                "tool": r.tool,
+                "stop_class": r.stop_class,
+                "state": str(r.state),
+                "code": None if r.code is None else str(r.code),
+                "settled": r.settled,
+            }
+            for r in ledger
+        ],
+        "outcomes": outcomes,
+        "files_in_workspace": wrote,
+    }
+
+
+def _show(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print("[bold]A turn with four calls in flight, then Stop[/bold]")
+    for line in result["log"]:
+        console.print(f"  {line}", highlight=False)
+    report = result["report"]
+    table = Table(
+        title=f"AbortReport (settled={report['settled']}, {report['elapsed_ms']} ms)"
+    )
+    table.add_column("call")
+    table.add_column("tool")
+    table.add_column("why it still runs")
+    for p in report["pending"]:
+        table.add_row(p["call_id"], p["tool"], p["why"])
+    console.print(table)
+    ledger = Table(title="Ledger after turn.settled")
+    for column in ("call", "tool", "class", "state", "code", "settled"):
+        ledger.add_column(column)
+    for r in result["ledger"]:
+        ledger.add_row(
+            r["call_id"],
+            r["tool"],
+            r["stop_class"],
+            r["state"],
+            r["code"] or "",
+            str(r["settled"]),
+        )
+    console.print(ledger)
+    console.print(
+        f"Files in the workspace: {', '.join(result['files_in_workspace']) or 'none'}"
+    )
