@@ -105,7 +105,7 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
             events = rt.subscribe()
             session = rt.session()
             outcomes: dict[str, str] = {}
-            calls = [
+            calls: list[tuple[str, dict[str, Any]]] = [
                 ("Hang", {"marker": ".hang-cancelled"}),
                 (
                     "Bash",
