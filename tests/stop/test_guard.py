@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tether.errors import ErrorCode, GuardRefused
 from tether.stop._guard import GuardVerdict, guard_tool_call
@@ -43,6 +46,11 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> World:
+    return make_world(tmp_path)
+
+
+def make_world(tmp_path: Path) -> World:
+    """Build the tree of `World` under `tmp_path`."""
     folder = tmp_path / "srv" / "tether"
     stop_dir = folder / "1000"
     stop_dir.mkdir(parents=True)
@@ -456,3 +464,82 @@ def test_a_protected_path_that_does_not_exist_yet_is_still_protected(
     )
     assert not verdict.allowed
     assert str(missing) in verdict.reason
+
+
+HARMLESS = [
+    "ls -la",
+    "cat notes.txt",
+    "echo hi > out.txt",
+    "cd @WS@",
+    "git status --short",
+    "grep -rn foo .",
+    "python -m pytest -q",
+    "tether status",
+    "cat @STOP_DIR@/stop",
+    "find . -name '*.py'",
+]
+HARMFUL = [
+    "rm -f @STOP_DIR@/stop",
+    "tether stop",
+    "echo x > @STOP_DIR@/stop",
+    "touch @SETUP@",
+    "python -m tether lift",
+    "cp notes.txt @STOP_DIR@/stop",
+]
+SEPARATORS = ["; ", " && ", " || ", " | ", "\n", " & "]
+WRAPPERS = ["{}", "sh -c {q}", "bash -lc {q}", "echo $({})", "sudo {}", "( {} )"]
+
+
+@pytest.fixture(scope="module")
+def shared_world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return make_world(tmp_path_factory.mktemp("guard-world"))
+
+
+@pytest.mark.rule("guard-table")
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    before=st.lists(st.sampled_from(HARMLESS), max_size=3),
+    after=st.lists(st.sampled_from(HARMLESS), max_size=3),
+    harmful=st.sampled_from(HARMFUL),
+    separators=st.lists(st.sampled_from(SEPARATORS), min_size=6, max_size=6),
+    wrapper=st.sampled_from(WRAPPERS),
+)
+def test_guard_table_refusal_holds_wherever_the_command_sits(
+    shared_world: World,
+    before: list[str],
+    after: list[str],
+    harmful: str,
+    separators: list[str],
+    wrapper: str,
+) -> None:
+    """A refused command stays refused among harmless ones, behind any separator or wrapper."""
+    parts = [*before, wrapper.format(harmful, q=shlex.quote(harmful)), *after]
+    command = parts[0]
+    for separator, part in zip(separators, parts[1:], strict=False):
+        command += separator + part
+    verdict = judge(shared_world, "Bash", {"command": command})
+    assert not verdict.allowed, command
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    commands=st.lists(st.sampled_from(HARMLESS), min_size=1, max_size=5),
+    separators=st.lists(st.sampled_from(SEPARATORS), min_size=5, max_size=5),
+)
+def test_harmless_commands_stay_allowed_together(
+    shared_world: World, commands: list[str], separators: list[str]
+) -> None:
+    """Reads and writes elsewhere, chained any way, are never refused."""
+    command = commands[0]
+    for separator, part in zip(separators, commands[1:], strict=False):
+        command += separator + part
+    verdict = judge(shared_world, "Bash", {"command": command})
+    assert verdict.allowed, (command, verdict.reason)

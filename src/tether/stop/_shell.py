@@ -11,7 +11,9 @@ here-documents, comments and newlines as separators (`shlex` would end a comment
 middle of a word and join lines), file-descriptor prefixes (`2>`: `shlex` makes `2` a
 word), quoted or escaped operator characters (`\\;` after `find -exec` must stay a word,
 `shlex` returns it as a bare `;`), and splitting a run of operator characters (`;>`) into
-Bash's operators.
+Bash's operators. Long strings are kept out of `shlex`, which builds each word one
+character at a time by concatenation (quadratic: a 1 MB word took 13 s); they travel as
+short keys and are put back into the words after the split.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ _PIPES = frozenset({"|", "|&"})
 _HEREDOC_KEY = "__TETHER_HEREDOC_{}__"
 _LITERAL_RE = re.compile(r"__TETHER_LITERAL_([0-9a-f]+)__")
 _FD_PREFIX_RE = re.compile(r"\d+(?=[<>])")
+_LONG = 2048
+"""Strings longer than this bypass `shlex` (see the module docstring)."""
+_PLAIN_RUN_RE = re.compile(rf"[\w./:,@%+=~-]{{{_LONG},}}")
+_STASH_RE = re.compile(r"__TETHER_STASH_(\d+)__")
+_DOUBLE_QUOTE_ESCAPES = frozenset('$`"\\')
 
 
 class ShellSyntaxError(ValueError):
@@ -139,6 +146,8 @@ def parse_script(text: str) -> Script:
         literal = _LITERAL_RE.fullmatch(token)
         if literal is not None:
             token = bytes.fromhex(literal.group(1)).decode()
+        elif "__TETHER_STASH_" in token:
+            token = _STASH_RE.sub(lambda m: scanner.stash[int(m.group(1))], token)
         tokens.append((token, False))
 
     commands: list[SimpleCommand] = []
@@ -186,9 +195,14 @@ class _Scanner:
         self.out: list[str] = []
         self.substitutions: list[str] = []
         self.heredocs: dict[str, str] = {}
-        self.pending: list[
-            tuple[str, str, bool, bool]
-        ] = []  # key, delimiter, tabs, quoted
+        # Here-documents waiting for their bodies: key, delimiter, strip tabs, quoted.
+        self.pending: list[tuple[str, str, bool, bool]] = []
+        self.stash: list[str] = []
+
+    def _stash(self, literal: str) -> None:
+        """Emit a key that stands for `literal`, a piece of one word, past `shlex`."""
+        self.out.append(f"__TETHER_STASH_{len(self.stash)}__")
+        self.stash.append(literal)
 
     def run(self) -> str:
         text = self.text
@@ -201,7 +215,10 @@ class _Scanner:
                 end = text.find("'", self.i + 1)
                 if end < 0:
                     raise ShellSyntaxError("a single quote is not closed")
-                self.out.append(text[self.i : end + 1])
+                if end - self.i > _LONG:
+                    self._stash(text[self.i + 1 : end])
+                else:
+                    self.out.append(text[self.i : end + 1])
                 self.i = end + 1
             elif ch == '"':
                 self._double_quoted()
@@ -230,6 +247,9 @@ class _Scanner:
                 self._heredoc_bodies()
             elif at_start and (fd := _FD_PREFIX_RE.match(text, self.i)) is not None:
                 self.i = fd.end()  # `2>`: the descriptor number is not a word
+            elif (run := _PLAIN_RUN_RE.match(text, self.i)) is not None:
+                self._stash(run.group(0))
+                self.i = run.end()
             else:
                 self.out.append(ch)
                 self.i += 1
@@ -273,6 +293,15 @@ class _Scanner:
         return True
 
     def _double_quoted(self) -> None:
+        start = len(self.out)
+        self._double_quoted_pieces()
+        if sum(len(piece) for piece in self.out[start:]) > _LONG:
+            inner = "".join(self.out[start + 1 : -1])
+            del self.out[start:]
+            # Quote removal as Bash does it inside double quotes.
+            self._stash(re.sub(r"\\(.)", _unescape_double, inner, flags=re.DOTALL))
+
+    def _double_quoted_pieces(self) -> None:
         text = self.text
         self.out.append('"')
         self.i += 1
@@ -388,6 +417,13 @@ class _Scanner:
                 out.append(body[j])
                 j += 1
         return "".join(out)
+
+
+def _unescape_double(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    if escaped == "\n":
+        return ""
+    return escaped if escaped in _DOUBLE_QUOTE_ESCAPES else match.group(0)
 
 
 def _parenthesised(text: str, start: int) -> tuple[str, int]:
