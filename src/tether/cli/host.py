@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from .._config import Config
+
 __all__ = ("host",)
 
 
@@ -75,15 +77,14 @@ def host(
     """
     import anyio
 
+    from .._config import load_config
     from ..errors import UsageError
     from ..host._stdio import load_tool_refs, serve_stdio
+    from ..host.tools import open_mcp_tools, standard_tools
 
-    if tool_refs:
-        tools = load_tool_refs(tool_refs)
-    else:
-        from ..host.tools import default_tools
-
-        tools = default_tools()
+    config = load_config()
+    problems: list[str] = []
+    tools = load_tool_refs(tool_refs) if tool_refs else standard_tools(config, problems)
     rule_set = None
     if rules is not None:
         from ..host._rules import PermissionRules
@@ -97,14 +98,29 @@ def host(
             ask=lists.get("ask", []),
             deny=lists.get("deny", []),
         )
-    anyio.run(
-        lambda: serve_stdio(
-            tools,
-            workspace=workspace.resolve(),
-            rules=rule_set,
-            ask_runtime=ask_runtime,
-            guard=not no_guard,
-            max_concurrent=max_concurrent,
-            tombstone_ttl=tombstone_ttl,
-        )
-    )
+
+    root = workspace.resolve()
+
+    async def serve() -> None:
+        async with open_mcp_tools(
+            config if not tool_refs else _no_mcp(config), problems
+        ) as mcp:
+            for problem in problems:
+                click.echo(f"tether host: skipped {problem}", err=True)
+            await serve_stdio(
+                [*tools, *mcp],
+                workspace=root,
+                rules=rule_set,
+                ask_runtime=ask_runtime,
+                guard=not no_guard,
+                max_concurrent=max_concurrent,
+                tombstone_ttl=tombstone_ttl,
+            )
+
+    anyio.run(serve)
+
+
+def _no_mcp(config: Config) -> Config:
+    import attrs
+
+    return attrs.evolve(config, mcp_servers={})

@@ -198,7 +198,7 @@ class StdioHostClient:
     async def open(
         cls,
         *,
-        tools: Sequence[Tool],
+        tools: Sequence[Tool] | None,
         workspace: Path,
         rules: RuleSet | None,
         approver: Approver | None,
@@ -207,7 +207,11 @@ class StdioHostClient:
         tombstone_ttl: float,
         sink: Sink,
     ) -> AsyncIterator[StdioHostClient]:
-        """Start the host process and connect to it for the lifetime of the block."""
+        """Start the host process and connect to it for the lifetime of the block.
+
+        `tools=None` lets the host process load the standard tools (built-in, plugins,
+        MCP servers from config) itself; otherwise each tool is loaded by reference.
+        """
         argv = [
             sys.executable,
             "-m",
@@ -221,7 +225,8 @@ class StdioHostClient:
             "--tombstone-ttl",
             str(tombstone_ttl),
         ]
-        for tool in tools:
+        # None: the host loads the built-in, plugin and MCP tools itself.
+        for tool in tools or ():
             argv += ["--tool", tool_ref(tool)]
         rules_json = rules_to_json(rules)
         if rules_json is not None:

@@ -14,6 +14,7 @@ import anyio.abc
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._config import Config, load_config
 from .._ids import new_id
 from ..errors import UsageError
 from ..host._broker import Broker, Guard, RuleSet, stop_guard
@@ -21,6 +22,7 @@ from ..host._core import HostCore
 from ..host._inprocess import HostConnection, InProcessHost
 from ..host._protocol import Approver
 from ..host._tool import StopClass, Tool
+from ..host.tools import open_mcp_tools, standard_tools
 from ._executor import Executor
 from ._ledger import Ledger
 from ._session import Session
@@ -68,14 +70,17 @@ class Runtime:
         max_concurrent: int = 16,
         tombstone_ttl: float = 60.0,
         guard: Guard | bool = True,
+        config: Config | None = None,
     ) -> None:
         if grace <= 0 or abort_bound <= 0:
             raise UsageError("grace and abort_bound must be more than 0 seconds")
         self.workspace = Path(workspace).resolve()
+        self.config = config if config is not None else load_config()
+        self.problems: list[str] = []
+        """Plugins and MCP servers that were skipped, and why."""
+        self._use_defaults = tools is None
         if tools is None:
-            from ..host.tools import default_tools
-
-            tools = default_tools()
+            tools = standard_tools(self.config, self.problems)
         self.tools = list(tools)
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
@@ -109,6 +114,16 @@ class Runtime:
             dropped_progress=self.executor.dropped_progress,
         )
 
+    def _add_tools(self, tools: Sequence[Tool]) -> None:
+        for tool in tools:
+            if tool.name in self._classes:
+                self.problems.append(
+                    f"tool {tool.name} is defined twice; the first is kept"
+                )
+                continue
+            self.tools.append(tool)
+            self._classes[tool.name] = tool.stop_class
+
     def stop_class_of(self, name: str) -> StopClass | None:
         """The stop class of a tool the runtime knows, or None."""
         return self._classes.get(name)
@@ -141,6 +156,12 @@ class Runtime:
         try:
             tg = await stack.enter_async_context(anyio.create_task_group())
             self.executor.task_group = tg
+            if self._use_defaults and self.host_kind == "inprocess":
+                self._add_tools(
+                    await stack.enter_async_context(
+                        open_mcp_tools(self.config, self.problems)
+                    )
+                )
             self.host = await stack.enter_async_context(self._open_host())
             self.executor.host = self.host
         except BaseException:
@@ -193,7 +214,7 @@ class Runtime:
         from ..host._stdio import StdioHostClient
 
         return StdioHostClient.open(
-            tools=self.tools,
+            tools=None if self._use_defaults else self.tools,
             workspace=self.workspace,
             rules=self.rules,
             approver=self.approver,

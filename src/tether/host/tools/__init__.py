@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from ..._config import Config, load_config
 from .._tool import Tool
 
-__all__ = ("default_tools",)
+__all__ = ("default_tools", "open_mcp_tools", "standard_tools")
 
 
 def default_tools(config: Config | None = None) -> list[Tool]:
@@ -18,3 +21,39 @@ def default_tools(config: Config | None = None) -> list[Tool]:
     for module in (read, glob, grep, webfetch, write, edit, bash, generate_images):
         tools.extend(module.tools(cfg))
     return tools
+
+
+def standard_tools(config: Config, problems: list[str]) -> list[Tool]:
+    """The built-in tools plus the plugin tools; skipped plugins go to `problems`."""
+    from .._plugins import load_plugins
+
+    tools = default_tools(config)
+    names = {t.name for t in tools}
+    plugins = load_plugins()
+    problems.extend(str(p) for p in plugins.problems)
+    for tool in plugins.tools:
+        if tool.name in names:
+            problems.append(
+                f"plugin tool {tool.name} has the name of a built-in; skipped"
+            )
+            continue
+        tools.append(tool)
+    return tools
+
+
+@asynccontextmanager
+async def open_mcp_tools(
+    config: Config, problems: list[str]
+) -> AsyncIterator[list[Tool]]:
+    """Start the configured MCP servers for the block and yield their tools.
+
+    Servers that fail to start are reported in `problems` and skipped.
+    """
+    if not config.mcp_servers:
+        yield []
+        return
+    from .._mcp import McpTools
+
+    async with McpTools.open(config) as mcp:
+        problems.extend(str(p) for p in mcp.problems)
+        yield list(mcp.tools)

@@ -1,0 +1,67 @@
+"""The runtime's standard tools: built-ins, plugins and MCP servers from the account's config,
+through both hosts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether import Runtime, StopClass
+from tether._config import load_config
+
+pytestmark = pytest.mark.anyio
+
+FIXTURE = Path(__file__).parent.parent / "host" / "mcp_server_fixture.py"
+
+
+async def test_runtime_with_default_tools_serves_configured_mcp_servers(
+    host_kind: str, workspace: Path, tether_home: Path
+) -> None:
+    """`tools=None` gives the built-ins plus the MCP servers of the config file, named
+    `mcp__<server>__<tool>` and EXTENSION; a broken server is reported, not fatal."""
+    config_file = tether_home / "config" / "config.toml"
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(
+        f"""
+[mcpServers.fx]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(FIXTURE))}]
+
+[mcpServers.broken]
+command = "/nonexistent/server"
+""",
+        encoding="utf-8",
+    )
+    config = load_config()
+    assert set(config.mcp_servers) == {"fx", "broken"}
+    async with Runtime(
+        workspace=workspace,
+        host=host_kind,  # type: ignore[arg-type]
+        permissions={"allow": ["mcp__fx__*"]},
+        guard=False,
+        config=config,
+    ) as rt:
+        names = {t.name for t in rt.tools}
+        assert {
+            "Read",
+            "Glob",
+            "Grep",
+            "WebFetch",
+            "Write",
+            "Edit",
+            "Bash",
+            "GenerateImages",
+        } <= names
+        if host_kind == "inprocess":
+            assert rt.stop_class_of("mcp__fx__echo") is StopClass.EXTENSION
+            assert any("broken" in p for p in rt.problems)
+        session = rt.session()
+        async with session.turn() as turn:
+            result = await turn.call("mcp__fx__echo", {"text": "hi", "times": 2})
+        assert not result.is_error, result.output
+        assert "hi" in result.output
+        [record] = session.ledger_calls()
+        assert record.tool == "mcp__fx__echo"
