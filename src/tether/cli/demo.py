@@ -60,9 +60,9 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
 
     import anyio
 
-    from .. import Runtime, ToolAborted
+    from ..errors import ToolAborted
     from ..host.tools import default_tools
-    from ..runtime import PermissionRequest, ToolProgress
+    from ..runtime import PermissionRequest, Runtime, ToolProgress
     from ..testing import Hang, SlowWrite
 
     log: list[str] = []

@@ -1,0 +1,58 @@
+"""The public surface: every public name of a public module is in its `__all__`, every
+`__all__` name exists, and no `_private` name is re-exported (a tether choice)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+PUBLIC = [
+    "tether",
+    "tether.errors",
+    "tether.host",
+    "tether.runtime",
+    "tether.stop",
+    "tether.testing",
+    "tether.tools",
+]
+
+
+@pytest.mark.parametrize("module_name", PUBLIC)
+def test_all_lists_exactly_the_public_names(module_name: str) -> None:
+    """`__all__` holds every public class and function defined or re-exported, and only those."""
+    module = importlib.import_module(module_name)
+    declared = set(module.__all__)
+    for name in declared:
+        assert hasattr(module, name), f"{module_name}.__all__ names missing {name}"
+        assert not name.startswith("_"), f"{module_name} exports private {name}"
+    public = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and getattr(value, "__module__", "").startswith("tether")
+    }
+    assert public <= declared, (
+        f"{module_name}: public but not in __all__: {public - declared}"
+    )
+
+
+def test_spec_public_api_names() -> None:
+    """The names spec 01 fixes are importable from where the spec says."""
+    from tether import ErrorCode, Runtime, StopClass, ToolAborted, ToolContext, tool
+    from tether.tools import default_tools
+
+    assert all(
+        x is not None
+        for x in (
+            ErrorCode,
+            Runtime,
+            StopClass,
+            ToolAborted,
+            ToolContext,
+            tool,
+            default_tools,
+        )
+    )
