@@ -256,6 +256,13 @@ GUARD_TABLE = [
         "@STOP_DIR@",
         id="refuse-unknown-program-naming-stop",
     ),
+    bash(
+        "ln -s @STOP_DIR@ alias && rm alias/stop",
+        "@STOP_DIR@",
+        id="refuse-ln-alias-of-stop-dir",
+    ),
+    bash("tar -C @FOLDER@ -xf backup.tar", "@FOLDER@", id="refuse-extract-into-folder"),
+    bash("echo x > @STOP_DIR@//./stop", "@STOP_DIR@/stop", id="refuse-odd-spelling"),
     # -- file tools and other tools ------------------------------------------------------
     tool(
         "Write",
@@ -342,6 +349,7 @@ GUARD_TABLE = [
         id="allow-python-c-module-name",
     ),
     ok("python -m pytest -q tests/stop", id="allow-python-m-other"),
+    ok("git -C ~ status && ln -s /usr/bin/python3 py", id="allow-home-and-other-links"),
     tool("Read", {"file_path": "@STOP_DIR@/stop"}, None, id="allow-read-stop"),
     tool(
         "Glob", {"pattern": "*", "path": "@STOP_DIR@"}, None, id="allow-glob-stop-dir"

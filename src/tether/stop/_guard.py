@@ -355,10 +355,17 @@ class _Guard:
     def _path_effect(self, effect: Effect) -> None:
         shown = effect.value.replace(UNKNOWN, "…")
         for hit in self.relate(effect.value, effect.cwd):
-            if effect.kind == "mention" and (
-                hit.kind != "inside" or (hit.maybe and not hit.anchored)
-            ):
+            if effect.kind == "mention" and (hit.maybe and not hit.anchored):
                 continue
+            if effect.kind == "mention" and hit.kind == "ancestor":
+                # The folder right above a stop path (`tar -C`, `git -C` there) is in
+                # doubt; a mention of `~` or `/` is not.
+                if hit.maybe or posixpath.dirname(_norm(hit.label)) != hit.path:
+                    continue
+                raise _Refusal(
+                    f"{effect.how} names {hit.path}, {self._where(hit)}; "
+                    "the guard cannot tell whether it writes there"
+                )
             if effect.kind == "write" and hit.kind != "inside":
                 continue
             if not hit.anchored:

@@ -278,6 +278,10 @@ def _copy(sink: Sink, base: str, args: list[str]) -> None:
     if base == "mv" or has(found, "--remove-source-files"):
         for word in sources:
             sink.path("remove", word, f"`{base}` (source)")
+    elif base == "ln":
+        for word in sources:
+            # A new name for a stop path hides later writes through it from the guard.
+            sink.path("mention", word, f"`{base}` (link target)")
     if dest is None:
         return
     deletes = any(flag.startswith("--delete") for flag, _ in found)
