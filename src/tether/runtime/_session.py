@@ -79,7 +79,7 @@ class Turn:
         active = executor.begin(key, self.id, stop_class, self._on_call_settled)
         self.calls.append(active)
         try:
-            await executor.send(active, dict(input or {}))
+            await executor.send(active, input if input is not None else {})
             await active.done.wait()
         except BaseException:
             # The caller was cancelled from outside: the call is stopped, not leaked.
