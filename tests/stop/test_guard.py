@@ -432,7 +432,11 @@ def test_write_through_a_hard_link_to_the_setup_record_is_refused(world: World) 
 
 def test_without_protected_paths_only_the_verbs_are_refused(world: World) -> None:
     """With nothing to protect, writes pass, and `tether stop` is still refused."""
-    for command, allowed in (("rm -rf /tmp/whatever", True), ("tether stop", False)):
+    for command, allowed in (
+        ("rm -rf /tmp/whatever", True),
+        ("tether stop", False),
+        ("python -c 'from tether.cli import main; main()' lift", False),
+    ):
         verdict = guard_tool_call(
             "Bash", {"command": command}, cwd=world.ws, protected=[], environ={}
         )

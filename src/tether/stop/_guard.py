@@ -300,8 +300,6 @@ class _Guard:
         for effect in effects:
             if effect.kind == "tether":
                 self._tether(effect)
-            elif not self.entries:
-                continue
             elif effect.kind in ("write", "remove", "mention"):
                 self._path_effect(effect)
             elif effect.kind == "code":
