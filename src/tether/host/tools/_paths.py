@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import pathspec
@@ -122,7 +123,10 @@ async def run_worker(ctx: ToolContext, fn: Callable[[], _T]) -> _T:
 
     async def in_thread() -> _T:
         # S14: cooperative worker; waiting for it is what makes "ended" true.
-        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
+        result = await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
+        # A worker that finished just as the stop came still counts as stopped.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return result
 
     return await run_stoppable(ctx, in_thread)
 
