@@ -65,7 +65,7 @@ def cli() -> None:
 def main() -> None:
     """Run the `tether` command, mapping tether errors to one line and an exit code."""
     try:
-        cli.main(standalone_mode=False)
+        code = cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -79,3 +79,6 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    # Without standalone mode click returns the code a command gave `ctx.exit(n)`.
+    if isinstance(code, int) and code:
+        sys.exit(code)

@@ -50,7 +50,7 @@ def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:
             args,
             cwd=workspace,
             protected=paths,
-            mutating=tool.stop_class is not StopClass.READ_ONLY,
+            mutating=False if tool.stop_class is StopClass.READ_ONLY else None,
         )
         return None if verdict.allowed else verdict.reason
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from ._board import Board as Board
 from ._board import build_board as build_board
 from ._board import choose_setup as choose_setup
+from ._guard import GuardVerdict as GuardVerdict
+from ._guard import guard_tool_call as guard_tool_call
 from ._read import NotHonoured as NotHonoured
 from ._read import ReadOutcome as ReadOutcome
 from ._read import StopReading as StopReading
@@ -30,6 +32,7 @@ from ._verbs import set_stop as set_stop
 __all__ = (
     "AGENT_MARKERS",
     "Board",
+    "GuardVerdict",
     "LiftResult",
     "NotHonoured",
     "ReadOutcome",
@@ -40,6 +43,7 @@ __all__ = (
     "build_board",
     "check_caller",
     "choose_setup",
+    "guard_tool_call",
     "lift_stop",
     "load_setup",
     "protected_paths",
