@@ -9,25 +9,29 @@ keeps agents away from.
 
 from __future__ import annotations
 
-from ._board import Board as Board
-from ._board import build_board as build_board
-from ._board import choose_setup as choose_setup
-from ._guard import GuardVerdict as GuardVerdict
-from ._guard import guard_tool_call as guard_tool_call
-from ._read import NotHonoured as NotHonoured
-from ._read import ReadOutcome as ReadOutcome
-from ._read import StopReading as StopReading
-from ._setup import SetupRecord as SetupRecord
-from ._setup import load_setup as load_setup
-from ._setup import protected_paths as protected_paths
-from ._setup import setup_path as setup_path
-from ._store import StopStore as StopStore
-from ._store import StopWatch as StopWatch
-from ._verbs import AGENT_MARKERS as AGENT_MARKERS
-from ._verbs import LiftResult as LiftResult
-from ._verbs import check_caller as check_caller
-from ._verbs import lift_stop as lift_stop
-from ._verbs import set_stop as set_stop
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._board import Board as Board
+    from ._board import build_board as build_board
+    from ._board import choose_setup as choose_setup
+    from ._guard import GuardVerdict as GuardVerdict
+    from ._guard import guard_tool_call as guard_tool_call
+    from ._read import NotHonoured as NotHonoured
+    from ._read import ReadOutcome as ReadOutcome
+    from ._read import StopReading as StopReading
+    from ._setup import SetupRecord as SetupRecord
+    from ._setup import load_setup as load_setup
+    from ._setup import protected_paths as protected_paths
+    from ._setup import setup_path as setup_path
+    from ._store import StopStore as StopStore
+    from ._store import StopWatch as StopWatch
+    from ._verbs import AGENT_MARKERS as AGENT_MARKERS
+    from ._verbs import LiftResult as LiftResult
+    from ._verbs import check_caller as check_caller
+    from ._verbs import lift_stop as lift_stop
+    from ._verbs import set_stop as set_stop
 
 __all__ = (
     "AGENT_MARKERS",
@@ -50,3 +54,40 @@ __all__ = (
     "set_stop",
     "setup_path",
 )
+
+_WHERE = {
+    "Board": "_board",
+    "build_board": "_board",
+    "choose_setup": "_board",
+    "GuardVerdict": "_guard",
+    "guard_tool_call": "_guard",
+    "NotHonoured": "_read",
+    "ReadOutcome": "_read",
+    "StopReading": "_read",
+    "SetupRecord": "_setup",
+    "load_setup": "_setup",
+    "protected_paths": "_setup",
+    "setup_path": "_setup",
+    "StopStore": "_store",
+    "StopWatch": "_store",
+    "AGENT_MARKERS": "_verbs",
+    "LiftResult": "_verbs",
+    "check_caller": "_verbs",
+    "lift_stop": "_verbs",
+    "set_stop": "_verbs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the guard hook runs before every agent tool call and
+    # needs only the guard.
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
