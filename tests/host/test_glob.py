@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +46,26 @@ async def glob_lines(workspace: Path, **args: Any) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def huge_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 100k entries to walk; shared by the tests of this module."""
-    root = tmp_path_factory.mktemp("huge-tree")
-    for d in range(TREE_DIRS):
-        directory = root / f"d{d:03}"
-        directory.mkdir()
-        for f in range(TREE_FILES):
-            os.close(os.open(directory / f"f{f:04}.txt", os.O_CREAT | os.O_WRONLY))
-    return root
+def huge_tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """About 100k entries to walk; shared by the tests of this module.
+
+    Made in memory (/dev/shm) when there is one: 100k file creations on a disk that
+    other suites keep busy can take most of a minute.
+    """
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        root = Path(tempfile.mkdtemp(prefix="tether-glob-", dir=shm))
+    else:
+        root = tmp_path_factory.mktemp("huge-tree")
+    try:
+        for d in range(TREE_DIRS):
+            directory = root / f"d{d:03}"
+            directory.mkdir()
+            for f in range(TREE_FILES):
+                os.close(os.open(directory / f"f{f:04}.txt", os.O_CREAT | os.O_WRONLY))
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
