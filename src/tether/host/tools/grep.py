@@ -14,7 +14,6 @@ import importlib.metadata
 import os
 import subprocess
 import sysconfig
-import tempfile
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -217,56 +216,59 @@ class Grep(Tool):
     ) -> tuple[int, str, str, bool]:
         """Run `rg` and collect its output; kill and reap it on every way out."""
         read_end, write_end = os.pipe()
-        with tempfile.TemporaryFile() as err_file:
-            try:
-                process = await anyio.open_process(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=write_end,
-                    stderr=err_file,
-                    cwd=ctx.workspace,
-                    # No new session: rg starts no children, so killing its pid is
-                    # enough, and with scheduler autogroups a session of its own would
-                    # get a smaller CPU share on a busy machine.
-                )
-            except OSError as exc:
-                os.close(read_end)
+        try:
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                cwd=ctx.workspace,
+                # No new session: rg starts no children, so killing its pid is enough,
+                # and with scheduler autogroups a session of its own would get a
+                # smaller CPU share on a busy machine.
+            )
+        except BaseException as exc:
+            os.close(read_end)
+            if isinstance(exc, OSError):
                 raise ToolFailed(f"Grep could not start rg: {exc.strerror}") from None
-            finally:
-                os.close(write_end)
-            rg = _Rg(process)
-            ctx.progress(f"Grep: searching (rg pid {process.pid})")
-            try:
-                out, cut = await self._collect(rg, read_end, limit)
-                code = await process.wait()
-            finally:
-                # S14: the search must not outlive its call; kill, then reap (bounded).
-                with anyio.move_on_after(REAP_BOUND, shield=True):
-                    if process.returncode is None:
-                        rg.kill()
-                    await process.aclose()
-            err_file.seek(0)
-            err = err_file.read(_STDERR_KEEP)
+            raise
+        finally:
+            os.close(write_end)
+        rg = _Rg(process)
+        ctx.progress(f"Grep: searching (rg pid {process.pid})")
+        err = bytearray()
+        try:
+            out, cut = await self._collect(rg, read_end, limit, err)
+            code = await process.wait()
+        finally:
+            # S14: the search must not outlive its call; kill, then reap (bounded).
+            with anyio.move_on_after(REAP_BOUND, shield=True):
+                if process.returncode is None:
+                    rg.kill()
+                await process.aclose()
         text = out.decode("utf-8", errors="replace")
         return code, text, err.decode("utf-8", errors="replace"), cut
 
-    async def _collect(self, rg: _Rg, fd: int, limit: int | None) -> tuple[bytes, bool]:
-        """Read rg's output in a worker thread, which owns and closes `fd`.
+    async def _collect(
+        self, rg: _Rg, fd: int, limit: int | None, err: bytearray
+    ) -> tuple[bytes, bool]:
+        """Read rg's output in a worker thread (which owns and closes `fd`).
 
-        The reader is never abandoned: on cancellation the sibling task kills rg, the
+        The first few KiB of rg's stderr go into `err`. The reader is never abandoned: on cancellation the sibling task kills rg, the
         pipe reaches its end and the reader returns, so no thread outlives the call.
         Reading in a thread rather than through the event loop keeps the cost per
         chunk that of a plain blocking read (docs/benchmarks: Grep speed).
         """
         async with anyio.create_task_group() as tg:
             tg.start_soon(rg.kill_when_cancelled)
+            tg.start_soon(_drain, rg.process.stderr, err)
             out, cut = await anyio.to_thread.run_sync(
                 _read_output, fd, limit, self.max_output_bytes, abandon_on_cancel=False
             )
             if cut:
                 rg.kill()  # enough output: the rest of the search is waste
             rg.finished = True
-            tg.cancel_scope.cancel()
+            rg.done.set()  # the watcher returns; stderr is drained to its end
         # A stop that killed rg must surface here, not pass for a short result: the
         # thread returned normally, and nothing after this point is sure to yield.
         await anyio.lowlevel.checkpoint_if_cancelled()
@@ -310,6 +312,7 @@ class _Rg:
     killed: bool = False
     finished: bool = False
     """Set once its output was read to the end: a kill now would be needless."""
+    done: anyio.Event = attrs.field(factory=anyio.Event)
 
     def kill(self) -> None:
         if not self.killed and self.process.returncode is None:
@@ -318,11 +321,20 @@ class _Rg:
                 self.process.kill()
 
     async def kill_when_cancelled(self) -> None:
+        """Wait until the output is read; killed on the way out unless it was."""
         try:
-            await anyio.sleep_forever()
+            await self.done.wait()
         finally:
             if not self.finished:
                 self.kill()
+
+
+async def _drain(stream: anyio.abc.ByteReceiveStream | None, into: bytearray) -> None:
+    if stream is None:
+        return
+    async for chunk in stream:
+        if len(into) < _STDERR_KEEP:
+            into += chunk[: _STDERR_KEEP - len(into)]
 
 
 def _read_output(fd: int, limit: int | None, max_bytes: int) -> tuple[bytes, bool]:
