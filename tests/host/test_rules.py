@@ -460,3 +460,21 @@ def test_compound_needs_every_part_allowed(
     assert rules.decide(bash, {"command": join(parts)}, workspace=ws) == "allow"
     mixed = [*parts[:bad_at], bad, *parts[bad_at:]]
     assert rules.decide(bash, {"command": join(mixed)}, workspace=ws) == "ask"
+
+
+def test_glob_pattern_that_starts_outside_the_workspace_is_judged_outside(
+    tmp_path: Path,
+) -> None:
+    """A Glob whose pattern walks from outside the workspace asks, like an outside path."""
+    from tether._config import Config
+    from tether.host.tools.glob import tools as glob_tools
+
+    [glob] = glob_tools(Config())
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    rules = PermissionRules.from_lists(allow=["Glob"], ask=[], deny=[])
+    assert rules.decide(glob, {"pattern": "**/*.py"}, workspace=ws) == "allow"
+    assert rules.decide(glob, {"pattern": "/etc/**"}, workspace=ws) == "ask"
+    assert rules.decide(glob, {"pattern": "../../*"}, workspace=ws) == "ask"
+    allowed = PermissionRules.from_lists(allow=["Glob(/etc/**)"], ask=[], deny=[])
+    assert allowed.decide(glob, {"pattern": "/etc/**"}, workspace=ws) == "allow"

@@ -302,6 +302,15 @@ def _call_of(tool: Tool, args: Mapping[str, Any], workspace: Path) -> _Call:
                 break
     ws = _realpath(workspace)
     path = _resolve(raw_path, ws) if raw_path is not None else None
+    pattern = args.get("pattern")
+    if tool.name == "Glob" and isinstance(pattern, str):
+        # A Glob pattern may start outside its `path` (`/etc/**`, `../../x/*`): judge the
+        # directory it really walks, as an entry inside it (so `Glob(/etc/**)` allows
+        # walking /etc).
+        from .tools.glob import _split_base
+
+        base, _ = _split_base(path if path is not None else ws, pattern)
+        path = _resolve(str(base), ws) / "*"
     outside = path is not None and path != ws and ws not in path.parents
     url = args.get("url")
     return _Call(
