@@ -208,3 +208,38 @@ def test_stdio_host_answers_malformed_messages_and_keeps_serving(
     [result] = [m for m in out if m.get("method") == "tools.result"]
     assert result["params"]["output"] == "still serving"
     assert result["params"]["error"] is None
+
+
+@pytest.mark.rule("S2")
+async def test_abort_right_after_execute_means_the_call_never_runs(
+    host_kind: str, workspace: Path
+) -> None:
+    """An abort sent right behind its `tools.execute` (before the host's task for the call
+    has run) blocks it: a mutating call stopped before it started writes nothing, and one
+    that had started writes and succeeds."""
+    acks = {}
+    async with open_host(host_kind, workspace) as (host, results):
+        keys = [CallKey("s1", f"w{n}", "SlowWrite") for n in range(20)]
+        for n, key in enumerate(keys):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    host.execute,
+                    ExecuteRequest(key, {"path": f"f{n}.txt", "seconds": 0}),
+                )
+
+                async def abort(key: CallKey = key) -> None:
+                    acks[key] = await host.abort(_abort(key))
+
+                tg.start_soon(abort)
+        outcomes = {key: await results.result(key) for key in keys}
+    for n, key in enumerate(keys):
+        written = (workspace / f"f{n}.txt").exists()
+        if acks[key].phase in ("registered", "pending_permission", "queued"):
+            assert outcomes[key].code is ErrorCode.TOOL_ABORTED
+            assert not written
+        else:
+            assert outcomes[key].code is None
+            assert written
+    if host_kind == "inprocess":
+        # In one process the abort always lands before the call's task has run.
+        assert {a.phase for a in acks.values()} == {"registered"}

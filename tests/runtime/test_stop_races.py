@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
 
 from tether import Runtime, ToolAborted, ToolResult
+from tether.host._inprocess import InProcessHost
 from tether.runtime import CallChanged, CallState, PermissionRequest, ToolProgress
 
 TOOLS: dict[str, dict[str, Any]] = {
@@ -115,6 +116,8 @@ async def _one_race(
             with anyio.fail_after(10):
                 await session.settled()
                 await blocker.settled()
+                if isinstance(rt.host, InProcessHost):
+                    await rt.host.core.wait_idle()
         settled_ledger = session.ledger_calls()
     # Invariant: each call has exactly one final state, and it is settled.
     [record] = settled_ledger
@@ -128,6 +131,10 @@ async def _one_race(
         assert record.state in (CallState.SUCCEEDED, CallState.FAILED)
     # Invariant: nothing changed after settlement (late results were discarded).
     assert runtime.ledger.calls(session.id) == settled_ledger
+    # No hidden side effect: a write the ledger calls aborted never happened (the stdio
+    # host lets every call in flight finish before it exits, so this is final).
+    if tool == "SlowWrite":
+        assert (workspace / "out.txt").exists() == (record.state is CallState.SUCCEEDED)
     # The classes' promises: a mutating call that started is never reported stopped.
     if tool in ("SlowWrite", "SlowExtension") and phase in ("started", "finishing"):
         assert record.state is CallState.SUCCEEDED

@@ -232,8 +232,12 @@ class HostCore:
             if not self.admission.free:
                 self._set_phase(call, "queued", emit)
             self._slots[key] = await self.admission.acquire()
-            self._set_phase(call, "running", emit)
-        if call.scope.cancelled_caught or call.phase != "running":
+            # A stop that landed before this point (even one whose cancellation found no
+            # checkpoint: the task had not started, or a wait had just been granted)
+            # means the operation never starts.
+            if not call.stop_requested:
+                self._set_phase(call, "running", emit)
+        if call.phase != "running":
             return _aborted(key, "stopped before it started")
         output: str | None = None
         with call.tool_scope:
