@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
@@ -126,6 +127,8 @@ class Connection:
         self._outbox: MemoryObjectSendStream[bytes] | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._running: dict[Any, anyio.CancelScope] = {}
+        self.bad_notifications = 0
+        """Notifications whose handler failed (ignored, the connection keeps serving)."""
         self.closed = anyio.Event()
 
     async def serve(
@@ -169,7 +172,10 @@ class Connection:
     def _put(self, message: dict[str, Any]) -> None:
         if self._outbox is None:
             raise RpcError(INTERNAL_ERROR, "connection is not serving")
-        frame = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        frame = (
+            json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+            + b"\n"
+        )
         try:
             self._outbox.send_nowait(frame)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -265,7 +271,11 @@ class Connection:
                 self._error(rid, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         elif method in self.tasks:
             assert self._tg is not None
-            self._tg.start_soon(self._run_task, rid, self.tasks[method], params)
+            # The scope is known before the task starts, so a `$/cancelRequest` in the
+            # same read as its request still finds it.
+            scope = anyio.CancelScope()
+            self._running[rid] = scope
+            self._tg.start_soon(self._run_task, rid, scope, self.tasks[method], params)
         else:
             self._error(rid, METHOD_NOT_FOUND, f"method not found: {method}")
 
@@ -276,12 +286,20 @@ class Connection:
                 scope.cancel()
             return
         handler = self.notifications.get(method)
-        if handler is not None:
+        if handler is None:
+            return
+        try:
             handler(params)
+        except Exception as exc:
+            # A notification has no answer to carry an error: report it and keep serving.
+            self.bad_notifications += 1
+            print(
+                f"tether: ignored a bad {method} notification: {exc}", file=sys.stderr
+            )
 
-    async def _run_task(self, rid: Any, handler: TaskHandler, params: Params) -> None:
-        scope = anyio.CancelScope()
-        self._running[rid] = scope
+    async def _run_task(
+        self, rid: Any, scope: anyio.CancelScope, handler: TaskHandler, params: Params
+    ) -> None:
         try:
             with scope:
                 result = await handler(params)
@@ -302,9 +320,10 @@ class Connection:
         event, slot = waiter
         if "error" in message and isinstance(message["error"], dict):
             err = message["error"]
+            code = err.get("code")
             slot.append(
                 RpcError(
-                    int(err.get("code", INTERNAL_ERROR)),
+                    code if isinstance(code, int) else INTERNAL_ERROR,
                     str(err.get("message")),
                     err.get("data"),
                 )

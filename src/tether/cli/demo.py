@@ -55,6 +55,7 @@ def demo(grace: float, host_kind: str, as_json: bool) -> None:
 
 
 async def _run(grace: float, host_kind: str) -> dict[str, Any]:
+    import os
     import tempfile
     import time
 
@@ -71,12 +72,9 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
     def say(text: str) -> None:
         log.append(f"{time.perf_counter() - started:6.3f}s  {text}")
 
-    approvals = 0
     prompt_pending = anyio.Event()
 
     async def approver(request: PermissionRequest) -> bool:
-        nonlocal approvals
-        approvals += 1
         if request.input.get("path") == "approved.txt":
             say(f"approver: {request.tool} {request.input.get('path')} approved")
             return True
@@ -161,7 +159,7 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
             await session.settled()
             say("turn.settled")
             ledger = session.ledger_calls()
-            wrote = sorted(p.name for p in __import__("pathlib").Path(ws).iterdir())
+            wrote = sorted(os.listdir(ws))
     return {
         "log": log,
         "report": {

@@ -44,13 +44,18 @@ __all__ = ("host",)
     "--no-guard", is_flag=True, help="Do not apply the stop guard (tests only)."
 )
 @click.option(
-    "--max-concurrent", type=click.IntRange(min=1), default=16, show_default=True
+    "--max-concurrent",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Calls that may run at once; the others queue.",
 )
 @click.option(
     "--tombstone-ttl",
     type=click.FloatRange(min=0, min_open=True),
     default=60.0,
     show_default=True,
+    help="Seconds an abort that arrived before its call is kept.",
 )
 def host(
     stdio: bool,
@@ -93,6 +98,10 @@ def host(
             lists = json.loads(rules)
         except ValueError as exc:
             raise UsageError(f"--rules is not JSON: {exc}") from None
+        if not isinstance(lists, dict):
+            raise UsageError(
+                '--rules takes an object: {"allow": [...], "ask": [...], "deny": [...]}'
+            )
         rule_set = PermissionRules.from_lists(
             allow=lists.get("allow", []),
             ask=lists.get("ask", []),

@@ -17,11 +17,11 @@ import attrs
 from ._protocol import CallKey, HostPhase
 from ._tool import Tool, ToolContext
 
-__all__ = ("ActiveCall", "CallTable")
+__all__ = ("CallTable", "HostCall")
 
 
 @attrs.define(eq=False)
-class ActiveCall:
+class HostCall:
     """One call at the host, from registration to its result."""
 
     key: CallKey
@@ -44,15 +44,15 @@ class CallTable:
 
     tombstone_ttl: float = 60.0
     clock: Callable[[], float] = anyio.current_time
-    _active: dict[CallKey, ActiveCall] = attrs.field(factory=dict)
+    _active: dict[CallKey, HostCall] = attrs.field(factory=dict)
     _seen: dict[str, set[str]] = attrs.field(factory=dict)
     _tombstones: dict[CallKey, float] = attrs.field(factory=dict)
 
-    def get(self, key: CallKey) -> ActiveCall | None:
+    def get(self, key: CallKey) -> HostCall | None:
         """Return the active call with this full key, if any."""
         return self._active.get(key)
 
-    def __iter__(self) -> Iterator[ActiveCall]:
+    def __iter__(self) -> Iterator[HostCall]:
         return iter(list(self._active.values()))
 
     def __len__(self) -> int:
@@ -66,7 +66,7 @@ class CallTable:
         seen.add(key.call_id)
         return True
 
-    def register(self, call: ActiveCall) -> None:
+    def register(self, call: HostCall) -> None:
         """Add a call; from now on a stop finds it."""
         self._active[call.key] = call
 

@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ._admission import Admission, Slot
 from ._broker import Broker
-from ._calls import ActiveCall, CallTable
+from ._calls import CallTable, HostCall
 from ._protocol import (
     PRE_START_PHASES,
     AbortAck,
@@ -148,7 +148,7 @@ class HostCore:
             workspace=self.workspace,
             on_progress=on_progress,
         )
-        call = ActiveCall(key=key, tool=tool, args=args, ctx=ctx, output=output)
+        call = HostCall(key=key, tool=tool, args=args, ctx=ctx, output=output)
         # Invariant: registered before permission is evaluated, so a stop finds it.
         self.calls.register(call)
         assert self._tg is not None, "HostCore.serve() is not running"
@@ -188,11 +188,11 @@ class HostCore:
         if slot is not None:
             slot.release()
 
-    def _set_phase(self, call: ActiveCall, phase: HostPhase, emit: Emit) -> None:
+    def _set_phase(self, call: HostCall, phase: HostPhase, emit: Emit) -> None:
         call.phase = phase
         emit(PhaseEvent(call.key, phase, call.tool.stop_class))
 
-    async def _run(self, call: ActiveCall, emit: Emit) -> None:
+    async def _run(self, call: HostCall, emit: Emit) -> None:
         key = call.key
         result: ResultEvent
         try:
@@ -207,7 +207,7 @@ class HostCore:
         if not len(self.calls):
             self._idle.set()
 
-    async def _attempt(self, call: ActiveCall, emit: Emit) -> ResultEvent:
+    async def _attempt(self, call: HostCall, emit: Emit) -> ResultEvent:
         key = call.key
         with call.scope:
             try:

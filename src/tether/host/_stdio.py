@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -206,11 +206,13 @@ class StdioHostClient:
         max_concurrent: int,
         tombstone_ttl: float,
         sink: Sink,
+        on_lost: Callable[[str], None] | None = None,
     ) -> AsyncIterator[StdioHostClient]:
         """Start the host process and connect to it for the lifetime of the block.
 
         `tools=None` lets the host process load the standard tools (built-in, plugins,
         MCP servers from config) itself; otherwise each tool is loaded by reference.
+        `on_lost(reason)` is called if the host process goes away before the block ends.
         """
         argv = [
             sys.executable,
@@ -257,13 +259,31 @@ class StdioHostClient:
                 "tools.result": on_event("tools.result"),
             },
         )
+        closing = False
+
+        async def watch() -> None:
+            await conn.closed.wait()
+            if closing or on_lost is None:
+                return
+            with anyio.move_on_after(1):
+                await process.wait()
+            code = process.returncode
+            on_lost(
+                "the stdio host exited"
+                + (f" with code {code}" if code is not None else " (its output closed)")
+            )
+
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(conn.serve)
+                tg.start_soon(watch)
                 try:
                     yield cls(conn, process)
                 finally:
-                    with anyio.move_on_after(5, shield=True):
+                    closing = True
+                    # The host lets calls in flight finish for EOF_DRAIN s after stdin
+                    # closes; wait a little longer before the kill below.
+                    with anyio.move_on_after(EOF_DRAIN + 2, shield=True):
                         await process.stdin.aclose()
                         await process.wait()
                     tg.cancel_scope.cancel()

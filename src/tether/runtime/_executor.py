@@ -1,9 +1,11 @@
 """The executor: races each call against the stop, by its stop class, in one place.
 
-Each call is driven in the runtime's task group, not in the caller's task, so a call that
-must not be abandoned (MUTATING, EXTENSION, a PROCESS in its grace window) still reaches
-its real end when the caller has gone. The registry of active calls lives here too:
-`Session.abort()` walks it and runs each call's stop handler itself (S5).
+A call's outcome is decided here from the host's events and the stop, never by the
+caller's task: a call that must not be abandoned (MUTATING, EXTENSION, a PROCESS in its
+grace window) reaches its real end in the ledger even when its caller has gone. The
+registry of unsettled calls (`active`) lives here too; `Session.abort()` runs each of its
+session's calls' stop handler itself (S5), and grace windows run in the runtime's task
+group.
 
 The executor does not know about JSON-RPC; it speaks to a `HostConnection`.
 """
@@ -67,7 +69,6 @@ class ActiveCall:
     settled: anyio.Event = attrs.field(factory=anyio.Event)
     """Set when nothing of the call can change anything any more."""
     host_phase: HostPhase = "unknown"
-    host_done: bool = False
     stop: StopRequest | None = None
     streamed: list[str] = attrs.field(factory=list)
     why: str | None = None
@@ -117,15 +118,7 @@ class Executor:
             key=key, turn_id=turn_id, stop_class=stop_class, on_settled=on_settled
         )
         self.ledger.add(
-            CallRecord(
-                call_id=key.call_id,
-                tool=key.tool,
-                state=CallState.REQUESTED,
-                session_id=key.session_id,
-                turn_id=turn_id,
-                stop_class=str(stop_class) if stop_class else "",
-                requested_at=time.time(),
-            )
+            _record(key, turn_id, stop_class, CallState.REQUESTED, time.time())
         )
         self.active[(key.session_id, key.call_id)] = call
         return call
@@ -139,16 +132,11 @@ class Executor:
     ) -> ToolAborted:
         """Record a call asked for after the turn's stop: it never starts (S10)."""
         now = time.time()
+        record = _record(key, turn_id, stop_class, CallState.ABORTED, now)
         self.ledger.add(
-            CallRecord(
-                call_id=key.call_id,
-                tool=key.tool,
-                state=CallState.ABORTED,
+            attrs.evolve(
+                record,
                 code=ErrorCode.TOOL_ABORTED,
-                session_id=key.session_id,
-                turn_id=turn_id,
-                stop_class=str(stop_class) if stop_class else "",
-                requested_at=now,
                 ended_at=now,
                 settled_at=now,
                 abort_source=stop.source,
@@ -214,7 +202,6 @@ class Executor:
         return call.stop_class in (StopClass.READ_ONLY, StopClass.PROCESS)
 
     def _on_result(self, call: ActiveCall, event: ResultEvent) -> None:
-        call.host_done = True
         if call.outcome is None:
             if event.code is ErrorCode.TOOL_ABORTED or (
                 call.stop is not None and self._abandons(call)
@@ -287,8 +274,15 @@ class Executor:
     def _settle(self, call: ActiveCall) -> None:
         if call.settled.is_set() or call.outcome is None:
             return
-        # Harmless when `_finish` already wrote the settlement with the final state.
-        self.ledger.settle(call.key.session_id, call.key.call_id, time.time())
+        key = call.key
+        if not self.ledger.get(key.session_id, key.call_id).settled:
+            rec = self.ledger.settle(key.session_id, key.call_id, time.time())
+            if self.has_subscribers():
+                self._emit(
+                    CallChanged(
+                        rec.session_id, rec.call_id, rec.tool, rec.state, rec.code, True
+                    )
+                )
         call.why = None
         self.active.pop((call.key.session_id, call.key.call_id), None)
         call.settled.set()
@@ -320,34 +314,59 @@ class Executor:
     def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
         if call.outcome is not None:
             return
-        phase = ack.phase if ack is not None else call.host_phase
         word = call.class_word
-        if phase in PRE_START_PHASES and (ack is not None or phase != "unknown"):
+        if ack is None:
+            # Unconfirmed: only the host can say whether the operation started. Its
+            # result (TOOL_ABORTED if the stop reached it first) decides (style 18).
+            call.why = f"{word}: stop not confirmed by the host, waiting for result"
+            if call.stop_class is StopClass.PROCESS:
+                self._start_grace_window(call)
+            return
+        if ack.phase in PRE_START_PHASES:
             # The host guarantees a call stopped before its operation never starts.
             self._finish_aborted(call, partial="")
             self._settle(call)
             return
+        if ack.phase == "finished":
+            call.why = f"{word}: finished, waiting for its result"
+            return
         match call.stop_class:
             case StopClass.PROCESS:
-                if phase == "finished":
-                    call.why = f"{word}: finished, waiting for its result"
-                    return
                 self._move(call, CallState.ABORTING)
                 call.why = f"{word}: terminating, at most {self.grace:g} s left"
-                snapshot = "".join(call.streamed)
-                assert self.task_group is not None
-                self.task_group.start_soon(self._close_grace_window, call, snapshot)
+                self._start_grace_window(call)
             case StopClass.MUTATING | StopClass.EXTENSION | None:
-                if phase == "finished":
-                    call.why = f"{word}: finished, waiting for its result"
-                elif ack is None:
-                    call.why = (
-                        f"{word}: stop not confirmed by the host, waiting for result"
-                    )
-                else:
-                    call.why = f"{word}: started, waiting for result"
+                call.why = f"{word}: started, waiting for result"
             case StopClass.READ_ONLY:  # pragma: no cover - ended in stop_call
                 pass
+
+    def _start_grace_window(self, call: ActiveCall) -> None:
+        assert self.task_group is not None
+        self.task_group.start_soon(
+            self._close_grace_window, call, "".join(call.streamed)
+        )
+
+    def host_lost(self, reason: str) -> None:
+        """The host went away: no result will come, so every unsettled call ends now.
+
+        A stopped call ends TOOL_ABORTED, any other TOOL_FAILED with the reason; all
+        settle, since nothing of theirs can run without the host (its process trees are
+        killed when it goes).
+        """
+        for call in list(self.active.values()):
+            if call.outcome is None:
+                if call.stop is not None:
+                    self._finish_aborted(call, partial="".join(call.streamed))
+                else:
+                    result = ToolResult(
+                        output=reason,
+                        is_error=True,
+                        code=ErrorCode.TOOL_FAILED,
+                        call_id=call.key.call_id,
+                        tool=call.key.tool,
+                    )
+                    self._finish(call, CallState.FAILED, result, ErrorCode.TOOL_FAILED)
+            self._settle(call)
 
     async def _close_grace_window(
         self, call: ActiveCall, streamed_before_stop: str
@@ -371,6 +390,24 @@ class Executor:
             why = call.why or f"{call.class_word}: running, no stop requested"
             out.append(PendingCall(call.key.call_id, call.key.tool, why))
         return tuple(out)
+
+
+def _record(
+    key: CallKey,
+    turn_id: str,
+    stop_class: StopClass | None,
+    state: CallState,
+    now: float,
+) -> CallRecord:
+    return CallRecord(
+        call_id=key.call_id,
+        tool=key.tool,
+        state=state,
+        session_id=key.session_id,
+        turn_id=turn_id,
+        stop_class=str(stop_class) if stop_class else "",
+        requested_at=now,
+    )
 
 
 def raise_or_return(call: ActiveCall) -> ToolResult:

@@ -222,6 +222,7 @@ class Runtime:
             max_concurrent=self.max_concurrent,
             tombstone_ttl=self.tombstone_ttl,
             sink=self.executor.on_host_event,
+            on_lost=self.executor.host_lost,
         )
 
 

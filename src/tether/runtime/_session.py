@@ -65,6 +65,10 @@ class Turn:
         executor = runtime.executor
         if self.closed:
             raise UsageError("this turn has ended; start a new one with session.turn()")
+        if runtime.host is None:
+            raise UsageError(
+                "the runtime is closed; calls run inside `async with Runtime(...)`"
+            )
         cid = call_id if call_id is not None else new_id("call")
         if cid in session.used_ids:
             # S8: a reused id runs nothing.
@@ -142,9 +146,9 @@ class Session:
     ) -> AbortReport:
         """Stop the current turn and report the truth, within the abort bound (S5, S6).
 
-        Walks the registry of the turn's active calls and runs each one's stop handler;
-        no tool's cooperation is needed. Stopping twice, or a settled turn, is harmless
-        and returns the same kind of report (S12).
+        Runs the stop handler of every unsettled call of the turn (and of any earlier
+        turn still settling) itself; no tool's cooperation is needed. Stopping twice, or
+        a settled turn, is harmless and returns the same kind of report (S12).
         """
         runtime = self.runtime
         started = anyio.current_time()
@@ -160,26 +164,39 @@ class Session:
                 calls=(),
                 elapsed=anyio.current_time() - started,
             )
-        if turn.stop is None:
-            turn.stop = StopRequest(source=source, reason=reason, at=started)
+        # The current turn, and any earlier turn whose calls are still running: a
+        # write of a turn stopped before must not hide behind the new turn's report.
+        turns = [t for t in self.turns if t is turn or not t.settled.is_set()]
+        request = StopRequest(source=source, reason=reason, at=started)
+        for each in turns:
+            if each.stop is None:
+                each.stop = request
         stop = turn.stop
+        assert stop is not None
         # Leave room to build the report inside the bound.
         budget = max(runtime.abort_bound * 0.9, runtime.abort_bound - 0.02)
         with anyio.move_on_after(budget):
             async with anyio.create_task_group() as tg:
-                for call in list(turn.calls):
-                    if not call.settled.is_set():
-                        tg.start_soon(runtime.executor.stop_call, call, stop)
-        turn._check_settled()
-        calls = tuple(runtime.ledger.calls(self.id, turn.id))
-        settled = all(r.settled for r in calls) and turn.settled.is_set()
+                for each in turns:
+                    for call in list(each.calls):
+                        if not call.settled.is_set():
+                            tg.start_soon(
+                                runtime.executor.stop_call, call, each.stop or request
+                            )
+        for each in turns:
+            each._check_settled()
+        ids = {t.id for t in turns}
+        calls = tuple(r for r in runtime.ledger.calls(self.id) if r.turn_id in ids)
+        settled = all(r.settled for r in calls) and all(
+            t.settled.is_set() for t in turns
+        )
         return AbortReport(
             session_id=self.id,
             turn_id=turn.id,
             source=stop.source,
             reason=stop.reason,
             settled=settled,
-            pending=runtime.executor.pending(turn.calls),
+            pending=runtime.executor.pending([c for t in turns for c in t.calls]),
             calls=calls,
             elapsed=anyio.current_time() - started,
         )

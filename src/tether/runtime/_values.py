@@ -102,6 +102,8 @@ class CallChanged:
     tool: str
     state: CallState
     code: ErrorCode | None
+    settled: bool = False
+    """Whether the call has settled (the last event of a call has it true)."""
 
 
 @attrs.frozen
