@@ -97,7 +97,9 @@ async def test_s3_late_result_of_abandoned_call_changes_nothing(
 
             async def call() -> None:
                 try:
-                    results.append(await turn.call("Stuck", {"seconds": 0.4}))
+                    results.append(
+                        await turn.call("Stuck", {"seconds": 0.4, "ticks": 0.02})
+                    )
                 except ToolAborted as exc:
                     results.append(exc)
 

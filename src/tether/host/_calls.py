@@ -29,8 +29,8 @@ class HostCall:
     args: dict[str, Any]
     ctx: ToolContext
     phase: HostPhase = "registered"
-    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
-    """Covers the waits before the operation (permission, admission)."""
+    scope: anyio.CancelScope | None = None
+    """Covers the waits before the operation (permission, admission), if any."""
     tool_scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
     """Covers the tool's own run; cancelled (or given a deadline) by a stop."""
     stop_requested: bool = False
@@ -81,6 +81,8 @@ class CallTable:
 
     def take_tombstone(self, key: CallKey) -> bool:
         """Consume a live tombstone for exactly this key; True if there was one."""
+        if not self._tombstones:
+            return False
         self._expire()
         return self._tombstones.pop(key, None) is not None
 

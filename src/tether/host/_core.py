@@ -12,6 +12,7 @@ JSON-RPC. It does not know about JSON-RPC or the runtime's ledger; it reports th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -167,7 +168,8 @@ class HostCore:
             return AbortAck(found=True, phase=phase)
         call.stop_requested = True
         if phase in PRE_START_PHASES:
-            call.scope.cancel()
+            if call.scope is not None:
+                call.scope.cancel()
         elif phase == "running":
             match call.tool.stop_class:
                 case StopClass.READ_ONLY:
@@ -209,20 +211,27 @@ class HostCore:
 
     async def _attempt(self, call: HostCall, emit: Emit) -> ResultEvent:
         key = call.key
-        with call.scope:
-            try:
-                decision = self.broker.decide(call.tool, call.args)
-            except ToolError as exc:
-                return _result(key, "", exc)
-            if decision == "deny":
-                return _result(
-                    key,
-                    "",
-                    ToolError(
-                        f"{call.tool.name} is denied by a permission rule",
-                        code=ErrorCode.PERMISSION_DENIED,
-                    ),
-                )
+        if call.stop_requested:
+            # Stopped before this task ran: not even the approver is asked.
+            return _aborted(key, "stopped before it started")
+        try:
+            decision = self.broker.decide(call.tool, call.args)
+        except ToolError as exc:
+            return _result(key, "", exc)
+        if decision == "deny":
+            return _result(
+                key,
+                "",
+                ToolError(
+                    f"{call.tool.name} is denied by a permission rule",
+                    code=ErrorCode.PERMISSION_DENIED,
+                ),
+            )
+        # Only a call that will wait (for the approver, for a place) needs a scope a stop
+        # can cancel; the common path has no wait and skips it.
+        waits = decision == "ask" or not self.admission.free
+        call.scope = anyio.CancelScope() if waits else None
+        with call.scope or contextlib.nullcontext():
             if decision == "ask":
                 self._set_phase(call, "pending_permission", emit)
                 try:
@@ -233,8 +242,7 @@ class HostCore:
                 self._set_phase(call, "queued", emit)
             self._slots[key] = await self.admission.acquire()
             # A stop that landed before this point (even one whose cancellation found no
-            # checkpoint: the task had not started, or a wait had just been granted)
-            # means the operation never starts.
+            # checkpoint: a wait had just been granted) means the operation never starts.
             if not call.stop_requested:
                 self._set_phase(call, "running", emit)
         if call.phase != "running":

@@ -44,6 +44,10 @@ class InProcessHost:
         """Hand the call to the core (which never blocks)."""
         self.core.execute(request, self._sink)
 
+    def execute_nowait(self, request: ExecuteRequest) -> None:
+        """`execute()` without the await: the core never blocks."""
+        self.core.execute(request, self._sink)
+
     async def abort(self, request: AbortRequest) -> AbortAck:
         """Apply the abort in the core and answer at once."""
         return self.core.abort(request)

@@ -21,7 +21,7 @@ import anyio.abc
 import attrs
 
 from ..errors import ErrorCode, ToolAborted, ToolError
-from ..host._inprocess import HostConnection
+from ..host._inprocess import HostConnection, InProcessHost
 from ..host._protocol import (
     PRE_START_PHASES,
     AbortAck,
@@ -66,13 +66,28 @@ class ActiveCall:
     outcome: ToolResult | ToolAborted | None = None
     done: anyio.Event = attrs.field(factory=anyio.Event)
     """Set when the outcome is known (the caller may return)."""
-    settled: anyio.Event = attrs.field(factory=anyio.Event)
-    """Set when nothing of the call can change anything any more."""
+    is_settled: bool = False
+    """True once nothing of the call can change anything any more."""
+    _settled_event: anyio.Event | None = None
     host_phase: HostPhase = "unknown"
     stop: StopRequest | None = None
     streamed: list[str] = attrs.field(factory=list)
     why: str | None = None
     """Why the call still runs after a stop (starts with its class, lower case)."""
+
+    async def wait_settled(self) -> None:
+        """Wait until the call has settled."""
+        if self.is_settled:
+            return
+        if self._settled_event is None:
+            self._settled_event = anyio.Event()
+        await self._settled_event.wait()
+
+    def mark_settled(self) -> None:
+        """Record that the call has settled and wake its waiters."""
+        self.is_settled = True
+        if self._settled_event is not None:
+            self._settled_event.set()
 
     @property
     def class_word(self) -> str:
@@ -147,9 +162,13 @@ class Executor:
 
     async def send(self, call: ActiveCall, input: dict[str, Any]) -> None:
         """Send `tools.execute` for a registered call; a failed send fails the call."""
-        assert self.host is not None
+        host = self.host
+        assert host is not None
         try:
-            await self.host.execute(ExecuteRequest(call.key, input))
+            if isinstance(host, InProcessHost):
+                host.execute_nowait(ExecuteRequest(call.key, input))
+            else:
+                await host.execute(ExecuteRequest(call.key, input))
         except Exception as exc:  # the host is gone or refused the frame
             self._on_result(
                 call,
@@ -188,6 +207,7 @@ class Executor:
                 if call.outcome is not None or (
                     call.stop is not None and self._abandons(call)
                 ):
+                    self.dropped_progress += 1
                     return  # S4: progress of an abandoned call stops at the stop
                 call.streamed.append(text)
                 self._emit(
@@ -231,12 +251,20 @@ class Executor:
     # -- outcomes ---------------------------------------------------------------------
 
     def _move(self, call: ActiveCall, state: CallState, **changes: object) -> None:
-        rec = self.ledger.transition(
-            call.key.session_id, call.key.call_id, state, **changes
-        )
-        self._emit(
-            CallChanged(rec.session_id, rec.call_id, rec.tool, rec.state, rec.code)
-        )
+        key = call.key
+        self.ledger.transition(key.session_id, key.call_id, state, **changes)
+        if self.has_subscribers():
+            rec = self.ledger.get(key.session_id, key.call_id)
+            self._emit(
+                CallChanged(
+                    rec.session_id,
+                    rec.call_id,
+                    rec.tool,
+                    rec.state,
+                    rec.code,
+                    rec.settled,
+                )
+            )
 
     def _finish(
         self,
@@ -272,12 +300,13 @@ class Executor:
         self._finish(call, CallState.ABORTED, exc, ErrorCode.TOOL_ABORTED)
 
     def _settle(self, call: ActiveCall) -> None:
-        if call.settled.is_set() or call.outcome is None:
+        if call.is_settled or call.outcome is None:
             return
         key = call.key
-        if not self.ledger.get(key.session_id, key.call_id).settled:
-            rec = self.ledger.settle(key.session_id, key.call_id, time.time())
+        if not self.ledger.is_settled(key.session_id, key.call_id):
+            self.ledger.settle(key.session_id, key.call_id, time.time())
             if self.has_subscribers():
+                rec = self.ledger.get(key.session_id, key.call_id)
                 self._emit(
                     CallChanged(
                         rec.session_id, rec.call_id, rec.tool, rec.state, rec.code, True
@@ -285,14 +314,14 @@ class Executor:
                 )
         call.why = None
         self.active.pop((call.key.session_id, call.key.call_id), None)
-        call.settled.set()
+        call.mark_settled()
         call.on_settled(call)
 
     # -- stopping ---------------------------------------------------------------------
 
     async def stop_call(self, call: ActiveCall, stop: StopRequest) -> None:
         """The call's stop handler: tell the host and apply the class's policy (S2, S5)."""
-        if call.settled.is_set() or call.stop is not None:
+        if call.is_settled or call.stop is not None:
             return
         call.stop = stop
         if call.outcome is None and call.stop_class is StopClass.READ_ONLY:
@@ -385,7 +414,7 @@ class Executor:
         """Name each unsettled call and why it still runs."""
         out = []
         for call in calls:
-            if call.settled.is_set():
+            if call.is_settled:
                 continue
             why = call.why or f"{call.class_word}: running, no stop requested"
             out.append(PendingCall(call.key.call_id, call.key.tool, why))

@@ -102,10 +102,15 @@ _COLUMNS = [a.name for a in attrs.fields(CallRecord)]
 
 
 class Ledger:
-    """Call records in order; optionally written through to a SQLite file (WAL, 0600)."""
+    """Call records in order; optionally written through to a SQLite file (WAL, 0600).
+
+    Rows are kept as plain dicts and become frozen `CallRecord` values when read: a
+    call moves through several states on the per-call path, and copying a frozen record
+    on each move would cost more than the move.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
-        self._records: dict[tuple[str, str], CallRecord] = {}
+        self._rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.path = path
         self._db: sqlite3.Connection | None = None
         if path is not None:
@@ -124,14 +129,15 @@ class Ledger:
             UsageError: a record with this session and call id exists.
         """
         key = (record.session_id, record.call_id)
-        if key in self._records:
+        if key in self._rows:
             raise UsageError(f"call {record.call_id} is already in the ledger")
-        self._records[key] = record
-        self._write(record, insert=True)
+        row = {name: getattr(record, name) for name in _COLUMNS}
+        self._rows[key] = row
+        self._write(row, insert=True)
 
     def get(self, session_id: str, call_id: str) -> CallRecord:
         """Return the record of a call."""
-        return self._records[(session_id, call_id)]
+        return CallRecord(**self._rows[(session_id, call_id)])
 
     def transition(
         self,
@@ -139,46 +145,52 @@ class Ledger:
         call_id: str,
         state: CallState,
         **changes: Any,
-    ) -> CallRecord:
+    ) -> None:
         """Move a call to `state` (with field changes) if the move is legal.
 
         Raises:
             UsageError: the move is illegal (e.g. out of a final state).
         """
-        old = self._records[(session_id, call_id)]
-        if state is not old.state and state not in _LEGAL.get(old.state, frozenset()):
-            raise UsageError(f"call {call_id}: illegal move {old.state} -> {state}")
-        new = attrs.evolve(old, state=state, **changes)
-        self._records[(session_id, call_id)] = new
-        self._write(new, insert=False)
-        return new
+        row = self._rows[(session_id, call_id)]
+        old: CallState = row["state"]
+        if state is not old and state not in _LEGAL.get(old, frozenset()):
+            raise UsageError(f"call {call_id}: illegal move {old} -> {state}")
+        row["state"] = state
+        row.update(changes)
+        self._write(row, insert=False)
 
-    def settle(self, session_id: str, call_id: str, at: float) -> CallRecord:
-        """Mark a final call as settled; harmless if it already is."""
-        old = self._records[(session_id, call_id)]
-        if old.settled_at is not None:
-            return old
-        if not old.state.is_final:
-            raise UsageError(f"call {call_id} cannot settle in state {old.state}")
-        new = attrs.evolve(old, settled_at=at)
-        self._records[(session_id, call_id)] = new
-        self._write(new, insert=False)
-        return new
+    def is_settled(self, session_id: str, call_id: str) -> bool:
+        """Whether the call has settled."""
+        return self._rows[(session_id, call_id)]["settled_at"] is not None
+
+    def settle(self, session_id: str, call_id: str, at: float) -> None:
+        """Mark a final call as settled; harmless if it already is.
+
+        Raises:
+            UsageError: the call is not in a final state.
+        """
+        row = self._rows[(session_id, call_id)]
+        if row["settled_at"] is not None:
+            return
+        if not row["state"].is_final:
+            raise UsageError(f"call {call_id} cannot settle in state {row['state']}")
+        row["settled_at"] = at
+        self._write(row, insert=False)
 
     def calls(self, session_id: str, turn_id: str | None = None) -> list[CallRecord]:
         """Return a session's (or one turn's) records in the order they were requested."""
         return [
-            r
-            for (sid, _), r in self._records.items()
-            if sid == session_id and (turn_id is None or r.turn_id == turn_id)
+            CallRecord(**row)
+            for (sid, _), row in self._rows.items()
+            if sid == session_id and (turn_id is None or row["turn_id"] == turn_id)
         ]
 
-    def _write(self, record: CallRecord, *, insert: bool) -> None:
+    def _write(self, values: dict[str, Any], *, insert: bool) -> None:
         if self._db is None:
             return
-        row = {name: getattr(record, name) for name in _COLUMNS}
-        row["state"] = str(record.state)
-        row["code"] = None if record.code is None else str(record.code)
+        row = dict(values)
+        row["state"] = str(row["state"])
+        row["code"] = None if row["code"] is None else str(row["code"])
         if insert:
             cols = ", ".join(_COLUMNS)
             marks = ", ".join(f":{c}" for c in _COLUMNS)

@@ -105,7 +105,7 @@ class Turn:
     def _check_settled(self) -> None:
         if self.settled.is_set() or not (self.closed or self.stopped):
             return
-        if all(c.settled.is_set() for c in self.calls):
+        if all(c.is_settled for c in self.calls):
             self.settled.set()
             self.session.runtime.emit(
                 TurnSettled(self.session.id, self.id, self.stopped)
@@ -179,7 +179,7 @@ class Session:
             async with anyio.create_task_group() as tg:
                 for each in turns:
                     for call in list(each.calls):
-                        if not call.settled.is_set():
+                        if not call.is_settled:
                             tg.start_soon(
                                 runtime.executor.stop_call, call, each.stop or request
                             )
@@ -216,4 +216,4 @@ class Session:
 
 async def _wait_all_calls(turn: Turn) -> None:
     for call in list(turn.calls):
-        await call.settled.wait()
+        await call.wait_settled()
