@@ -152,3 +152,23 @@ async def test_stopped_read_only_calls_never_starve_new_ones(workspace: Path) ->
         assert result.output == "still here"
         aborted = [r for r in session.ledger_calls() if r.state is CallState.ABORTED]
         assert len(aborted) == 100
+
+
+async def test_abort_looks_only_at_turns_still_settling(workspace: Path) -> None:
+    """After many settled turns, abort() walks only the unsettled ones, so its cost does
+    not grow with the session's history (a regression: it once read every turn)."""
+    async with Runtime(
+        workspace=workspace, tools=TEST_TOOLS, permissions=ALLOW_ALL, guard=False
+    ) as rt:
+        session = rt.session()
+        for _ in range(200):
+            async with session.turn() as turn:
+                await turn.call("Echo", {"text": "x"})
+            await session.abort()
+        assert session.unsettled_turns() == []
+        async with session.turn() as turn:
+            assert [t.id for t in session.unsettled_turns()] == [turn.id]
+            report = await session.abort()
+        assert report.settled
+        assert report.calls == ()
+        assert len(session.ledger_calls()) == 200

@@ -112,10 +112,12 @@ def validate_with(
     model: type[pydantic.BaseModel], raw: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Validate `raw` with a pydantic model, turning errors into `InvalidInput`."""
-    if not isinstance(raw, Mapping):
-        raise InvalidInput("input must be a JSON object", path="<input>")
+    if type(raw) is not dict:
+        if not isinstance(raw, Mapping):
+            raise InvalidInput("input must be a JSON object", path="<input>")
+        raw = dict(raw)
     try:
-        return model.model_validate(dict(raw)).model_dump()
+        return model.model_validate(raw).model_dump()
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         path = _error_path(first["loc"])

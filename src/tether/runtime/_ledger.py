@@ -111,6 +111,8 @@ class Ledger:
 
     def __init__(self, path: Path | None = None) -> None:
         self._rows: dict[tuple[str, str], dict[str, Any]] = {}
+        self._turns: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        """Rows by (session, turn), in order: a report reads one turn, not the ledger."""
         self.path = path
         self._db: sqlite3.Connection | None = None
         if path is not None:
@@ -133,6 +135,7 @@ class Ledger:
             raise UsageError(f"call {record.call_id} is already in the ledger")
         row = {name: getattr(record, name) for name in _COLUMNS}
         self._rows[key] = row
+        self._turns.setdefault((record.session_id, record.turn_id), []).append(row)
         self._write(row, insert=True)
 
     def get(self, session_id: str, call_id: str) -> CallRecord:
@@ -179,6 +182,10 @@ class Ledger:
 
     def calls(self, session_id: str, turn_id: str | None = None) -> list[CallRecord]:
         """Return a session's (or one turn's) records in the order they were requested."""
+        if turn_id is not None:
+            return [
+                CallRecord(**row) for row in self._turns.get((session_id, turn_id), ())
+            ]
         return [
             CallRecord(**row)
             for (sid, _), row in self._rows.items()

@@ -121,6 +121,12 @@ class Session:
         self.id = session_id
         self.used_ids: set[str] = set()
         self.turns: list[Turn] = []
+        self._open: list[Turn] = []
+
+    def unsettled_turns(self) -> list[Turn]:
+        """Turns that have not settled yet, oldest first (settled ones are dropped)."""
+        self._open = [t for t in self._open if not t.settled.is_set()]
+        return list(self._open)
 
     @property
     def current_turn(self) -> Turn | None:
@@ -135,6 +141,7 @@ class Session:
             raise UsageError("a turn is already open in this session; finish it first")
         turn = Turn(self, new_id("turn"))
         self.turns.append(turn)
+        self._open.append(turn)
         try:
             yield turn
         finally:
@@ -166,7 +173,7 @@ class Session:
             )
         # The current turn, and any earlier turn whose calls are still running: a
         # write of a turn stopped before must not hide behind the new turn's report.
-        turns = [t for t in self.turns if t is turn or not t.settled.is_set()]
+        turns = [t for t in self.unsettled_turns() if t is not turn] + [turn]
         request = StopRequest(source=source, reason=reason, at=started)
         for each in turns:
             if each.stop is None:
@@ -185,8 +192,7 @@ class Session:
                             )
         for each in turns:
             each._check_settled()
-        ids = {t.id for t in turns}
-        calls = tuple(r for r in runtime.ledger.calls(self.id) if r.turn_id in ids)
+        calls = tuple(r for t in turns for r in runtime.ledger.calls(self.id, t.id))
         settled = all(r.settled for r in calls) and all(
             t.settled.is_set() for t in turns
         )
@@ -203,7 +209,7 @@ class Session:
 
     async def settled(self) -> None:
         """Wait until every turn of the session has settled (no-op if none is open)."""
-        for turn in list(self.turns):
+        for turn in self.unsettled_turns():
             if turn.closed or turn.stopped:
                 await turn.settled.wait()
             else:
