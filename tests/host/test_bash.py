@@ -361,3 +361,34 @@ async def test_s13_session_settles_only_once_every_process_is_reaped(
     assert len(procs) == tree.pids
     assert alive_at_settled == []
     assert "tree-pid" in partial
+
+
+def _live(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.mark.rule("S13")
+@pytest.mark.anyio
+async def test_s13_a_command_that_kills_its_supervisor_still_loses_its_tree(
+    workspace: Path,
+) -> None:
+    """S13 (regression): a command that SIGKILLs the supervisor above it orphans its
+    processes to init; they are still found by the tree's marker and killed."""
+    command = (
+        "setsid sleep 300 & echo tree-pid $!; "
+        "( trap '' TERM HUP; sleep 300 ) & echo tree-pid $!; "
+        "sleep 0.2; kill -9 $PPID; echo after"
+    )
+    chunks: list[str] = []
+    with anyio.fail_after(20):
+        output = await Bash().run(_ctx(workspace, chunks), {"command": command})
+    pids = sorted(set(tree_pids(output)))
+    assert len(pids) == 2
+    assert _live(pids) == []

@@ -49,9 +49,11 @@ import psutil
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 __all__ = (
+    "TREE_MARKER",
     "BoundedOutput",
     "CommandOutcome",
     "ProcessTree",
+    "marked_pids",
     "run_stoppable",
 )
 
@@ -230,6 +232,35 @@ main()
 """
 
 
+TREE_MARKER = "TETHER_TREE"
+"""Environment variable naming the tree a process belongs to (an unguessable token)."""
+
+
+def marked_pids(token: str) -> list[int]:
+    """Return the live (non-zombie) pids whose environment marks them as the tree `token`.
+
+    A process that cleared its environment (`env -i`) is not found this way: the
+    supervisor, while it lives, finds every descendant without the marker.
+    """
+    needle = f"\0{TREE_MARKER}={token}\0".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                data = b"\0" + f.read() + b"\0"
+            if needle not in data:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z":
+            found.append(int(name))
+    return found
+
+
 def _resolve(argv0: str, env: Mapping[str, str], cwd: Path) -> str:
     """Return the executable `argv0` names, searched on the `PATH` of `env`."""
     if os.sep in argv0:
@@ -270,6 +301,8 @@ class ProcessTree:
     _reported: int | None = None
     """The exit code the supervisor reported; `returncode` once it is reaped too."""
     _terminated: bool = False
+    token: str = attrs.field(factory=lambda: os.urandom(16).hex())
+    """Marks every process of the tree: `TETHER_TREE=<token>` is in their environment."""
 
     @property
     def supervisor_pid(self) -> int | None:
@@ -295,7 +328,7 @@ class ProcessTree:
         self._process = await anyio.open_process(
             [sys.executable, "-I", "-S", "-c", _SUPERVISOR, executable, *argv],
             cwd=cwd,
-            env=dict(env),
+            env={**env, TREE_MARKER: self.token},
             start_new_session=True,
         )
         assert self._process.stderr is not None
@@ -346,7 +379,10 @@ class ProcessTree:
             if kind == "exit":
                 self._reported = int(rest)
             elif kind == "eof":
+                # The supervisor died without reporting (killed, perhaps by the command
+                # itself): its orphans went to init. Find them by their marker.
                 self._reported = -signal.SIGKILL
+                self._sweep()
         await self._finish()
         self.returncode = self._reported
         return self._reported
@@ -394,8 +430,22 @@ class ProcessTree:
         self._kill_from_host()
         return await self.wait()
 
+    def _sweep(self) -> None:
+        """SIGKILL the command's group and every process carrying this tree's marker."""
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+        for _ in range(100):
+            found = marked_pids(self.token)
+            if not found:
+                return
+            for pid in found:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
     def _kill_from_host(self) -> None:
         assert self._process is not None
+        self._sweep()
         for _ in range(100):
             found = self.alive_pids()
             if not found:
