@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether import Runtime, StopClass
+from tether import ErrorCode, Runtime, StopClass
 from tether._config import load_config
 
 pytestmark = pytest.mark.anyio
@@ -65,3 +65,38 @@ command = "/nonexistent/server"
         assert "hi" in result.output
         [record] = session.ledger_calls()
         assert record.tool == "mcp__fx__echo"
+
+
+async def test_runtime_applies_the_rules_of_the_account_config(
+    host_kind: str, workspace: Path, tether_home: Path
+) -> None:
+    """`permissions=None` means the account's rules: a deny in the config file is
+    enforced, and a path outside the workspace asks (no approver: denied)."""
+    outside = workspace.parent / "outside.txt"
+    outside.write_text("secret\n", encoding="utf-8")
+    (workspace / "inside.txt").write_text("fine\n", encoding="utf-8")
+    (workspace / "blocked.txt").write_text("no\n", encoding="utf-8")
+    config_file = tether_home / "config" / "config.toml"
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(
+        '[permissions]\ndeny = ["Read(blocked.txt)"]\n', encoding="utf-8"
+    )
+    from tether.host.tools import default_tools
+
+    tools = [t for t in default_tools() if t.name == "Read"]
+    async with Runtime(
+        workspace=workspace,
+        tools=tools,
+        host=host_kind,  # type: ignore[arg-type]
+        guard=False,
+        config=load_config(),
+    ) as rt:
+        session = rt.session()
+        async with session.turn() as turn:
+            inside = await turn.call("Read", {"file_path": "inside.txt"})
+            blocked = await turn.call("Read", {"file_path": "blocked.txt"})
+            away = await turn.call("Read", {"file_path": str(outside)})
+    assert "fine" in inside.output
+    assert blocked.code is ErrorCode.PERMISSION_DENIED
+    assert away.code is ErrorCode.PERMISSION_DENIED
+    assert "secret" not in away.output

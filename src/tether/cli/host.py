@@ -90,10 +90,10 @@ def host(
     config = load_config()
     problems: list[str] = []
     tools = load_tool_refs(tool_refs) if tool_refs else standard_tools(config, problems)
-    rule_set = None
-    if rules is not None:
-        from ..host._rules import PermissionRules
+    from ..host._rules import PermissionRules
 
+    rule_set = PermissionRules.from_config(config)
+    if rules is not None:
         try:
             lists = json.loads(rules)
         except ValueError as exc:

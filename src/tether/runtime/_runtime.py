@@ -50,7 +50,7 @@ class Runtime:
     """Runs sessions whose Stop is honest and prompt.
 
     `tools=None` gives the built-in tools; `permissions` is a mapping of `allow` / `ask` /
-    `deny` rule lists (or rules already built); `approver` decides `ask` (None: ask means
+    `deny` rule lists (or rules already built; None: the rules of the account's config); `approver` decides `ask` (None: ask means
     deny); `grace` is the PROCESS grace window and `abort_bound` the bound on
     `Session.abort()`, in seconds; `ledger` is None (memory) or a SQLite file path;
     `host` picks the in-process host or `tether host --stdio` in a child process.
@@ -86,7 +86,7 @@ class Runtime:
         if len(set(names)) != len(names):
             raise UsageError(f"two tools share a name: {sorted(names)}")
         self._classes = {t.name: t.stop_class for t in self.tools}
-        self.rules = _rules(permissions)
+        self.rules = _rules(permissions, self.config)
         self.approver = approver
         self.grace = grace
         self.abort_bound = abort_bound
@@ -226,10 +226,16 @@ class Runtime:
         )
 
 
-def _rules(permissions: Mapping[str, Sequence[str]] | RuleSet | None) -> RuleSet | None:
-    if permissions is None or not isinstance(permissions, Mapping):
-        return permissions
+def _rules(
+    permissions: Mapping[str, Sequence[str]] | RuleSet | None, config: Config
+) -> RuleSet:
     from ..host._rules import PermissionRules
+
+    if permissions is None:
+        # The account's rules; with none, the class defaults and the workspace rule.
+        return PermissionRules.from_config(config)
+    if not isinstance(permissions, Mapping):
+        return permissions
 
     unknown = set(permissions) - {"allow", "ask", "deny"}
     if unknown:
