@@ -478,3 +478,49 @@ def test_glob_pattern_that_starts_outside_the_workspace_is_judged_outside(
     assert rules.decide(glob, {"pattern": "../../*"}, workspace=ws) == "ask"
     allowed = PermissionRules.from_lists(allow=["Glob(/etc/**)"], ask=[], deny=[])
     assert allowed.decide(glob, {"pattern": "/etc/**"}, workspace=ws) == "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git status $(rm -rf x)", "ask"),
+        ("FOO=1 rm -rf x", "deny"),
+        ("{ rm -rf x; }", "deny"),
+        ("if :; then rm -rf x; fi", "deny"),
+        ("env rm x", "deny"),
+        ("env -i rm x", "deny"),
+        ("nohup rm x &", "deny"),
+        ("ls -la", "allow"),
+    ],
+)
+def test_deny_rules_are_not_bypassed_by_wrappers_or_substitutions(
+    tmp_path: Path, command: str, expected: str
+) -> None:
+    """A deny rule sees past assignments and wrappers, and a command it cannot read asks
+    instead of falling through to a bare allow (regression)."""
+    from tether.host.tools.bash import Bash
+
+    rules = PermissionRules.from_lists(allow=["Bash"], ask=[], deny=["Bash(rm:*)"])
+    assert rules.decide(Bash(), {"command": command}, workspace=tmp_path) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo ${x:='$''(touch /tmp/pwn)'} ${x@P}",
+        "echo $((a[$(id)]))",
+        "echo ${HOME}",
+        "git status $[1+1]",
+    ],
+)
+def test_prefix_allow_never_allows_expansions_that_can_run_code(
+    tmp_path: Path, command: str
+) -> None:
+    """`Bash(echo:*)` does not allow parameter or arithmetic expansions (regression:
+    `${x@P}` runs a `$(...)` hidden in a variable's value)."""
+    from tether.host.tools.bash import Bash
+
+    rules = PermissionRules.from_lists(
+        allow=["Bash(echo:*)", "Bash(git status:*)"], ask=[], deny=[]
+    )
+    assert rules.decide(Bash(), {"command": command}, workspace=tmp_path) == "ask"

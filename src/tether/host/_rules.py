@@ -59,7 +59,35 @@ _ListName = Literal["allow", "ask", "deny"]
 _RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.*-]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 _PATH_FIELDS = ("file_path", "path", "notebook_path")
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"})
-_OPAQUE = ("$(", "`", "<(", ">(")
+_OPAQUE = ("$(", "`", "<(", ">(", "${", "$[")
+"""Text whose meaning only the shell knows (substitutions, parameter expansions that can
+run code such as `${x@P}`, arithmetic): a command holding any is never matched word by
+word, so no allow rule with a specifier can allow it."""
+_WRAPPERS = frozenset(
+    {
+        "{",
+        "}",
+        "!",
+        "if",
+        "then",
+        "elif",
+        "else",
+        "do",
+        "while",
+        "until",
+        "time",
+        "exec",
+        "command",
+        "builtin",
+        "env",
+        "nohup",
+        "nice",
+        "setsid",
+        "stdbuf",
+        "timeout",
+    }
+)
+"""Words that run what follows them: deny and ask rules look past them."""
 _SAFE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
 
@@ -177,6 +205,23 @@ def _split_command(command: str) -> list[_Part] | None:
     if words:
         parts.append(_Part(tuple(words), plain))
     return parts
+
+
+def _core_words(words: tuple[str, ...]) -> tuple[str, ...]:
+    """Drop leading assignments (`FOO=1`), wrappers (`env`, `nohup`, `{`, `then` ...) and
+    their options, so that `FOO=1 env rm x` is judged as `rm x` by deny and ask rules."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _WRAPPERS or re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*=.*", word, re.DOTALL
+        ):
+            i += 1
+        elif i and words[i - 1] in _WRAPPERS and word.startswith("-"):
+            i += 1  # an option of the wrapper (`env -i`, `nice -n`), roughly
+        else:
+            break
+    return words[i:]
 
 
 def _command_matches(spec: str, part: _Part) -> bool:
@@ -399,6 +444,8 @@ class PermissionRules:
         assert call.command is not None
         parts = _split_command(call.command)
         name = call.tool.name
+        # Deny and ask look past assignments and wrappers (`FOO=1 rm`, `{ rm; }`).
+        cores = [attrs.evolve(p, words=_core_words(p.words)) for p in parts or ()]
 
         def hit(rules: tuple[Rule, ...]) -> bool:
             for rule in rules:
@@ -406,15 +453,20 @@ class PermissionRules:
                     continue
                 if rule.specifier is None:
                     return True
-                if parts is not None and any(
-                    _command_matches(rule.specifier, p) for p in parts
-                ):
+                spec = rule.specifier
+                if any(_command_matches(spec, p) for p in [*(parts or ()), *cores]):
                     return True
             return False
 
         if hit(self.deny):
             return "deny"
         if hit(self.ask):
+            return "ask"
+        guarded = any(
+            r.names(name) and r.specifier is not None for r in (*self.deny, *self.ask)
+        )
+        if parts is None and guarded:
+            # A command the rules cannot read might be one they deny: ask, never allow.
             return "ask"
         mine = [r for r in self.allow if r.names(name)]
         if any(r.specifier is None for r in mine):
