@@ -316,3 +316,18 @@ async def test_s14_no_starvation_after_100_stopped_read_and_glob_calls(
     assert out == "     1\tstill here"
     assert time.perf_counter() - t0 <= 1.0
     assert threading.active_count() <= baseline + wave + 1
+
+
+@pytest.mark.anyio
+async def test_glob_ignores_a_fifo_named_gitignore(workspace: Path) -> None:
+    """Bad input (regression): a FIFO where a `.gitignore` should be is skipped, never
+    opened for reading, so the walk neither hangs nor leaves a blocked worker."""
+    (workspace / "sub").mkdir()
+    os.mkfifo(workspace / "sub" / ".gitignore")
+    (workspace / "sub" / "a.py").write_text("x", encoding="utf-8")
+    ctx = ToolContext(call_id="c", session_id="s", workspace=workspace)
+    before = threading.active_count()
+    with anyio.fail_after(5):
+        out = await Glob().run(ctx, Glob().validate({"pattern": "**/*.py"}))
+    assert "a.py" in out
+    assert threading.active_count() <= before + 1

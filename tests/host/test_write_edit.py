@@ -213,3 +213,25 @@ def test_is_inside_follows_a_symlinked_workspace(tmp_path: Path) -> None:
     (tmp_path / "ws-link").symlink_to(real)
     assert is_inside(tmp_path / "ws-link", real / "a.txt")
     assert is_inside(tmp_path / "ws-link", "a.txt")
+
+
+@pytest.mark.anyio
+async def test_edit_refuses_a_fifo_or_device_at_once(workspace: Path) -> None:
+    """Bad input (regression): Edit on a FIFO or a device fails at once with a clear error
+    instead of blocking (a stop would wait on a MUTATING call forever)."""
+    import anyio
+
+    fifo = workspace / "pipe.txt"
+    os.mkfifo(fifo)
+    ctx = ToolContext(call_id="c", session_id="s", workspace=workspace)
+    for target in (str(fifo), "/dev/zero"):
+        with anyio.fail_after(5), pytest.raises(ToolFailed, match="not a regular file"):
+            await Edit().run(
+                ctx,
+                {
+                    "file_path": target,
+                    "old_string": "a",
+                    "new_string": "b",
+                    "replace_all": False,
+                },
+            )

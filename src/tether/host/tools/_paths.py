@@ -9,6 +9,7 @@ workspace is not refused here; `is_inside()` is the test the permission broker u
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Awaitable, Callable, Sequence
@@ -196,9 +197,63 @@ class IgnoreRules:
         return False
 
 
+def open_regular(path: Path) -> int:
+    """Open a regular file for reading without ever blocking on, or opening, anything else.
+
+    The name is judged with `stat` first, so a device is never opened (opening some runs
+    their driver); then the descriptor is opened non-blocking, so a FIFO swapped in
+    between cannot hang it, and judged again by `fstat`.
+
+    Raises:
+        OSError: the path is missing, unreadable, or not a regular file (`EINVAL`, with
+            the kind in the message).
+    """
+    kind = stat.S_IFMT(os.stat(path).st_mode)
+    if kind != stat.S_IFREG:
+        raise OSError(
+            errno.EINVAL, f"not a regular file ({_KIND_WORDS.get(kind, 'special')})"
+        )
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    if stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return fd
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """Read a whole regular file of at most `limit` bytes (see `open_regular`).
+
+    Raises:
+        OSError: as `open_regular`, or `EFBIG` when the file is larger than `limit`.
+    """
+    fd = open_regular(path)
+    try:
+        if os.fstat(fd).st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+_KIND_WORDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+IGNORE_FILE_LIMIT = 1 << 20
+"""Largest `.gitignore` read, in bytes."""
+
+
 def _load(path: Path) -> pathspec.GitIgnoreSpec | None:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular(path, IGNORE_FILE_LIMIT).decode("utf-8", errors="replace")
     except OSError:
         return None
     return pathspec.GitIgnoreSpec.from_lines(text.splitlines())

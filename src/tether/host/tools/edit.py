@@ -18,7 +18,7 @@ import pydantic
 from ..._config import Config
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, validate_with
-from ._paths import replace_file, resolve
+from ._paths import read_regular, replace_file, resolve
 
 __all__ = ("Edit", "tools")
 
@@ -38,6 +38,10 @@ class EditInput(pydantic.BaseModel):
     )
 
 
+EDIT_LIMIT = 64 << 20
+"""Largest file Edit reads, in bytes."""
+
+
 def edit_text(path: Path, old: str, new: str, replace_all: bool) -> str:
     """Replace `old` by `new` in the file at `path` and write it back atomically.
 
@@ -50,13 +54,12 @@ def edit_text(path: Path, old: str, new: str, replace_all: bool) -> str:
     if old == new:
         raise ToolFailed("old_string and new_string are the same; nothing to change")
     try:
-        raw = path.read_bytes()
+        # Never blocks on a FIFO, never opens a device, never reads without a bound.
+        raw = read_regular(path, EDIT_LIMIT)
     except FileNotFoundError:
         raise ToolFailed(f"{path} does not exist; use Write to create it") from None
-    except IsADirectoryError:
-        raise ToolFailed(f"{path} is a directory") from None
     except OSError as exc:
-        raise ToolFailed(f"{path} could not be read: {exc.strerror or exc}") from None
+        raise ToolFailed(f"{path} cannot be edited: {exc.strerror or exc}") from None
     # surrogateescape: bytes that are not UTF-8 survive the round trip unchanged.
     text = raw.decode("utf-8", errors="surrogateescape")
     count = text.count(old)

@@ -142,6 +142,11 @@ class Read(Tool):
     def _open(self, path: Path) -> int:
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
         try:
+            # Judge the name first: a device is never opened (opening runs its driver).
+            kind = stat.S_IFMT(os.stat(path).st_mode)
+            if kind not in (stat.S_IFREG, stat.S_IFDIR):
+                what = _KINDS.get(kind, "not a regular file")
+                raise ToolFailed(f"{path} is {what}; Read reads regular files only")
             fd = os.open(path, flags)
         except FileNotFoundError:
             raise ToolFailed(f"{path} does not exist") from None
