@@ -14,13 +14,10 @@ A plugin that fails to import, names something that is not a tool, or raises whi
 building its tools is reported in `problems` (entry point and reason) and skipped; it
 never stops the host or the other plugins.
 
-Stop class. Plugin tools are `EXTENSION`: once started, a stop waits for their real
-result. A tool that declares `READ_ONLY` or `PROCESS` keeps that class, since neither
-is ever a default (`@tool` without `stop_class` gives `MUTATING`), so only an explicit
-choice produces them; the plugin then owes that class's contract (`READ_ONLY`: no
-hidden side effect and cancellable at once; `PROCESS`: it terminates its own process
-tree). `MUTATING` becomes `EXTENSION`, which stops the same way and says in reports
-that the work is a plugin's.
+Stop class. Plugin tools are `EXTENSION`, whatever class the plugin declares: once
+started, a stop waits for their real result, and by default they need permission. A
+plugin's own claim to be read-only would otherwise let it run unasked and be abandoned
+mid-work; an allow rule (`allow = ["peek"]`) is how a person lets one run unasked.
 """
 
 from __future__ import annotations
@@ -37,8 +34,6 @@ __all__ = ("GROUP", "PluginProblem", "PluginTool", "PluginTools", "load_plugins"
 
 GROUP = "tether.tools"
 """The entry-point group plugin tools are found in."""
-
-_KEPT = frozenset({StopClass.READ_ONLY, StopClass.PROCESS, StopClass.EXTENSION})
 
 
 @attrs.frozen
@@ -67,9 +62,7 @@ class PluginTool(Tool):
         self.name = inner.name
         self.description = inner.description
         self.subject_field = inner.subject_field
-        self.stop_class = (
-            inner.stop_class if inner.stop_class in _KEPT else StopClass.EXTENSION
-        )
+        self.stop_class = StopClass.EXTENSION
 
     def input_schema(self) -> dict[str, Any]:
         """Return the plugin tool's input schema."""
