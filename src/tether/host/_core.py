@@ -181,7 +181,11 @@ class HostCore:
                     call.ctx.cancelled.set()
                     # The grace window: the tool's own scope is cancelled when it closes.
                     call.tool_scope.deadline = anyio.current_time() + request.grace
-                case StopClass.MUTATING | StopClass.EXTENSION:
+                case StopClass.EXTENSION:
+                    # Never abandoned once started; the flag only tells the extension
+                    # that a stop was asked for (it may still finish cleanly).
+                    call.ctx.cancelled.set()
+                case StopClass.MUTATING:
                     pass  # never abandoned once started: its real result is awaited
         return AbortAck(found=True, phase=phase)
 
