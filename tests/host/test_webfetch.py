@@ -80,6 +80,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(302, "text/plain", b"", Location=target)
         elif path == "/ftp":
             self.send(302, "text/plain", b"", Location="ftp://127.0.0.1/x")
+        elif path.startswith("/to?"):
+            self.send(302, "text/plain", b"", Location=path[len("/to?") :])
         elif path == "/big":
             self.send(200, "text/plain", b"x" * BIG)
         elif path == "/drip":
@@ -223,8 +225,9 @@ async def test_webfetch_redirect_to_another_scheme_fails(
     workspace: Path, server: Server
 ) -> None:
     """A redirect to a non-HTTP scheme is not followed."""
-    with pytest.raises(ToolFailed, match="failed"):
-        await fetch(workspace, f"{server.base}/ftp")
+    out = await fetch(workspace, f"{server.base}/ftp")
+    assert "redirects to ftp://127.0.0.1/x" in out
+    assert "does not follow" in out
 
 
 @pytest.mark.anyio
@@ -272,3 +275,15 @@ async def test_s14_webfetch_stop_closes_the_connection(
             await ended.wait()
         assert await anyio.to_thread.run_sync(server.client_gone.wait, 5)
     assert scope.cancelled_caught
+
+
+@pytest.mark.anyio
+async def test_webfetch_reports_a_redirect_to_another_host_instead_of_following_it(
+    workspace: Path, server: Server
+) -> None:
+    """A redirect to another host is reported, not fetched, so fetching it is a call of
+    its own that permission rules judge (regression: deny rules were bypassed)."""
+    other = server.base.replace("127.0.0.1", "localhost")
+    out = await fetch(workspace, f"{server.base}/to?{other}/text")
+    assert f"redirects to {other}/text" in out
+    assert "does not follow" in out

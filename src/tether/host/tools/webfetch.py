@@ -60,6 +60,13 @@ class _Page:
     encoding: str
     body: bytes
     truncated: bool
+    elsewhere: str | None = None
+    """A redirect to another host or scheme, not followed."""
+
+
+HTML_CONVERT_LIMIT = 1_000_000
+"""Characters of HTML converted to Markdown at most: the conversion is CPU work that a
+stop abandons but cannot interrupt, so its input is bounded."""
 
 
 def _to_markdown(html: str) -> str:
@@ -146,38 +153,71 @@ class WebFetch(Tool):
         return await self._render(inp, page)
 
     async def _fetch(self, url: httpx.URL) -> _Page:
-        async with (
-            httpx.AsyncClient(
-                follow_redirects=True,
-                max_redirects=self.max_redirects,
-                timeout=httpx.Timeout(self.timeout),
-                trust_env=self.trust_env,
-                headers={"User-Agent": USER_AGENT},
-            ) as client,
-            client.stream("GET", url) as response,
-        ):
-            body = bytearray()
-            truncated = False
-            async for chunk in response.aiter_bytes():
-                room = self.max_bytes - len(body)
-                body += chunk[:room]
-                if len(chunk) > room:
-                    truncated = True  # size bound: stop reading, close the connection
-                    break
-            return _Page(
-                url=str(response.url),
-                status=response.status_code,
-                reason=response.reason_phrase,
-                content_type=response.headers.get("content-type", ""),
-                encoding=response.encoding or "utf-8",
-                body=bytes(body),
-                truncated=truncated,
-            )
+        # Redirects are followed by hand, and only on the same scheme and host: a hop to
+        # another host is reported, not fetched, so that fetching it is a call of its
+        # own that permission rules (`WebFetch(domain:...)`) judge.
+        async with httpx.AsyncClient(
+            follow_redirects=False,
+            timeout=httpx.Timeout(self.timeout),
+            trust_env=self.trust_env,
+            headers={"User-Agent": USER_AGENT},
+        ) as client:
+            current = url
+            for _ in range(self.max_redirects + 1):
+                async with client.stream("GET", current) as response:
+                    location = response.headers.get("location")
+                    if response.is_redirect and location:
+                        target = current.join(location)
+                        if (target.scheme, target.host, target.port) != (
+                            url.scheme,
+                            url.host,
+                            url.port,
+                        ):
+                            return _Page(
+                                url=str(current),
+                                status=response.status_code,
+                                reason=response.reason_phrase,
+                                content_type="",
+                                encoding="utf-8",
+                                body=b"",
+                                truncated=False,
+                                elsewhere=str(target),
+                            )
+                        current = target
+                        continue
+                    return await self._read(response)
+        raise httpx.TooManyRedirects(f"more than {self.max_redirects} redirects")
+
+    async def _read(self, response: httpx.Response) -> _Page:
+        body = bytearray()
+        truncated = False
+        async for chunk in response.aiter_bytes():
+            room = self.max_bytes - len(body)
+            body += chunk[:room]
+            if len(chunk) > room:
+                truncated = True  # size bound: stop reading, close the connection
+                break
+        return _Page(
+            url=str(response.url),
+            status=response.status_code,
+            reason=response.reason_phrase,
+            content_type=response.headers.get("content-type", ""),
+            encoding=response.encoding or "utf-8",
+            body=bytes(body),
+            truncated=truncated,
+        )
 
     async def _render(self, inp: WebFetchInput, page: _Page) -> str:
+        if page.elsewhere is not None:
+            return (
+                f"URL: {page.url}\n\n{page.url} redirects to {page.elsewhere}, on another "
+                f"host or scheme; WebFetch does not follow that on its own. Fetch "
+                f"{page.elsewhere} to read it."
+            )
         if page.status >= 400:
             raise ToolFailed(f"{page.url} answered HTTP {page.status} {page.reason}")
         mime = page.content_type.split(";")[0].strip().lower()
+        html_cut = False
         try:
             text = page.body.decode(page.encoding, errors="replace")
         except LookupError:
@@ -185,8 +225,10 @@ class WebFetch(Tool):
         if mime in _HTML_TYPES or (not mime and "<html" in text[:1024].lower()):
             # Pure CPU work on a bounded input with no side effect: abandoning the
             # thread on a stop hides nothing, and the call must not wait for it.
+            converted = text[:HTML_CONVERT_LIMIT]
+            html_cut = len(text) > HTML_CONVERT_LIMIT
             text = await anyio.to_thread.run_sync(
-                _to_markdown, text, abandon_on_cancel=True
+                _to_markdown, converted, abandon_on_cancel=True
             )
         elif not (
             mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith("+json")
@@ -196,6 +238,10 @@ class WebFetch(Tool):
                 f"({len(page.body)} bytes), not text; WebFetch shows text only."
             )
         notes: list[str] = []
+        if html_cut:
+            notes.append(
+                f"[HTML cut at {HTML_CONVERT_LIMIT} characters before conversion]"
+            )
         if page.truncated:
             notes.append(f"[body cut at the size bound of {self.max_bytes} bytes]")
         if len(text) > self.max_output_chars:
