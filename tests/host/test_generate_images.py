@@ -152,4 +152,21 @@ def test_templates_need_out_and_input_is_validated() -> None:
     with pytest.raises(InvalidInput) as caught:
         tool.validate({"prompt": "p", "count": 9})
     assert caught.value.path == "count"
-    assert fill("x {prompt} {out}", prompt="a b", out=Path("/o p")) == "x 'a b' '/o p'"
+    assert fill("x {prompt} {out}", out=Path("/o p")) == "x \"$TETHER_PROMPT\" '/o p'"
+
+
+@pytest.mark.anyio
+async def test_a_prompt_inside_double_quotes_of_the_template_is_still_no_code(
+    workspace: Path,
+) -> None:
+    """Regression: `"{prompt}"` in a template cannot turn a prompt into shell code."""
+    template = 'printf %s "--prompt {prompt}" > {out}'
+    (tool,) = tools(Config(image_command=template))
+    prompt = "$(touch pwned) `touch pwned2`"
+    with anyio.fail_after(10):
+        await tool.run(_ctx(workspace, [], "c9"), {"prompt": prompt, "count": 1})
+    assert not (workspace / "pwned").exists()
+    assert not (workspace / "pwned2").exists()
+    # Inside quotes the prompt is split into words (it is already quoted: put `{prompt}`
+    # outside quotes), but it stays text.
+    assert "$(touch" in (workspace / "images" / "c9-1.png").read_text()

@@ -58,9 +58,18 @@ class GenerateImagesInput(pydantic.BaseModel):
     )
 
 
-def fill(template: str, *, prompt: str, out: Path) -> str:
-    """Return `template` with `{prompt}` and `{out}` replaced, shell-quoted."""
-    return template.replace("{prompt}", shlex.quote(prompt)).replace(
+PROMPT_VARIABLE = "TETHER_PROMPT"
+"""The environment variable that carries the prompt to the image command."""
+
+
+def fill(template: str, *, out: Path) -> str:
+    """Return `template` with `{prompt}` and `{out}` replaced.
+
+    `{prompt}` becomes `"$TETHER_PROMPT"`: the prompt travels in the environment, never
+    in the command text, so no quoting context of the template (even `"{prompt}"`) can
+    turn it into shell code. `{out}` is a path tether chose, shell-quoted.
+    """
+    return template.replace("{prompt}", f'"${PROMPT_VARIABLE}"').replace(
         "{out}", shlex.quote(str(out))
     )
 
@@ -116,12 +125,12 @@ class GenerateImages(Tool):
         written: list[str] = []
         for n in range(1, args["count"] + 1):
             out = folder / f"{stem}-{n}.png"
-            command = fill(self.command, prompt=args["prompt"], out=out)
+            command = fill(self.command, out=out)
             try:
                 outcome = await run_stoppable(
                     ["bash", "-c", command],
                     cwd=ctx.workspace,
-                    env=agent_env(),
+                    env={**agent_env(), PROMPT_VARIABLE: args["prompt"]},
                     stop=ctx.cancelled,
                     on_output=ctx.progress,
                     timeout=self.timeout,
