@@ -139,3 +139,22 @@ def test_read_outcomes_a_lifted_stop_is_not_reported_as_vanished() -> None:
     reading = watch.read()
     assert reading.outcome is ReadOutcome.CLEAR
     assert reading.notes == ()
+
+
+@pytest.mark.root
+@pytest.mark.rule("folder-rule")
+def test_folder_rule_untrusted_filesystem_holds_on_every_read_of_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder on a filesystem whose owners cannot be trusted holds on every read of a
+    run, not only the first (regression: a held first read left a pin that later reads
+    trusted, skipping the check)."""
+    import tether.stop._read as read_module
+
+    monkeypatch.setattr(read_module, "fs_type", lambda fd: ("nfs4", "rw"))
+    _, store = _shared(tmp_path)
+    watch = store.watch()
+    for _ in range(3):
+        reading = watch.read()
+        assert reading.outcome is ReadOutcome.HOLD
+        assert "nfs4" in (reading.reason or "")

@@ -157,18 +157,16 @@ class StopWatch:
                 person_uid=place.person_uid,
                 stop_path=place.stop_path,
             )
-        # The filesystem type is judged until the folder is pinned: a pinned
-        # (st_dev, st_ino) cannot move to another filesystem without holding.
-        raw = read_place(
-            place,
-            pins=(self.folder_pin, self.uid_dir_pin),
-            check_fs=self.folder_pin is None,
-        )
-        if self.folder_pin is None:
-            self.folder_pin = raw.folder_id
-        if self.uid_dir_pin is None:
-            self.uid_dir_pin = raw.uid_dir_id
+        # The filesystem type is judged on every read (one fstatfs): a reading that
+        # held must never leave a pin behind that later reads trust instead.
+        raw = read_place(place, pins=(self.folder_pin, self.uid_dir_pin), check_fs=True)
         reading = raw.reading
+        if reading.outcome is not ReadOutcome.HOLD:
+            # Pins come only from a read that passed every check.
+            if self.folder_pin is None:
+                self.folder_pin = raw.folder_id
+            if self.uid_dir_pin is None:
+                self.uid_dir_pin = raw.uid_dir_id
         if reading.outcome is ReadOutcome.STOPPED:
             self._last_stop = raw.stop_id
         elif reading.outcome is ReadOutcome.CLEAR and self._last_stop is not None:
