@@ -238,3 +238,25 @@ def test_protected_paths_never_raise_on_a_broken_record() -> None:
     found = protected_paths()
     assert setup_path() in found
     assert len(found) >= 3
+
+
+@pytest.mark.root
+def test_setup_refuses_to_change_the_person_while_a_stop_stands(tmp_path: Path) -> None:
+    """Regression: whose stop is honoured cannot change while that stop stands."""
+    tree = make_tree(tmp_path)
+    choose_setup(folder=tree.folder, person_uid=os.geteuid())
+    set_stop()
+    with pytest.raises(Refused, match="lift first"):
+        choose_setup(folder=tree.folder, person_uid=PERSON)
+
+
+@pytest.mark.root
+def test_setup_refuses_a_change_while_the_stop_cannot_be_read(tmp_path: Path) -> None:
+    """Regression: a reading that holds is not "no stop"; the folder stays until it reads."""
+    tree = make_tree(tmp_path)
+    record = choose_setup(folder=tree.folder, person_uid=os.geteuid()).record
+    os.symlink("/etc/hostname", record.stop_path)  # the stop's name now holds
+    with pytest.raises(Refused, match="cannot be read"):
+        choose_setup(folder=None, person_uid=os.geteuid())
+    os.unlink(record.stop_path)
+    assert choose_setup(folder=None, person_uid=os.geteuid()).record.folder is None

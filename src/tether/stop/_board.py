@@ -153,15 +153,24 @@ def build_board(record: SetupRecord, *, notes: tuple[str, ...] = ()) -> Board:
     )
 
 
-def _stop_stands(record: SetupRecord) -> bool:
+def _why_not_change(record: SetupRecord) -> str | None:
+    """Why the place of `record` may not be left now: only a clear reading allows it."""
     reading = read_place(_place(record)).reading
+    if reading.outcome is ReadOutcome.CLEAR:
+        return None
     if reading.outcome is ReadOutcome.STOPPED:
-        return True
+        return f"a stop stands in {record.uid_dir}: run tether lift first"
     try:
-        os.stat(record.stop_path, follow_symlinks=False)
+        os.stat(record.uid_dir)
+    except FileNotFoundError:
+        return None  # no uid directory (never armed, or gone): no stop can stand there
     except OSError:
-        return False
-    return True
+        pass
+    # Cannot verify is not "no stop": a stop that cannot be seen may still stand.
+    return (
+        f"the stop in {record.uid_dir} cannot be read ({reading.reason}); repair that, "
+        "or lift the stop, first"
+    )
 
 
 def _arm(record: SetupRecord) -> list[str]:
@@ -245,15 +254,14 @@ def choose_setup(
     record = SetupRecord(
         folder=chosen, person_uid=person_uid, allow_untrusted_fs=allow_untrusted_fs
     )
-    if (
-        current is not None
-        and current.store_dir != record.store_dir
-        and _stop_stands(current)
+    if current is not None and (
+        current.store_dir != record.store_dir or current.person_uid != record.person_uid
     ):
-        raise Refused(
-            f"a stop stands in {current.uid_dir}: run tether lift first, then change "
-            "the folder"
-        )
+        # spec 02: the folder (and whose stop is honoured) cannot change while a stop
+        # stands, or while the reading cannot tell.
+        why = _why_not_change(current)
+        if why is not None:
+            raise Refused(f"{why}, then change the folder or the person")
     save_setup(record)
     if os.geteuid() == person_uid:
         notes += _arm(record)
