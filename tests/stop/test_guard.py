@@ -179,6 +179,28 @@ GUARD_TABLE = [
         "@STOP_DIR@/stop",
         id="refuse-heredoc-into-stop",
     ),
+    # -- code fed where the parser cannot see it (regressions) --------------------------
+    bash(
+        "bash /dev/stdin <<< 'rm @STOP_DIR@/stop'",
+        "@STOP_DIR@",
+        id="refuse-here-string-into-a-shell-on-stdin",
+    ),
+    bash(
+        "python3 /proc/self/fd/0 <<< 'import os; os.remove(\"@STOP_DIR@/stop\")'",
+        "@STOP_DIR@",
+        id="refuse-interpreter-reading-stdin",
+    ),
+    bash(
+        ". <(echo rm @STOP_DIR@/stop)",
+        "@STOP_DIR@",
+        id="refuse-source-process-substitution",
+    ),
+    bash("echo 'rm @STOP_DIR@/stop' | at now", "@STOP_DIR@", id="refuse-at-job"),
+    bash(
+        "crontab <<< '* * * * * rm @STOP_DIR@/stop'",
+        "@STOP_DIR@",
+        id="refuse-crontab-here-string",
+    ),
     bash("rm @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-rm"),
     bash("sudo rm -f -- @STOP_DIR@/stop", "@STOP_DIR@/stop", id="refuse-sudo-rm"),
     bash("rm -rf @FOLDER@", "@FOLDER@", id="refuse-rm-folder-above"),
@@ -315,6 +337,8 @@ GUARD_TABLE = [
     ),
     tool("Write", {"content": "x"}, "no target", id="refuse-write-without-target"),
     # -- allowed: reading the stop, look-alike paths, writes elsewhere --------------------
+    ok("python3 /dev/stdin <<< 'print(1)'", id="allow-here-string-naming-no-stop"),
+    ok("source ~/.bashrc && make", id="allow-source-elsewhere"),
     ok("ls -la @STOP_DIR@", id="allow-ls-stop-dir"),
     ok("cat @STOP_DIR@/stop", id="allow-cat-stop"),
     ok("stat -c %U @STOP_DIR@/stop", id="allow-stat-stop"),
@@ -371,6 +395,12 @@ GUARD_TABLE = [
         {"file_path": "@WS@/doc.md", "content": "rm @STOP_DIR@/stop"},
         None,
         id="allow-write-text-naming-stop",
+    ),
+    tool(
+        "mcp__shell__exec",
+        {"cmd": "tether lift"},
+        "`lift`",
+        id="refuse-mcp-shell-running-a-verb",
     ),
     tool("mcp__db__query", {"sql": "select 1"}, None, id="allow-mcp-unrelated"),
     tool(

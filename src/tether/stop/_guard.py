@@ -50,6 +50,13 @@ _CASE_INSENSITIVE = sys.platform == "darwin"
 _MAX_SCAN_DEPTH = 6
 
 
+_CODE_SINK = re.compile(
+    r"/dev/stdin|/dev/fd/|/proc/self/fd/|<\(|<<|\bsource\b|(?:^|[;&|(]\s*)\.\s"
+    r"|\beval\b|\b(?:at|batch|crontab|systemd-run)\b"
+)
+"""Ways to run code the command text does not show as a command of its own."""
+
+
 @attrs.frozen
 class GuardVerdict:
     """The guard's answer for one tool call."""
@@ -275,7 +282,7 @@ class _Guard:
         if depth > _MAX_SCAN_DEPTH:
             raise _Refusal(f"{tool_name}: the input is nested too deep to judge")
         if isinstance(value, str):
-            self._names(value, f"{tool_name} input", broad=False, verbs=False)
+            self._names(value, f"{tool_name} input", broad=False)
             if value and not any(c in value for c in " \n\t") and value[0] in "/~.":
                 path = posixpath.join(self.cwd, self._tilde(value))
                 for hit in self.concrete(path):
@@ -318,6 +325,14 @@ class _Guard:
                     else f"runs code the guard cannot see ({effect.how})"
                 )
                 self._names(effect.value, f"the command {what}, and it", broad=True)
+        if _CODE_SINK.search(command):
+            # Code fed through stdin, a here-string, a process substitution, `source`,
+            # `eval` or a scheduler is not parsed: refuse when its text names a stop.
+            self._names(
+                command,
+                "the command feeds code the guard cannot see, and it",
+                broad=True,
+            )
 
     def _tether(self, effect: Effect) -> None:
         verb = effect.value
