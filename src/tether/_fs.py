@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ("check_owner_only", "fsync_dir", "write_atomic")
+__all__ = ("check_owner_only", "fsync_dir", "judge_owner_only", "write_atomic")
 
 
 def fsync_dir(path: Path) -> None:
@@ -66,7 +66,15 @@ def check_owner_only(path: Path) -> os.stat_result:
     Raises:
         StoreError: the file breaks the rule; the message says how to repair it.
     """
-    st = os.stat(path, follow_symlinks=False)
+    return judge_owner_only(os.stat(path, follow_symlinks=False), path)
+
+
+def judge_owner_only(st: os.stat_result, path: Path) -> os.stat_result:
+    """Apply the owner-only rule to a stat (from `fstat` of an open descriptor, ideally).
+
+    Raises:
+        StoreError: the file breaks the rule; the message says how to repair it.
+    """
     if not stat.S_ISREG(st.st_mode):
         raise StoreError(f"{path} is not a regular file; remove it and try again")
     if st.st_uid != os.geteuid():

@@ -18,7 +18,7 @@ import attrs
 
 from .._config import paths
 from .._env import TetherEnv
-from .._fs import check_owner_only, write_atomic
+from .._fs import check_owner_only, judge_owner_only, write_atomic
 from ..errors import StoreError, UsageError
 
 __all__ = (
@@ -154,6 +154,8 @@ def load_setup() -> SetupRecord:
     try:
         fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
+            # Judge what was opened, not only the name a moment before.
+            judge_owner_only(os.fstat(fd), where)
             raw = os.read(fd, _MAX_RECORD_BYTES + 1)
         finally:
             os.close(fd)
