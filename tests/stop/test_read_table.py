@@ -239,6 +239,7 @@ CASES = [
     _case("stop-is-a-directory", _directory, "HOLD", ONE_FD),
     _case("stop-owned-by-another", _stop_of(OTHER), "IGNORED", NOT_HONOURED),
     _case("stop-owned-by-root", _stop_of(0), "IGNORED", NOT_HONOURED),
+    _case("stop-owned-by-the-overflow-uid", _stop_of(65534), "HOLD", ONE_FD),
     _case("hard-link-to-anothers-file", _link_to_others_file, "IGNORED", NOT_HONOURED),
     _case(
         "anothers-stop-in-the-folder", _others_stop_in_folder, "IGNORED", NOT_HONOURED

@@ -277,6 +277,10 @@ def read_place(
     )
 
 
+_OVERFLOW_UIDS = frozenset({65534, 4294967294})
+"""The overflow uid (`/proc/sys/kernel/overflowuid`, 65534 by default) and `(uid_t)-2`."""
+
+
 def _judge_stop(
     place: Place, uid_fd: int, after_gate: Hook, fds: list[int]
 ) -> tuple[StopReading, tuple[int, int, int] | None]:
@@ -302,6 +306,14 @@ def _judge_stop(
     st = os.fstat(fd)  # the only judgement: the descriptor, never the name
     if not stat.S_ISREG(st.st_mode):
         raise _Hold(f"{path} became {_kind(st.st_mode)} while it was read; remove it")
+    if st.st_uid in _OVERFLOW_UIDS and place.person_uid not in _OVERFLOW_UIDS:
+        # The kernel shows an owner it cannot map (user namespaces, idmapped or network
+        # mounts) as the overflow uid: the real owner is unknown, so neither honoured
+        # nor ignored.
+        raise _Hold(
+            f"{path} is owned by uid {st.st_uid}, the kernel's stand-in for an owner it "
+            "cannot map: who set it cannot be told"
+        )
     if st.st_uid != place.person_uid:
         foreign = NotHonoured(
             path,
