@@ -277,8 +277,10 @@ def replace_file(path: Path, data: bytes) -> bool:
 
     A temp file in the same directory is written, fsynced and renamed over `path`, so
     readers see the old content or the new, never a part. An existing file keeps its
-    mode (and its owner, when the caller may set it); a new file gets the usual
-    `0o666 & ~umask`. A symlink is followed: its target is replaced.
+    mode, less set-user-ID and set-group-ID (and its owner, when the caller may set it);
+    a new file gets the usual `0o666 & ~umask`. A symlink is followed: its target is
+    replaced. A file with other hard links is replaced, not rewritten in place: the
+    other names keep the old content.
 
     Returns:
         Whether `path` existed before.
@@ -293,7 +295,10 @@ def replace_file(path: Path, data: bytes) -> bool:
         old = None
     if old is not None and not stat.S_ISREG(old.st_mode):
         raise IsADirectoryError(f"{path} is not a regular file")
-    mode = stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~_umask()
+    # New content never inherits set-user-ID or set-group-ID: an agent's write must not
+    # produce a privileged program.
+    kept = stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID) if old else 0
+    mode = kept if old is not None else 0o666 & ~_umask()
     directory = target.parent
     tmp = directory / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
