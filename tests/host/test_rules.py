@@ -524,3 +524,16 @@ def test_prefix_allow_never_allows_expansions_that_can_run_code(
         allow=["Bash(echo:*)", "Bash(git status:*)"], ask=[], deny=[]
     )
     assert rules.decide(Bash(), {"command": command}, workspace=tmp_path) == "ask"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://localhost./x", "http://LOCALHOST/x", "http://localhost:8080/x"]
+)
+def test_domain_rules_compare_normalised_hosts(tmp_path: Path, url: str) -> None:
+    """`WebFetch(domain:...)` sees through a trailing dot and letter case (regression)."""
+    from tether.host.tools.webfetch import WebFetch
+
+    rules = PermissionRules.from_lists(
+        allow=["WebFetch"], ask=[], deny=["WebFetch(domain:localhost)"]
+    )
+    assert rules.decide(WebFetch(), {"url": url}, workspace=tmp_path) == "deny"

@@ -306,14 +306,23 @@ def _path_matches(spec: str, path: Path, workspace: Path) -> bool:
     return _glob_regex(spec).match(rel) is not None
 
 
-def _domain_matches(spec: str, url: str) -> bool:
-    want = spec[len("domain:") :].strip().lower()
+def _host_form(host: str) -> str:
+    """A host name as rules compare it: lower case, no trailing dot, IDNA (punycode)."""
+    host = host.strip().rstrip(".").lower()
     try:
-        host = (urlsplit(url).hostname or "").lower()
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
+def _domain_matches(spec: str, url: str) -> bool:
+    want = _host_form(spec[len("domain:") :])
+    try:
+        host = _host_form(urlsplit(url).hostname or "")
     except ValueError:
         return False
-    if want.startswith("*."):
-        return host.endswith(want[1:])
+    if spec[len("domain:") :].strip().startswith("*."):
+        return host.endswith("." + want.removeprefix("*."))
     return host == want
 
 
