@@ -14,10 +14,11 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.host.support import make_ctx, stop_once_started
 
 from tether._config import Config
 from tether.errors import ToolAborted, ToolFailed
-from tether.host import StopClass, Tool, ToolContext
+from tether.host import StopClass, ToolContext
 from tether.host.tools import glob as glob_module
 from tether.host.tools.glob import Glob, compile_glob
 from tether.host.tools.read import Read
@@ -25,12 +26,6 @@ from tether.host.tools.read import Read
 TREE_DIRS = 100
 TREE_FILES = 1000
 """The huge tree: 100 directories of 1000 files, about 100k entries."""
-
-
-def make_ctx(workspace: Path, **kwargs: Any) -> ToolContext:
-    return ToolContext(
-        call_id="call-1", session_id="session-1", workspace=workspace, **kwargs
-    )
 
 
 def touch(root: Path, *names: str) -> None:
@@ -209,34 +204,6 @@ async def test_glob_path_that_is_not_a_directory_fails(workspace: Path) -> None:
     """A `path` that is missing or a file fails with a clear message."""
     with pytest.raises(ToolFailed, match="is not a directory"):
         await Glob().run(make_ctx(workspace), {"pattern": "*", "path": "missing"})
-
-
-async def stop_once_started(
-    tool: Tool, workspace: Path, args: dict[str, Any], *, flag_only: bool = False
-) -> tuple[float, BaseException | None]:
-    """Start a call, stop it at its first progress report; return the time to its end."""
-    started = anyio.Event()
-    ctx = make_ctx(workspace, on_progress=lambda _text: started.set())
-    scope = anyio.CancelScope()
-    outcome: dict[str, Any] = {}
-
-    async def call() -> None:
-        with scope:
-            try:
-                await tool.run(ctx, args)
-            except ToolAborted as exc:
-                outcome["error"] = exc
-        outcome["end"] = time.perf_counter()
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(call)
-            await started.wait()
-            t0 = time.perf_counter()
-            ctx.cancelled.set()
-            if not flag_only:
-                scope.cancel()  # what the host does to a READ_ONLY call on a stop
-    return outcome["end"] - t0, outcome.get("error")
 
 
 @pytest.mark.rule("S14")

@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
+from tests.host.support import make_ctx, stop_once_started
 
 from tether._config import Config
 from tether.errors import ToolAborted, ToolFailed
-from tether.host import StopClass, ToolContext
+from tether.host import StopClass
 from tether.host.tools import read as read_module
 from tether.host.tools.read import DEFAULT_LIMIT, MAX_LINE_CHARS, Read
 
 HUGE = 50 * 1024**3
 """Size of the sparse test file: far more than any test reads before its stop."""
-
-
-def make_ctx(workspace: Path, **kwargs: Any) -> ToolContext:
-    return ToolContext(
-        call_id="call-1", session_id="session-1", workspace=workspace, **kwargs
-    )
 
 
 @pytest.fixture
@@ -35,38 +28,6 @@ def huge_file(tmp_path: Path) -> Path:
         f.write(b"".join(b"line %d\n" % n for n in range(1, 2001)))
         f.truncate(HUGE)
     return path
-
-
-async def stop_while_reading(
-    tool: Read, workspace: Path, args: dict[str, Any], *, flag_only: bool = False
-) -> tuple[float, BaseException | None]:
-    """Start a call, stop it once its worker reports progress; return the time to its end.
-
-    With abandon_on_cancel=False the call returns only after its worker has returned, so
-    the time to the call's end is the worker's.
-    """
-    started = anyio.Event()
-    ctx = make_ctx(workspace, on_progress=lambda _text: started.set())
-    scope = anyio.CancelScope()
-    outcome: dict[str, Any] = {}
-
-    async def call() -> None:
-        with scope:
-            try:
-                await tool.run(ctx, args)
-            except ToolAborted as exc:
-                outcome["error"] = exc
-        outcome["end"] = time.perf_counter()
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(call)
-            await started.wait()
-            t0 = time.perf_counter()
-            ctx.cancelled.set()
-            if not flag_only:
-                scope.cancel()  # what the host does to a READ_ONLY call on a stop
-    return outcome["end"] - t0, outcome.get("error")
 
 
 def test_tools_returns_read_as_a_read_only_tool() -> None:
@@ -254,7 +215,7 @@ async def test_s14_read_worker_ends_within_100ms_of_a_stop(
     """A Read scanning a 50 GiB file ends within 100 ms of the stop (median of 5)."""
     tool = Read(progress_every=1024 * 1024)
     args = {"file_path": str(huge_file), "offset": 3000}
-    times = [(await stop_while_reading(tool, workspace, args))[0] for _ in range(5)]
+    times = [(await stop_once_started(tool, workspace, args))[0] for _ in range(5)]
     assert statistics.median(times) <= 0.1, times
     assert max(times) <= 1.0, times
 
@@ -267,6 +228,6 @@ async def test_s14_read_worker_ends_on_its_cancel_flag_alone(
     """Setting only `ctx.cancelled` ends the worker too, and the call ends ToolAborted."""
     tool = Read(progress_every=1024 * 1024)
     args = {"file_path": str(huge_file), "offset": 3000}
-    elapsed, error = await stop_while_reading(tool, workspace, args, flag_only=True)
+    elapsed, error = await stop_once_started(tool, workspace, args, flag_only=True)
     assert isinstance(error, ToolAborted)
     assert elapsed <= 1.0

@@ -1,0 +1,52 @@
+"""Shared helpers for tool tests: a context, and a stop at the moment a call reports."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tether.errors import ToolAborted
+from tether.host import Tool, ToolContext
+
+
+def make_ctx(workspace: Path, **kwargs: Any) -> ToolContext:
+    """A tool context in `workspace`, as the host builds one."""
+    return ToolContext(
+        call_id="call-1", session_id="session-1", workspace=workspace, **kwargs
+    )
+
+
+async def stop_once_started(
+    tool: Tool, workspace: Path, args: dict[str, Any], *, flag_only: bool = False
+) -> tuple[float, BaseException | None]:
+    """Start a call, stop it at its first progress report; return the time to its end.
+
+    The stop is what the host does to a READ_ONLY call (`ctx.cancelled` set and the
+    task cancelled), or only the flag with `flag_only`. A worker that is not abandoned
+    makes the call return only after the worker has, so the time is the worker's.
+    """
+    started = anyio.Event()
+    ctx = make_ctx(workspace, on_progress=lambda _text: started.set())
+    scope = anyio.CancelScope()
+    outcome: dict[str, Any] = {}
+
+    async def call() -> None:
+        with scope:
+            try:
+                await tool.run(ctx, args)
+            except ToolAborted as exc:
+                outcome["error"] = exc
+        outcome["end"] = time.perf_counter()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await started.wait()
+            t0 = time.perf_counter()
+            ctx.cancelled.set()
+            if not flag_only:
+                scope.cancel()
+    return outcome["end"] - t0, outcome.get("error")
