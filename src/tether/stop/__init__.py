@@ -9,8 +9,9 @@ keeps agents away from.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._board import Board as Board
@@ -78,16 +79,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # Imported on first use: the guard hook runs before every agent tool call and
-    # needs only the guard.
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)
