@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from .errors import ErrorCode as ErrorCode
@@ -52,4 +52,4 @@ _WHERE = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)
