@@ -25,7 +25,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+) -> None:
     """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync.
 
     The temp file is created with `O_CREAT|O_EXCL|O_NOFOLLOW`, so nothing placed at its name
@@ -41,6 +43,9 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     fd = os.open(tmp, flags, mode & 0o777)
     try:
         try:
+            if owner is not None:
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, *owner)
             os.fchmod(fd, mode)
             view = memoryview(data)
             while view:

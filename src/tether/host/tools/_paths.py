@@ -23,7 +23,7 @@ import anyio.to_thread
 import attrs
 import pathspec
 
-from ..._fs import fsync_dir
+from ..._fs import write_atomic
 from ...errors import ToolAborted
 from .._tool import ToolContext
 
@@ -299,29 +299,8 @@ def replace_file(path: Path, data: bytes) -> bool:
     # produce a privileged program.
     kept = stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID) if old else 0
     mode = kept if old is not None else 0o666 & ~_umask()
-    directory = target.parent
-    tmp = directory / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        try:
-            if old is not None and (old.st_uid, old.st_gid) != (
-                os.geteuid(),
-                os.getegid(),
-            ):
-                with contextlib.suppress(PermissionError):
-                    os.fchown(fd, old.st_uid, old.st_gid)
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(directory)
+    owner = None
+    if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+        owner = (old.st_uid, old.st_gid)
+    write_atomic(target, data, mode=mode, owner=owner)
     return old is not None
