@@ -354,10 +354,13 @@ def _call_of(tool: Tool, args: Mapping[str, Any], workspace: Path) -> _Call:
             if isinstance(value, str) and value:
                 raw_path = value
                 break
-    ws = _realpath(workspace)
-    path = _resolve(raw_path, ws) if raw_path is not None else None
     pattern = args.get("pattern")
-    if tool.name == "Glob" and isinstance(pattern, str):
+    globbing = tool.name == "Glob" and isinstance(pattern, str)
+    # Resolving the workspace costs system calls: only calls that name a path need it.
+    ws = _realpath(workspace) if raw_path is not None or globbing else workspace
+    path = _resolve(raw_path, ws) if raw_path is not None else None
+    if globbing:
+        assert isinstance(pattern, str)
         # A Glob pattern may start outside its `path` (`/etc/**`, `../../x/*`): judge the
         # directory it really walks, as an entry inside it (so `Glob(/etc/**)` allows
         # walking /etc).
@@ -432,6 +435,13 @@ class PermissionRules:
         self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
     ) -> Decision:
         """Return `allow`, `ask` or `deny` for a call of `tool` with `args`."""
+        if (
+            not (self.allow or self.ask or self.deny)
+            and tool.subject_field is None
+            and not any(field in args for field in (*_PATH_FIELDS, "pattern"))
+        ):
+            # No rule at all and nothing a path rule could judge: the class default.
+            return default_for(tool.stop_class)
         call = _call_of(tool, args, workspace)
         if call.command is not None:
             return self._decide_command(call)

@@ -132,8 +132,12 @@ class Executor:
         call = ActiveCall(
             key=key, turn_id=turn_id, stop_class=stop_class, on_settled=on_settled
         )
-        self.ledger.add(
-            _record(key, turn_id, stop_class, CallState.REQUESTED, time.time())
+        self.ledger.request(
+            key.session_id,
+            key.call_id,
+            key.tool,
+            turn_id,
+            str(stop_class) if stop_class else "",
         )
         self.active[(key.session_id, key.call_id)] = call
         return call

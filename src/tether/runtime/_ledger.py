@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,10 @@ class CallRecord:
 
 
 _COLUMNS = [a.name for a in attrs.fields(CallRecord)]
+_BLANK: dict[str, Any] = {
+    a.name: (None if a.default is attrs.NOTHING else a.default)
+    for a in attrs.fields(CallRecord)
+}
 
 
 class Ledger:
@@ -123,6 +128,31 @@ class Ledger:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def request(
+        self, session_id: str, call_id: str, tool: str, turn_id: str, stop_class: str
+    ) -> None:
+        """Record a new call in state REQUESTED (the per-call path: no record copy).
+
+        Raises:
+            UsageError: a record with this session and call id exists.
+        """
+        key = (session_id, call_id)
+        if key in self._rows:
+            raise UsageError(f"call {call_id} is already in the ledger")
+        row = dict(_BLANK)
+        row.update(
+            session_id=session_id,
+            call_id=call_id,
+            tool=tool,
+            turn_id=turn_id,
+            stop_class=stop_class,
+            state=CallState.REQUESTED,
+            requested_at=time.time(),
+        )
+        self._rows[key] = row
+        self._turns.setdefault((session_id, turn_id), []).append(row)
+        self._write(row, insert=True)
 
     def add(self, record: CallRecord) -> None:
         """Record a new call.
