@@ -243,3 +243,26 @@ async def test_abort_right_after_execute_means_the_call_never_runs(
     if host_kind == "inprocess":
         # In one process the abort always lands before the call's task has run.
         assert {a.phase for a in acks.values()} == {"registered"}
+
+
+@pytest.mark.rule("S7")
+def test_s7_tombstone_lives_exactly_its_ttl_on_the_host_clock(workspace: Path) -> None:
+    """S7: on a controlled clock, a tombstone blocks its call until the TTL has passed and
+    not after (no wall time involved)."""
+    now = [100.0]
+    core = HostCore(
+        TEST_TOOLS,
+        broker=Broker(workspace=workspace),
+        tombstone_ttl=60.0,
+        clock=lambda: now[0],
+    )
+    key = CallKey("s", "c1", "Echo")
+    core.abort(_abort(key))
+    now[0] += 59.9
+    assert core.statistics().tombstones == 1
+    now[0] += 0.2
+    assert core.statistics().tombstones == 0
+    core.abort(_abort(CallKey("s", "c2", "Echo")))
+    now[0] += 10
+    assert core.calls.take_tombstone(CallKey("s", "c2", "Echo"))
+    assert not core.calls.take_tombstone(CallKey("s", "c2", "Echo"))

@@ -183,3 +183,82 @@ def test_stop_invariants_hold_wherever_the_stop_lands_stdio(
 ) -> None:
     """Spec 01 invariants hold for every stop class, phase and interleaving (stdio host)."""
     _race(tmp_path_factory, "stdio", tool, phase, yields)
+
+
+async def _parallel_race(
+    workspace: Path, host: str, tools: list[str], yields: int
+) -> None:
+    runtime = Runtime(
+        workspace=workspace,
+        tools=TEST_TOOLS,
+        permissions=ALLOW_ALL,
+        grace=0.2,
+        abort_bound=ABORT_BOUND,
+        host=host,  # type: ignore[arg-type]
+        guard=False,
+    )
+    outcomes: dict[int, ToolResult | ToolAborted] = {}
+    async with runtime as rt:
+        session = rt.session()
+        async with anyio.create_task_group() as tg, session.turn() as turn:
+            for n, name in enumerate(tools):
+                args = dict(TOOLS[name])
+                if name == "SlowWrite":
+                    args["path"] = f"out{n}.txt"
+
+                async def call(
+                    n: int = n, name: str = name, args: dict[str, Any] = args
+                ) -> None:
+                    try:
+                        outcomes[n] = await turn.call(name, args, call_id=f"c{n}")
+                    except ToolAborted as exc:
+                        outcomes[n] = exc
+
+                tg.start_soon(call)
+            for _ in range(yields):
+                await anyio.lowlevel.checkpoint()
+            t0 = time.perf_counter()
+            report = await session.abort()
+            elapsed = time.perf_counter() - t0
+            ledger_now = session.ledger_calls()
+        assert elapsed < ABORT_BOUND + 0.25, elapsed
+        assert list(report.calls) == ledger_now
+        assert {p.call_id for p in report.pending} == {
+            r.call_id for r in ledger_now if not r.settled
+        }
+        with anyio.fail_after(10):
+            await session.settled()
+            if isinstance(rt.host, InProcessHost):
+                await rt.host.core.wait_idle()
+        final = {r.call_id: r for r in session.ledger_calls()}
+    # Every call asked for has exactly one final, settled record, matching its caller.
+    assert sorted(final) == sorted(f"c{n}" for n in outcomes)
+    for n, name in enumerate(tools):
+        record = final[f"c{n}"]
+        assert record.state.is_final
+        assert record.settled
+        assert isinstance(outcomes[n], ToolAborted) == (
+            record.state is CallState.ABORTED
+        )
+        if name == "SlowWrite":
+            written = (workspace / f"out{n}.txt").exists()
+            assert written == (record.state is CallState.SUCCEEDED)
+    assert runtime.ledger.calls(session.id) == list(final.values())
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    tools=st.lists(st.sampled_from(sorted(TOOLS)), min_size=2, max_size=4),
+    yields=st.integers(min_value=0, max_value=40),
+)
+def test_stop_invariants_hold_for_parallel_calls_in_any_interleaving(
+    tmp_path_factory: pytest.TempPathFactory, tools: list[str], yields: int
+) -> None:
+    """Spec 01 invariants hold when several calls of mixed classes run in one turn and
+    the stop lands at any point of their interleaving (in-process host)."""
+    workspace = tmp_path_factory.mktemp("parallel")
+    anyio.run(_parallel_race, workspace, "inprocess", tools, yields)

@@ -69,10 +69,11 @@ class HostCore:
         broker: Broker,
         max_concurrent: int = 16,
         tombstone_ttl: float = 60.0,
+        clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.broker = broker
-        self.calls = CallTable(tombstone_ttl=tombstone_ttl)
+        self.calls = CallTable(tombstone_ttl=tombstone_ttl, clock=clock)
         self.admission = Admission(limit=max_concurrent)
         self._slots: dict[CallKey, Slot] = {}
         self._tg: anyio.abc.TaskGroup | None = None
