@@ -45,6 +45,7 @@ import attrs
 
 from ..errors import UsageError
 from ._tool import StopClass, Tool
+from .tools.glob import compile_glob as _glob_regex
 
 if TYPE_CHECKING:
     from .._config import Config
@@ -232,39 +233,6 @@ def _command_matches(spec: str, part: _Part) -> bool:
 
 
 # --- paths and URLs ------------------------------------------------------------------
-
-
-def _segment_regex(segment: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        ch = segment[i]
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[" and segment.find("]", i + 1) > i + 1:
-            close = segment.find("]", i + 1)
-            body = segment[i + 1 : close].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = close
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return "".join(out)
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a path glob: `**` spans directories, `*` and `?` stay in one segment."""
-    segments = pattern.strip("/").split("/")
-    out = ""
-    for i, segment in enumerate(segments):
-        last = i == len(segments) - 1
-        if segment == "**":
-            out += ".*" if last else "(?:[^/]+/)*"
-        else:
-            out += _segment_regex(segment) + ("" if last else "/")
-    return re.compile(out + r"\Z")
 
 
 def _realpath(path: Path) -> Path:
