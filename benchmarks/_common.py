@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -29,3 +31,21 @@ def summary(name: str, seconds: Sequence[float], unit: str = "ms") -> str:
 def machine() -> str:
     """The machine, for the figures' record."""
     return f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}, {platform.platform()}"
+
+
+WORDS = ["alpha", "beta", "gamma", "delta", "tether", "stop", "read", "grep", "omega"]
+
+
+def write_tree(root: Path, *, dirs: int, files: int, lines: int, seed: int) -> int:
+    """Write `dirs * files * lines` lines of varied words under `root`; return the count."""
+    rng = random.Random(seed)
+    for d in range(dirs):
+        directory = root / f"d{d:02}"
+        directory.mkdir(parents=True)
+        for f in range(files):
+            words = rng.choices(WORDS, k=lines * 10)
+            text = "".join(
+                " ".join(words[n * 10 : n * 10 + 10]) + f" {n}\n" for n in range(lines)
+            )
+            (directory / f"f{f:02}.txt").write_text(text, encoding="utf-8")
+    return dirs * files * lines

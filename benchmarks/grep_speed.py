@@ -25,12 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import machine
+from _common import machine, write_tree
 
 from tether.host import ToolContext
 from tether.host.tools.grep import Grep, GrepInput, build_argv, rg_path
-
-WORDS = ["alpha", "beta", "gamma", "delta", "tether", "stop", "read", "grep", "omega"]
 
 CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
@@ -56,20 +54,6 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
 ]
 
 
-def write_tree(root: Path, dirs: int = 50, files: int = 20, lines: int = 500) -> int:
-    rng = random.Random(5)
-    for d in range(dirs):
-        directory = root / f"d{d:02}"
-        directory.mkdir(parents=True)
-        for f in range(files):
-            words = rng.choices(WORDS, k=lines * 10)
-            text = "".join(
-                " ".join(words[n * 10 : n * 10 + 10]) + f" {n}\n" for n in range(lines)
-            )
-            (directory / f"f{f:02}.txt").write_text(text, encoding="utf-8")
-    return dirs * files * lines
-
-
 def run_plain(argv: list[str], tree: Path) -> float:
     """Run rg blocking, output captured; return the seconds it took."""
     t0 = time.perf_counter()
@@ -82,7 +66,7 @@ async def main(runs: int) -> None:
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
-        lines = write_tree(tree)
+        lines = write_tree(tree, dirs=50, files=20, lines=500, seed=5)
         ctx = ToolContext(call_id="c", session_id="s", workspace=tree)
         tool = Grep()
         print(f"machine: {machine()}")

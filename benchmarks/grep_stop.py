@@ -13,7 +13,6 @@ then checked to be gone.
 from __future__ import annotations
 
 import argparse
-import random
 import re
 import tempfile
 import time
@@ -21,28 +20,12 @@ from pathlib import Path
 
 import anyio
 import psutil
-from _common import machine, summary
+from _common import machine, summary, write_tree
 
 from tether.host import ToolContext
 from tether.host.tools.grep import Grep
 
 SLOW_PATTERN = "[a-z ]*a[a-z ]{32}[0-9]{7}"
-WORDS = ["alpha", "beta", "gamma", "delta", "tether", "stop", "read", "grep", "omega"]
-
-
-def write_tree(root: Path, dirs: int = 20, files: int = 10, lines: int = 1000) -> int:
-    """Write `dirs * files * lines` lines of varied words; return the line count."""
-    rng = random.Random(14)
-    for d in range(dirs):
-        directory = root / f"d{d:02}"
-        directory.mkdir(parents=True)
-        for f in range(files):
-            words = rng.choices(WORDS, k=lines * 10)
-            text = "".join(
-                " ".join(words[n * 10 : n * 10 + 10]) + f" {n}\n" for n in range(lines)
-            )
-            (directory / f"f{f:02}.txt").write_text(text, encoding="utf-8")
-    return dirs * files * lines
 
 
 async def one_stop(tree: Path) -> tuple[float, bool]:
@@ -82,7 +65,7 @@ async def one_stop(tree: Path) -> tuple[float, bool]:
 async def main(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
-        lines = write_tree(tree)
+        lines = write_tree(tree, dirs=20, files=10, lines=1000, seed=14)
         times: list[float] = []
         survivors = 0
         for _ in range(runs):
