@@ -100,3 +100,15 @@ async def test_runtime_applies_the_rules_of_the_account_config(
     assert blocked.code is ErrorCode.PERMISSION_DENIED
     assert away.code is ErrorCode.PERMISSION_DENIED
     assert "secret" not in away.output
+
+
+async def test_grace_and_abort_bound_come_from_the_account_settings(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without arguments, grace and abort bound are the account's (TETHER_GRACE, ...)."""
+    monkeypatch.setenv("TETHER_GRACE", "0.7")
+    monkeypatch.setenv("TETHER_ABORT_BOUND", "0.4")
+    runtime = Runtime(workspace=workspace, tools=[], guard=False)
+    assert (runtime.grace, runtime.abort_bound) == (0.7, 0.4)
+    explicit = Runtime(workspace=workspace, tools=[], guard=False, grace=2.0)
+    assert explicit.grace == 2.0

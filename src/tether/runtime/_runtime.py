@@ -49,11 +49,13 @@ class RuntimeStatistics:
 class Runtime:
     """Runs sessions whose Stop is honest and prompt.
 
-    `tools=None` gives the built-in tools; `permissions` is a mapping of `allow` / `ask` /
-    `deny` rule lists (or rules already built; None: the rules of the account's config); `approver` decides `ask` (None: ask means
-    deny); `grace` is the PROCESS grace window and `abort_bound` the bound on
-    `Session.abort()`, in seconds; `ledger` is None (memory) or a SQLite file path;
-    `host` picks the in-process host or `tether host --stdio` in a child process.
+    `tools=None` gives the standard tools (built-in, plugins, configured MCP servers);
+    `permissions` is a mapping of `allow` / `ask` / `deny` rule lists, or rules already
+    built (None: the rules of the account's config); `approver` decides `ask` (None: ask
+    means deny); `grace` is the PROCESS grace window and `abort_bound` the bound on
+    `Session.abort()`, in seconds (None: the account's settings, 10 and 1 by default);
+    `ledger` is None (memory) or a SQLite file path; `host` picks the in-process host or
+    `tether host --stdio` in a child process.
     """
 
     def __init__(
@@ -63,8 +65,8 @@ class Runtime:
         tools: Sequence[Tool] | None = None,
         permissions: Mapping[str, Sequence[str]] | RuleSet | None = None,
         approver: Approver | None = None,
-        grace: float = 10.0,
-        abort_bound: float = 1.0,
+        grace: float | None = None,
+        abort_bound: float | None = None,
         ledger: Path | str | None = None,
         host: HostKind = "inprocess",
         max_concurrent: int = 16,
@@ -72,10 +74,14 @@ class Runtime:
         guard: Guard | bool = True,
         config: Config | None = None,
     ) -> None:
-        if grace <= 0 or abort_bound <= 0:
-            raise UsageError("grace and abort_bound must be more than 0 seconds")
         self.workspace = Path(workspace).resolve()
         self.config = config if config is not None else load_config()
+        # None: the account's setting (config file or TETHER_GRACE / TETHER_ABORT_BOUND),
+        # whose defaults are 10 s and 1 s.
+        grace = self.config.grace if grace is None else grace
+        abort_bound = self.config.abort_bound if abort_bound is None else abort_bound
+        if grace <= 0 or abort_bound <= 0:
+            raise UsageError("grace and abort_bound must be more than 0 seconds")
         self.problems: list[str] = []
         """Plugins and MCP servers that were skipped, and why."""
         self._use_defaults = tools is None
