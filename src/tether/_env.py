@@ -14,6 +14,9 @@ class TetherEnv(enum.StrEnum):
     """Root of the account's tether config and state (tests give each case its own)."""
     CONFIG = "TETHER_CONFIG"
     """Path of the config file, instead of `<config dir>/config.toml`."""
+    HOST_ID = "TETHER_HOST_ID"
+    """Set by the runtime on a stdio host it starts; every process the host starts
+    inherits it, so they can all be found if the host dies."""
     AGENT = "TETHER_AGENT"
     """Set to `1` in every process an agent tool starts; the verbs refuse such callers."""
     GRACE = "TETHER_GRACE"

@@ -133,3 +133,59 @@ async def test_cancel_request_in_the_same_read_as_its_request_cancels_it() -> No
     for fd in (to_server_r, from_server_r, from_server_w):
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+@pytest.mark.rule("S13")
+async def test_s13_a_dead_host_settles_process_calls_only_once_their_trees_are_gone(
+    workspace: Path,
+) -> None:
+    """S13 (regression): when the stdio host dies mid-call, a Bash call's turn settles
+    only after every process the host started is gone, escaped ones included."""
+    import psutil
+
+    from tether.host.tools import default_tools
+
+    tools = [t for t in default_tools() if t.name == "Bash"]
+    command = (
+        "(trap '' TERM; sleep 300) & echo tree-pid $!; "
+        "setsid sleep 301 & echo tree-pid $!; sleep 302"
+    )
+    async with (
+        Runtime(
+            workspace=workspace,
+            tools=tools,
+            permissions={"allow": ["Bash"]},
+            host="stdio",
+            guard=False,
+            grace=0.3,
+        ) as rt,
+        events_of(rt) as events,
+    ):
+        assert isinstance(rt.host, StdioHostClient)
+        session = rt.session()
+        async with anyio.create_task_group() as tg, session.turn() as turn:
+            results = []
+
+            async def call() -> None:
+                results.append(await turn.call("Bash", {"command": command}))
+
+            tg.start_soon(call)
+            seen: list[int] = []
+            while len(seen) < 2:
+                event = await events.wait(
+                    lambda e: "tree-pid" in getattr(e, "text", "")
+                )
+                events.seen.remove(event)
+                seen += [int(w) for w in event.text.split() if w.isdigit()]  # type: ignore[attr-defined]
+            os.kill(rt.host.process.pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            await session.settled()
+        alive = []
+        for pid in seen:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        assert alive == []
+        assert results[0].code is ErrorCode.TOOL_FAILED

@@ -38,6 +38,8 @@ import os
 import shutil
 import signal
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import final
@@ -55,6 +57,7 @@ __all__ = (
     "ProcessTree",
     "marked_pids",
     "run_stoppable",
+    "sweep_marked",
 )
 
 KILL_BOUND = 5.0
@@ -236,29 +239,84 @@ TREE_MARKER = "TETHER_TREE"
 """Environment variable naming the tree a process belongs to (an unguessable token)."""
 
 
-def marked_pids(token: str) -> list[int]:
-    """Return the live (non-zombie) pids whose environment marks them as the tree `token`.
+def _environ(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return b"\0" + f.read() + b"\0"
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
+def marked_pids(token: str, *, name: str = TREE_MARKER) -> list[int]:
+    """Return the live (non-zombie) pids whose environment holds `name=token`.
 
     A process that cleared its environment (`env -i`) is not found this way: the
     supervisor, while it lives, finds every descendant without the marker.
     """
-    needle = f"\0{TREE_MARKER}={token}\0".encode()
+    needle = f"\0{name}={token}\0".encode()
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                data = b"\0" + f.read() + b"\0"
-            if needle not in data:
-                continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
+            if needle in _environ(int(entry)) and _stat_fields(int(entry))[0] != b"Z":
+                found.append(int(entry))
         except (OSError, IndexError):
             continue
-        if state != b"Z":
-            found.append(int(name))
     return found
+
+
+def _kill_if_marked(pid: int, needle: bytes) -> None:
+    # Pin the pid first (pidfd), then check the marker again: a pid recycled since the
+    # scan is never signalled.
+    try:
+        fd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        fd = None
+    try:
+        if needle not in _environ(pid):
+            return
+        if fd is not None:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return int(_stat_fields(pid)[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def sweep_marked(
+    token: str, *, name: str = TREE_MARKER, limit: float = 2.0
+) -> list[int]:
+    """SIGKILL every process marked `name=token` until none is left; blocking.
+
+    Scans again after each round (a process may fork while it is killed), pausing
+    briefly, for at most `limit` seconds.
+
+    Returns:
+        The marked pids still alive when the time ran out (empty when all are gone).
+    """
+    needle = f"\0{name}={token}\0".encode()
+    deadline = time.monotonic() + limit
+    pause = threading.Event()  # a bounded wait in a worker thread, not a sleep
+    while True:
+        found = marked_pids(token, name=name)
+        if not found or time.monotonic() > deadline:
+            return found
+        for pid in found:
+            _kill_if_marked(pid, needle)
+        pause.wait(0.002)
 
 
 def _resolve(argv0: str, env: Mapping[str, str], cwd: Path) -> str:
@@ -382,7 +440,7 @@ class ProcessTree:
                 # The supervisor died without reporting (killed, perhaps by the command
                 # itself): its orphans went to init. Find them by their marker.
                 self._reported = -signal.SIGKILL
-                self._sweep()
+                await anyio.to_thread.run_sync(self._sweep)
         await self._finish()
         self.returncode = self._reported
         return self._reported
@@ -432,16 +490,12 @@ class ProcessTree:
 
     def _sweep(self) -> None:
         """SIGKILL the command's group and every process carrying this tree's marker."""
-        if self.pid is not None:
+        marked = marked_pids(self.token)
+        if self.pid is not None and any(_pgid(pid) == self.pid for pid in marked):
+            # The group still holds a process of this tree, so its id is not recycled.
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
-        for _ in range(100):
-            found = marked_pids(self.token)
-            if not found:
-                return
-            for pid in found:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+        sweep_marked(self.token)
 
     def _kill_from_host(self) -> None:
         assert self._process is not None

@@ -23,11 +23,13 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._env import TetherEnv
 from .._jsonrpc import Connection, FdReceiveStream, FdSendStream, RpcError
 from ..errors import UsageError
 from ._broker import Broker, RuleSet, stop_guard
 from ._core import HostCore
 from ._inprocess import Sink
+from ._proctree import sweep_marked
 from ._protocol import (
     AbortAck,
     AbortRequest,
@@ -179,9 +181,23 @@ async def serve_stdio(
 class StdioHostClient:
     """The runtime's `HostConnection` to a `tether host --stdio` child process."""
 
-    def __init__(self, conn: Connection, process: anyio.abc.Process) -> None:
+    def __init__(
+        self, conn: Connection, process: anyio.abc.Process, host_id: str
+    ) -> None:
         self.conn = conn
         self.process = process
+        self.host_id = host_id
+        """Marks every process the host started (`TETHER_HOST_ID` in their environment)."""
+
+    async def reap_orphans(self) -> list[int]:
+        """After the host died: kill every process it started; return any left alive.
+
+        Each tree's supervisor kills its tree when the host goes; this sweep does not
+        rely on that, and ends only when no marked process is left (or after a bound).
+        """
+        return await anyio.to_thread.run_sync(
+            lambda: sweep_marked(self.host_id, name=TetherEnv.HOST_ID, limit=5.0)
+        )
 
     async def execute(self, request: ExecuteRequest) -> None:
         """Send `tools.execute` and wait for the host to accept it."""
@@ -245,8 +261,13 @@ class StdioHostClient:
         def on_event(method: str) -> Any:
             return lambda params: sink(event_from_wire(method, params))
 
+        host_id = os.urandom(16).hex()
         process = await anyio.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env={**os.environ, TetherEnv.HOST_ID: host_id},
         )
         assert process.stdin is not None
         assert process.stdout is not None
@@ -278,7 +299,7 @@ class StdioHostClient:
                 await tg.start(conn.serve)
                 tg.start_soon(watch)
                 try:
-                    yield cls(conn, process)
+                    yield cls(conn, process, host_id)
                 finally:
                     closing = True
                     # The host lets calls in flight finish for EOF_DRAIN s after stdin

@@ -34,6 +34,7 @@ from ..host._protocol import (
     PhaseEvent,
     ResultEvent,
 )
+from ..host._stdio import StdioHostClient
 from ..host._tool import StopClass
 from ._ledger import CallRecord, CallState, Ledger
 from ._values import (
@@ -382,10 +383,11 @@ class Executor:
     def host_lost(self, reason: str) -> None:
         """The host went away: no result will come, so every unsettled call ends now.
 
-        A stopped call ends TOOL_ABORTED, any other TOOL_FAILED with the reason; all
-        settle, since nothing of theirs can run without the host (its process trees are
-        killed when it goes).
+        A stopped call ends TOOL_ABORTED, any other TOOL_FAILED with the reason. Calls
+        that may have started processes settle only once every process the host
+        started is gone (S13); the others settle at once.
         """
+        processes: list[ActiveCall] = []
         for call in list(self.active.values()):
             if call.outcome is None:
                 if call.stop is not None:
@@ -399,7 +401,29 @@ class Executor:
                         tool=call.key.tool,
                     )
                     self._finish(call, CallState.FAILED, result, ErrorCode.TOOL_FAILED)
-            self._settle(call)
+            if call.stop_class is StopClass.PROCESS and isinstance(
+                self.host, StdioHostClient
+            ):
+                call.why = f"{call.class_word}: host lost, waiting for its processes to be reaped"
+                processes.append(call)
+            else:
+                self._settle(call)
+        if processes:
+            assert self.task_group is not None
+            assert isinstance(self.host, StdioHostClient)
+            self.task_group.start_soon(self._settle_after_reaping, self.host, processes)
+
+    async def _settle_after_reaping(
+        self, host: StdioHostClient, calls: list[ActiveCall]
+    ) -> None:
+        left = await host.reap_orphans()
+        for call in calls:
+            if left:
+                call.why = (
+                    f"{call.class_word}: host lost, processes {left} survive a kill"
+                )
+            else:
+                self._settle(call)
 
     async def _close_grace_window(
         self, call: ActiveCall, streamed_before_stop: str
