@@ -490,6 +490,12 @@ def test_glob_pattern_that_starts_outside_the_workspace_is_judged_outside(
         ("env rm x", "deny"),
         ("env -i rm x", "deny"),
         ("nohup rm x &", "deny"),
+        ("timeout 5 rm -rf x", "deny"),
+        ("nice -n 5 rm -rf x", "deny"),
+        ("env -u HOME rm -rf x", "deny"),
+        ("env -i -u X rm x", "deny"),
+        ("stdbuf -o 0 rm x", "deny"),
+        ("timeout 5 ls", "allow"),
         ("ls -la", "allow"),
     ],
 )

@@ -208,21 +208,24 @@ def _split_command(command: str) -> list[_Part] | None:
     return parts
 
 
-def _core_words(words: tuple[str, ...]) -> tuple[str, ...]:
-    """Drop leading assignments (`FOO=1`), wrappers (`env`, `nohup`, `{`, `then` ...) and
-    their options, so that `FOO=1 env rm x` is judged as `rm x` by deny and ask rules."""
+def _core_words(words: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The word lists a deny or ask rule is tried against for one simple command.
+
+    Leading assignments (`FOO=1`) are dropped. When a wrapper follows (`env`, `nohup`,
+    `timeout 5`, `nice -n 10`, `{`, `then` ...), the rule is tried at every later
+    position, since a wrapper's own arguments vary in shape: `timeout 5 rm x` and
+    `env -u HOME rm x` are judged as holding `rm x`. Trying more positions can only make
+    deny and ask stricter.
+    """
     i = 0
-    while i < len(words):
-        word = words[i]
-        if word in _WRAPPERS or re.fullmatch(
-            r"[A-Za-z_][A-Za-z0-9_]*=.*", word, re.DOTALL
-        ):
-            i += 1
-        elif i and words[i - 1] in _WRAPPERS and word.startswith("-"):
-            i += 1  # an option of the wrapper (`env -i`, `nice -n`), roughly
-        else:
-            break
-    return words[i:]
+    while i < len(words) and re.fullmatch(
+        r"[A-Za-z_][A-Za-z0-9_]*=.*", words[i], re.DOTALL
+    ):
+        i += 1
+    rest = words[i:]
+    if rest and rest[0] in _WRAPPERS:
+        return [rest[j:] for j in range(1, len(rest))]
+    return [rest]
 
 
 def _command_matches(spec: str, part: _Part) -> bool:
@@ -432,7 +435,11 @@ class PermissionRules:
         parts = _split_command(call.command)
         name = call.tool.name
         # Deny and ask look past assignments and wrappers (`FOO=1 rm`, `{ rm; }`).
-        cores = [attrs.evolve(p, words=_core_words(p.words)) for p in parts or ()]
+        cores = [
+            attrs.evolve(p, words=words)
+            for p in parts or ()
+            for words in _core_words(p.words)
+        ]
 
         def hit(rules: tuple[Rule, ...]) -> bool:
             for rule in rules:
