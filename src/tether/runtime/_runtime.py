@@ -188,8 +188,7 @@ class Runtime:
             # Stop what still runs and give it the time its class allows, bounded.
             with anyio.move_on_after(self.grace + 2 * self.abort_bound, shield=True):
                 for session in self.sessions:
-                    turn = session.current_turn
-                    if turn is not None and not turn.settled.is_set():
+                    if session.unsettled_turns():
                         await session.abort(source="shutdown", reason="runtime closed")
                 for session in self.sessions:
                     await session.settled()
