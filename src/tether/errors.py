@@ -16,8 +16,8 @@ TetherError(Exception)                 .code: ErrorCode, .exit_code: int
 ```
 
 Tool-side signals (`ToolFailed`, `PermissionDenied`, `GuardRefused`) are raised by tools
-and hosts; framework errors (`UsageError`, `StoreError`) by tether itself. `to_wire()` maps
-any of them to JSON-RPC error data in one place.
+and hosts; framework errors (`UsageError`, `StoreError`) by tether itself. The host
+protocol carries a tool error as its code, message and field path (`host/_wire.py`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ __all__ = (
     "ToolFailed",
     "UnknownTool",
     "UsageError",
-    "error_from_wire",
-    "to_wire",
 )
 
 
@@ -152,36 +150,3 @@ class Refused(TetherError):
 
 class StoreError(TetherError, PermissionError):
     """A durable file of tether failed the owner-only rule or could not be written."""
-
-
-_BY_CODE: dict[ErrorCode, type[ToolError]] = {
-    ErrorCode.TOOL_ABORTED: ToolAborted,
-    ErrorCode.TOOL_FAILED: ToolFailed,
-    ErrorCode.TOOL_TIMEOUT: ToolFailed,
-    ErrorCode.PERMISSION_DENIED: PermissionDenied,
-    ErrorCode.GUARD_REFUSED: GuardRefused,
-    ErrorCode.UNKNOWN_TOOL: UnknownTool,
-    ErrorCode.INVALID_INPUT: InvalidInput,
-    ErrorCode.DUPLICATE_CALL_ID: DuplicateCallId,
-}
-
-
-def to_wire(exc: ToolError) -> dict[str, str]:
-    """Return the JSON-RPC error data of a tool error (used by every protocol)."""
-    data = {"code": str(exc.code), "message": exc.message}
-    if isinstance(exc, InvalidInput):
-        data["path"] = exc.path
-    if isinstance(exc, ToolAborted):
-        data["partial_output"] = exc.partial_output
-    return data
-
-
-def error_from_wire(data: dict[str, str]) -> ToolError:
-    """Rebuild a tool error from the data `to_wire()` made."""
-    code = ErrorCode(data["code"])
-    message = data.get("message", "")
-    if code is ErrorCode.INVALID_INPUT:
-        return InvalidInput(message, path=data.get("path", ""))
-    if code is ErrorCode.TOOL_ABORTED:
-        return ToolAborted(message, partial_output=data.get("partial_output", ""))
-    return _BY_CODE[code](message, code=code)
