@@ -17,11 +17,12 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, poll_until
 from tether import ErrorCode
 from tether.host._broker import Broker
 from tether.host._core import HostCore
-from tether.host._inprocess import HostConnection, InProcessHost
+from tether.host._inprocess import InProcessHost
 from tether.host._protocol import (
     AbortRequest,
     CallKey,
     ExecuteRequest,
+    HostConnection,
     HostEvent,
     ResultEvent,
 )
@@ -81,7 +82,7 @@ async def open_host(
 
 
 def _abort(key: CallKey) -> AbortRequest:
-    return AbortRequest(key, "user", None, 0.3)
+    return AbortRequest(key, "user", None)
 
 
 @pytest.mark.rule("S7")

@@ -165,6 +165,13 @@ class HostCore:
             self.calls.bury(request.key)
             return AbortAck(found=False, phase="unknown")
         phase = call.phase
+        if request.kill and phase == "running":
+            # The runtime's grace window closed: the tool's scope ends, and with it
+            # every process of the tree (SIGKILL to each descendant).
+            call.stop_requested = True
+            call.ctx.cancelled.set()
+            call.tool_scope.cancel()
+            return AbortAck(found=True, phase=phase)
         if call.stop_requested:
             return AbortAck(found=True, phase=phase)
         call.stop_requested = True
@@ -179,9 +186,8 @@ class HostCore:
                     # The abandoned worker may still be blocked: free its place now.
                     self._release(call.key)
                 case StopClass.PROCESS:
+                    # Terminate; the runtime sends the kill when its grace window closes.
                     call.ctx.cancelled.set()
-                    # The grace window: the tool's own scope is cancelled when it closes.
-                    call.tool_scope.deadline = anyio.current_time() + request.grace
                 case StopClass.EXTENSION:
                     # Never abandoned once started; the flag only tells the extension
                     # that a stop was asked for (it may still finish cleanly).

@@ -1,36 +1,21 @@
 """The in-process host: the host core in the runtime's own process, behind the seam.
 
-`HostConnection` is what the runtime needs of any host: send `tools.execute`, send
-`tools.abort` and receive the host's events through a sink. The in-process host is the
-default and the fake that the stdio host's contract suite is also run against.
+It is the default host and the fake that the stdio host's contract suite also runs
+against. Its tools run in the runtime's process: a tool that cannot be cancelled (a
+thread that ignores the stop) keeps running there; such tools belong in the stdio host.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Protocol
 
 import anyio
 
 from ._core import HostCore
-from ._protocol import AbortAck, AbortRequest, ExecuteRequest, HostEvent
+from ._protocol import AbortAck, AbortRequest, ExecuteRequest, Sink
 
-__all__ = ("HostConnection", "InProcessHost", "Sink")
-
-Sink = Callable[[HostEvent], None]
-
-
-class HostConnection(Protocol):
-    """A connected host, as the runtime sees it."""
-
-    async def execute(self, request: ExecuteRequest) -> None:
-        """Send `tools.execute`; returns once the host has the call."""
-        ...
-
-    async def abort(self, request: AbortRequest) -> AbortAck:
-        """Send `tools.abort` and return the host's answer."""
-        ...
+__all__ = ("InProcessHost",)
 
 
 class InProcessHost:
@@ -44,13 +29,13 @@ class InProcessHost:
         """Hand the call to the core (which never blocks)."""
         self.core.execute(request, self._sink)
 
-    def execute_nowait(self, request: ExecuteRequest) -> None:
-        """`execute()` without the await: the core never blocks."""
-        self.core.execute(request, self._sink)
-
     async def abort(self, request: AbortRequest) -> AbortAck:
         """Apply the abort in the core and answer at once."""
         return self.core.abort(request)
+
+    async def reap_orphans(self) -> list[int]:
+        """Nothing to reap: this host is never lost while the runtime lives."""
+        return []
 
     @classmethod
     @asynccontextmanager

@@ -5,12 +5,15 @@ Four messages cross the seam: `tools.execute` (runtime -> host), `tools.abort`
 `tools.result` (host -> runtime). A host that asks the person for permission sends
 `permission.request` back to the runtime's approver. These are the domain forms; the
 JSON-RPC frames of the stdio host are converted at one boundary (`_wire.py`).
+
+`HostConnection` is what the runtime needs of any host, in-process or over stdio: the two
+requests, and the reaping hook that ends every process a lost host started.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import attrs
 
@@ -24,12 +27,14 @@ __all__ = (
     "Approver",
     "CallKey",
     "ExecuteRequest",
+    "HostConnection",
     "HostEvent",
     "HostPhase",
     "OutputEvent",
     "PermissionRequest",
     "PhaseEvent",
     "ResultEvent",
+    "Sink",
 )
 
 HostPhase: TypeAlias = Literal[
@@ -67,12 +72,17 @@ class ExecuteRequest:
 
 @attrs.frozen
 class AbortRequest:
-    """`tools.abort`: stop a call; `grace` is the PROCESS window before the kill."""
+    """`tools.abort`: stop a call.
+
+    A PROCESS call is first told to terminate; the runtime owns the grace window and,
+    when it closes, sends the abort again with `kill` (the host then kills every
+    descendant at once). The host keeps no timer of its own.
+    """
 
     key: CallKey
     source: AbortSource
     reason: str | None
-    grace: float
+    kill: bool = False
 
 
 @attrs.frozen
@@ -133,3 +143,26 @@ class PermissionRequest:
 
 Approver: TypeAlias = Callable[[PermissionRequest], Awaitable[bool]]
 """Decides a call that a rule (or the class default) sends to `ask`; cancelled by a stop."""
+
+
+Sink: TypeAlias = Callable[[HostEvent], None]
+"""Receives the host's events on the runtime's side; must not block."""
+
+
+class HostConnection(Protocol):
+    """A connected host, as the runtime sees it."""
+
+    async def execute(self, request: ExecuteRequest) -> None:
+        """Send `tools.execute`; returns once the host has the call."""
+        ...
+
+    async def abort(self, request: AbortRequest) -> AbortAck:
+        """Send `tools.abort` and return the host's answer."""
+        ...
+
+    async def reap_orphans(self) -> list[int]:
+        """After the host was lost: end every process it started; return any left alive.
+
+        A host in the runtime's own process is never lost and has nothing to reap.
+        """
+        ...

@@ -28,7 +28,6 @@ from .._jsonrpc import Connection, FdReceiveStream, FdSendStream, RpcError
 from ..errors import UsageError
 from ._broker import Broker, RuleSet, stop_guard
 from ._core import HostCore
-from ._inprocess import Sink
 from ._proctree import sweep_marked
 from ._protocol import (
     AbortAck,
@@ -36,6 +35,7 @@ from ._protocol import (
     Approver,
     ExecuteRequest,
     PermissionRequest,
+    Sink,
 )
 from ._tool import FunctionTool, Tool
 from ._wire import (

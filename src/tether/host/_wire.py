@@ -61,7 +61,7 @@ class _Execute(_Key):
 class _Abort(_Key):
     source: AbortSource = "user"
     reason: str | None = None
-    grace: float = pydantic.Field(default=10.0, gt=0)
+    kill: bool = False
 
 
 class _AbortAck(pydantic.BaseModel):
@@ -125,14 +125,14 @@ def abort_to_wire(request: AbortRequest) -> dict[str, Any]:
         **_key_dict(request.key),
         "source": request.source,
         "reason": request.reason,
-        "grace": request.grace,
+        "kill": request.kill,
     }
 
 
 def abort_from_wire(params: dict[str, Any]) -> AbortRequest:
     """Parse `tools.abort` params."""
     m = _parse(_Abort, params)
-    return AbortRequest(m.key(), m.source, m.reason, m.grace)
+    return AbortRequest(m.key(), m.source, m.reason, kill=m.kill)
 
 
 def abort_ack_to_wire(ack: AbortAck) -> dict[str, Any]:

@@ -7,7 +7,9 @@ registry of unsettled calls (`active`) lives here too; `Session.abort()` runs ea
 session's calls' stop handler itself (S5), and grace windows run in the runtime's task
 group.
 
-The executor does not know about JSON-RPC; it speaks to a `HostConnection`.
+The executor owns the one grace timer of a PROCESS call: the host is told to terminate at
+the stop and to kill when the window closes. It does not know about JSON-RPC or which
+host it speaks to; it speaks to a `HostConnection`.
 """
 
 from __future__ import annotations
@@ -21,20 +23,19 @@ import anyio.abc
 import attrs
 
 from ..errors import ErrorCode, ToolAborted, ToolError
-from ..host._inprocess import HostConnection, InProcessHost
 from ..host._protocol import (
     PRE_START_PHASES,
     AbortAck,
     AbortRequest,
     CallKey,
     ExecuteRequest,
+    HostConnection,
     HostEvent,
     HostPhase,
     OutputEvent,
     PhaseEvent,
     ResultEvent,
 )
-from ..host._stdio import StdioHostClient
 from ..host._tool import StopClass
 from ._ledger import CallRecord, CallState, Ledger
 from ._values import (
@@ -104,13 +105,20 @@ class Executor:
         *,
         ledger: Ledger,
         grace: float,
+        abort_bound: float,
         emit: Callable[[RuntimeEvent], None],
+        stop_class_of: Callable[[str], StopClass | None] = lambda _name: None,
         has_subscribers: Callable[[], bool] = lambda: True,
     ) -> None:
         self.has_subscribers = has_subscribers
         self.ledger = ledger
         self.grace = grace
-        self._emit = emit
+        """The PROCESS grace window, in seconds."""
+        self.abort_bound = abort_bound
+        """`Session.abort()` returns within this many seconds."""
+        self.stop_class_of = stop_class_of
+        """The stop class of a tool by name (None: not known to the runtime)."""
+        self.emit = emit
         self.host: HostConnection | None = None
         self.task_group: anyio.abc.TaskGroup | None = None
         self.active: dict[tuple[str, str], ActiveCall] = {}
@@ -170,10 +178,7 @@ class Executor:
         host = self.host
         assert host is not None
         try:
-            if isinstance(host, InProcessHost):
-                host.execute_nowait(ExecuteRequest(call.key, input))
-            else:
-                await host.execute(ExecuteRequest(call.key, input))
+            await host.execute(ExecuteRequest(call.key, input))
         except Exception as exc:  # the host is gone or refused the frame
             self._on_result(
                 call,
@@ -215,7 +220,7 @@ class Executor:
                     self.dropped_progress += 1
                     return  # S4: progress of an abandoned call stops at the stop
                 call.streamed.append(text)
-                self._emit(
+                self.emit(
                     ToolProgress(
                         call.key.session_id, call.key.call_id, call.key.tool, text
                     )
@@ -260,7 +265,7 @@ class Executor:
         self.ledger.transition(key.session_id, key.call_id, state, **changes)
         if self.has_subscribers():
             rec = self.ledger.get(key.session_id, key.call_id)
-            self._emit(
+            self.emit(
                 CallChanged(
                     rec.session_id,
                     rec.call_id,
@@ -312,7 +317,7 @@ class Executor:
             self.ledger.settle(key.session_id, key.call_id, time.time())
             if self.has_subscribers():
                 rec = self.ledger.get(key.session_id, key.call_id)
-                self._emit(
+                self.emit(
                     CallChanged(
                         rec.session_id, rec.call_id, rec.tool, rec.state, rec.code, True
                     )
@@ -336,7 +341,7 @@ class Executor:
         elif call.outcome is None:
             call.why = f"{call.class_word}: stop sent, waiting for the host to answer"
         assert self.host is not None
-        request = AbortRequest(call.key, stop.source, stop.reason, self.grace)
+        request = AbortRequest(call.key, stop.source, stop.reason)
         ack: AbortAck | None = None
         try:
             ack = await self.host.abort(request)
@@ -401,20 +406,18 @@ class Executor:
                         tool=call.key.tool,
                     )
                     self._finish(call, CallState.FAILED, result, ErrorCode.TOOL_FAILED)
-            if call.stop_class is StopClass.PROCESS and isinstance(
-                self.host, StdioHostClient
-            ):
+            if call.stop_class is StopClass.PROCESS:
                 call.why = f"{call.class_word}: host lost, waiting for its processes to be reaped"
                 processes.append(call)
             else:
                 self._settle(call)
         if processes:
             assert self.task_group is not None
-            assert isinstance(self.host, StdioHostClient)
+            assert self.host is not None
             self.task_group.start_soon(self._settle_after_reaping, self.host, processes)
 
     async def _settle_after_reaping(
-        self, host: StdioHostClient, calls: list[ActiveCall]
+        self, host: HostConnection, calls: list[ActiveCall]
     ) -> None:
         left = await host.reap_orphans()
         for call in calls:
@@ -430,13 +433,28 @@ class Executor:
     ) -> None:
         with anyio.move_on_after(self.grace):
             await call.done.wait()
-        if call.outcome is None:
-            # The window closed first: the host kills every descendant now; the call
-            # ends with what it streamed before the stop, and settles when the tree is gone.
-            self._finish_aborted(call, partial=streamed_before_stop)
-            call.why = (
-                f"{call.class_word}: killed, waiting for the process tree to be reaped"
-            )
+        if call.outcome is not None:
+            return
+        # The window closed first: the call ends with what it streamed before the stop,
+        # the host is told to kill every descendant, and the call settles when the tree
+        # is gone. Until the host confirms, the report says only that the kill was sent.
+        self._finish_aborted(call, partial=streamed_before_stop)
+        word = call.class_word
+        call.why = f"{word}: kill sent, not confirmed by the host"
+        assert self.host is not None
+        stop = call.stop
+        request = AbortRequest(
+            call.key,
+            stop.source if stop else "turn",
+            stop.reason if stop else None,
+            kill=True,
+        )
+        try:
+            ack = await self.host.abort(request)
+        except Exception:  # the host is gone: `host_lost` reaps what it started
+            return
+        if not call.is_settled and ack.found and ack.phase == "running":
+            call.why = f"{word}: killed, waiting for the process tree to be reaped"
 
     def pending(self, calls: list[ActiveCall]) -> tuple[PendingCall, ...]:
         """Name each unsettled call and why it still runs."""

@@ -19,8 +19,8 @@ from .._ids import new_id
 from ..errors import UsageError
 from ..host._broker import Broker, Guard, RuleSet, stop_guard
 from ..host._core import HostCore
-from ..host._inprocess import HostConnection, InProcessHost
-from ..host._protocol import Approver
+from ..host._inprocess import InProcessHost
+from ..host._protocol import Approver, HostConnection
 from ..host._tool import StopClass, Tool
 from ..host.tools import open_mcp_tools, standard_tools
 from ._executor import Executor
@@ -106,7 +106,9 @@ class Runtime:
         self.executor = Executor(
             ledger=self.ledger,
             grace=grace,
+            abort_bound=abort_bound,
             emit=self.emit,
+            stop_class_of=self.stop_class_of,
             has_subscribers=lambda: bool(self._subscribers),
         )
         self._stack: AsyncExitStack | None = None
@@ -138,7 +140,7 @@ class Runtime:
         """Start a session with a fresh id."""
         if self.host is None:
             raise UsageError("use the Runtime inside `async with`")
-        session = Session(self, new_id("session"))
+        session = Session(self.executor, new_id("session"))
         self.sessions.append(session)
         return session
 
@@ -194,6 +196,7 @@ class Runtime:
                     await session.settled()
         finally:
             self.host = None
+            self.executor.host = None
             for stream in self._subscribers:
                 stream.close()
             assert self.executor.task_group is not None

@@ -3,25 +3,25 @@
 A turn is stopped level-triggered: once stopped, `turn.call` starts nothing (S10). A turn
 settles when it is stopped or closed and every call of it has settled; then `turn.settled`
 is set and a `TurnSettled` event is emitted.
+
+A session is given the executor (which holds the host, the ledger and the bounds), not the
+runtime: it does not import the runtime.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 import anyio
 
 from .._ids import new_id
 from ..errors import DuplicateCallId, UsageError
 from ..host._protocol import AbortSource, CallKey
-from ._executor import ActiveCall, raise_or_return
+from ._executor import ActiveCall, Executor, raise_or_return
 from ._ledger import CallRecord
 from ._values import AbortReport, StopRequest, ToolResult, TurnSettled
-
-if TYPE_CHECKING:
-    from ._runtime import Runtime
 
 __all__ = ("Session", "Turn")
 
@@ -61,11 +61,10 @@ class Turn:
                 nothing was run.
         """
         session = self.session
-        runtime = session.runtime
-        executor = runtime.executor
+        executor = session.executor
         if self.closed:
             raise UsageError("this turn has ended; start a new one with session.turn()")
-        if runtime.host is None:
+        if executor.host is None:
             raise UsageError(
                 "the runtime is closed; calls run inside `async with Runtime(...)`"
             )
@@ -77,7 +76,7 @@ class Turn:
             )
         session.used_ids.add(cid)
         key = CallKey(session.id, cid, name)
-        stop_class = runtime.stop_class_of(name)
+        stop_class = executor.stop_class_of(name)
         if self.stop is not None:
             raise executor.refuse_after_stop(key, self.id, stop_class, self.stop)
         active = executor.begin(key, self.id, stop_class, self._on_call_settled)
@@ -87,7 +86,7 @@ class Turn:
             await active.done.wait()
         except BaseException:
             # The caller was cancelled from outside: the call is stopped, not leaked.
-            with anyio.move_on_after(runtime.abort_bound, shield=True):
+            with anyio.move_on_after(executor.abort_bound, shield=True):
                 await executor.stop_call(
                     active,
                     StopRequest(
@@ -107,7 +106,7 @@ class Turn:
             return
         if all(c.is_settled for c in self.calls):
             self.settled.set()
-            self.session.runtime.emit(
+            self.session.executor.emit(
                 TurnSettled(self.session.id, self.id, self.stopped)
             )
 
@@ -116,8 +115,8 @@ class Turn:
 class Session:
     """One conversation: turns one after another, each stoppable."""
 
-    def __init__(self, runtime: Runtime, session_id: str) -> None:
-        self.runtime = runtime
+    def __init__(self, executor: Executor, session_id: str) -> None:
+        self.executor = executor
         self.id = session_id
         self.used_ids: set[str] = set()
         self.turns: list[Turn] = []
@@ -157,7 +156,7 @@ class Session:
         turn still settling) itself; no tool's cooperation is needed. Stopping twice, or
         a settled turn, is harmless and returns the same kind of report (S12).
         """
-        runtime = self.runtime
+        executor = self.executor
         started = anyio.current_time()
         turn = self.current_turn
         if turn is None:
@@ -181,18 +180,19 @@ class Session:
         stop = turn.stop
         assert stop is not None
         # Leave room to build the report inside the bound.
-        budget = max(runtime.abort_bound * 0.9, runtime.abort_bound - 0.02)
+        bound = executor.abort_bound
+        budget = max(bound * 0.9, bound - 0.02)
         with anyio.move_on_after(budget):
             async with anyio.create_task_group() as tg:
                 for each in turns:
                     for call in list(each.calls):
                         if not call.is_settled:
                             tg.start_soon(
-                                runtime.executor.stop_call, call, each.stop or request
+                                executor.stop_call, call, each.stop or request
                             )
         for each in turns:
             each._check_settled()
-        calls = tuple(r for t in turns for r in runtime.ledger.calls(self.id, t.id))
+        calls = tuple(r for t in turns for r in executor.ledger.calls(self.id, t.id))
         settled = all(r.settled for r in calls) and all(
             t.settled.is_set() for t in turns
         )
@@ -202,7 +202,7 @@ class Session:
             source=stop.source,
             reason=stop.reason,
             settled=settled,
-            pending=runtime.executor.pending([c for t in turns for c in t.calls]),
+            pending=executor.pending([c for t in turns for c in t.calls]),
             calls=calls,
             elapsed=anyio.current_time() - started,
         )
@@ -217,7 +217,7 @@ class Session:
 
     def ledger_calls(self) -> list[CallRecord]:
         """Every call of the session as the ledger shows it, in order."""
-        return self.runtime.ledger.calls(self.id)
+        return self.executor.ledger.calls(self.id)
 
 
 async def _wait_all_calls(turn: Turn) -> None:
