@@ -155,3 +155,47 @@ def test_guard_without_a_mode_is_a_usage_error() -> None:
     )
     assert done.returncode == 2
     assert "--claude-hook" in done.stderr
+
+
+def test_print_hook_config_names_the_absolute_tether_and_walls_the_stop() -> None:
+    """The printed settings run the guard by an absolute path, and deny sandboxed
+    writes to every stop directory and the setup record (`//` is Claude Code's root)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "guard", "--print-hook-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    [entry] = config["hooks"]["PreToolUse"]
+    assert entry["matcher"] == "*"
+    [hook] = entry["hooks"]
+    command = hook["command"]
+    assert command.startswith("/")
+    assert command.endswith("guard --claude-hook || exit 2")
+    deny = config["sandbox"]["filesystem"]["denyWrite"]
+    assert config["sandbox"]["enabled"] is True
+    assert {"/" + str(p) for p in protected_paths()} <= set(deny)
+
+
+def test_printed_hook_blocks_every_call_when_tether_is_missing(tmp_path: Path) -> None:
+    """A hook whose program is gone exits 2 (blocks) instead of 127 (lets calls by)."""
+    from tether.cli.guard import hook_config
+
+    command = hook_config([])["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    program = command.split(" guard ")[0]
+    gone = command.replace(program, str(tmp_path / "no-such-tether"))
+    done = subprocess.run(
+        ["sh", "-c", gone], input=b"{}", capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    live = subprocess.run(
+        ["sh", "-c", command],
+        input=event("Bash", {"command": "ls"}, tmp_path),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert live.returncode == 0, live.stderr

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether.errors import ErrorCode, GuardRefused
+from tether.host import StopClass, ToolContext
+from tether.host import tool as make_tool
 from tether.stop._guard import GuardVerdict, guard_tool_call
 
 
@@ -585,3 +587,35 @@ def test_harmless_commands_stay_allowed_together(
         command += separator + part
     verdict = judge(shared_world, "Bash", {"command": command})
     assert verdict.allowed, (command, verdict.reason)
+
+
+@make_tool(stop_class=StopClass.READ_ONLY)
+async def Peek(ctx: ToolContext) -> str:
+    """Read nothing."""
+    return ""
+
+
+@make_tool(stop_class=StopClass.MUTATING, subject_field="path")
+async def Put(ctx: ToolContext, path: str) -> str:
+    """Write a file."""
+    return path
+
+
+def test_the_runtime_guard_finds_the_protected_paths_once(world: World) -> None:
+    """The guard a runtime builds pins its protected paths: 100 calls, one look-up, and
+    a read-only call that names nothing is answered without judging (issue: the
+    default path is the measured path)."""
+    from tether.host._broker import stop_guard
+
+    looked: list[int] = []
+
+    def protected() -> list[Path]:
+        looked.append(1)
+        return world.protected
+
+    check = stop_guard(protected)
+    for _ in range(100):
+        assert check(Peek, {}, world.ws) is None
+    assert check(Put, {"path": str(world.stop_dir / "stop")}, world.ws) is not None
+    assert check(Put, {"path": str(world.ws / "x")}, world.ws) is None
+    assert looked == [1]

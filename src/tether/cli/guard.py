@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,18 +23,26 @@ call through, so every failure here exits 2 (fail closed)."""
 @click.command(
     "guard",
     epilog="""\b
-Example `.claude/settings.json` entry (matcher "*": every tool, MCP tools included):
+Examples:
+  tether guard --print-hook-config > tether-hook.json
+  echo '{"tool_name": "Bash", "tool_input": {"command": "ls"}}' | tether guard --claude-hook
+
+\b
+The `.claude/settings.json` entry that --print-hook-config prints (matcher "*": every
+tool, MCP tools included), with the absolute path of this `tether`:
   {
     "hooks": {
       "PreToolUse": [
         {
           "matcher": "*",
           "hooks": [
-            {"type": "command", "command": "tether guard --claude-hook"}
+            {"type": "command",
+             "command": "'/path/to/tether' guard --claude-hook || exit 2"}
           ]
         }
       ]
-    }
+    },
+    "sandbox": {"enabled": true, "filesystem": {"denyWrite": ["//stop/dir", ...]}}
   }
 """,
 )
@@ -40,7 +52,13 @@ Example `.claude/settings.json` entry (matcher "*": every tool, MCP tools includ
     is_flag=True,
     help="Read one Claude Code PreToolUse event (JSON) on stdin and judge it.",
 )
-def guard(claude_hook: bool) -> None:
+@click.option(
+    "--print-hook-config",
+    "print_config",
+    is_flag=True,
+    help="Print the Claude Code settings (hook and sandbox) that run this guard.",
+)
+def guard(claude_hook: bool, print_config: bool) -> None:
     """Refuse an agent's tool call that would set, lift or tamper with a stop.
 
     With --claude-hook, reads a PreToolUse event on stdin (`tool_name`, `tool_input`,
@@ -48,11 +66,22 @@ def guard(claude_hook: bool) -> None:
     which Claude Code shows to the model. Empty or malformed input, or an event of
     another kind, also exits 2 with a message: the hook fails closed.
 
+    With --print-hook-config, prints the JSON to merge into `.claude/settings.json`:
+    the hook, by the absolute path of this `tether` (`|| exit 2` blocks every call
+    if that program is ever missing), and the sandbox's `denyWrite` on the stop
+    directories and the setup record, a kernel wall for the commands the sandbox runs.
+
     The guard holds against an agent acting by mistake; against one acting on purpose
     only a separate operating-system account binds.
     """
-    if not claude_hook:
-        raise click.UsageError("say how the call arrives: tether guard --claude-hook")
+    if claude_hook == print_config:
+        raise click.UsageError(
+            "say what to do: tether guard --claude-hook (judge one event on stdin) "
+            "or tether guard --print-hook-config"
+        )
+    if print_config:
+        click.echo(json.dumps(hook_config(_protected_paths()), indent=2))
+        return
     try:
         reason = _judge_claude_event(sys.stdin.buffer.read(_MAX_EVENT_BYTES + 1))
     except Exception as exc:  # fail closed: exit 1 would let the call through
@@ -97,6 +126,30 @@ def _judge_claude_event(raw: bytes) -> str | None:
     if verdict.allowed:
         return None
     return f"tether guard refused this {tool_name} call: {verdict.reason}"
+
+
+def hook_config(protected: list[Path]) -> dict[str, Any]:
+    """The Claude Code settings that run this guard before every tool call."""
+    command = " ".join(shlex.quote(word) for word in _tether_argv())
+    hook = {"type": "command", "command": f"{command} guard --claude-hook || exit 2"}
+    # Claude Code's sandbox paths: `//` starts at the root (`/x` is relative to the
+    # settings file).
+    deny = ["/" + str(path) for path in dict.fromkeys(protected)]
+    return {
+        "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]},
+        "sandbox": {"enabled": True, "filesystem": {"denyWrite": deny}},
+    }
+
+
+def _tether_argv() -> list[str]:
+    """An absolute command that runs this installation of tether."""
+    beside = Path(sys.executable).parent / "tether"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside.absolute())]
+    found = shutil.which("tether")
+    if found is not None:
+        return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "tether"]
 
 
 def _protected_paths() -> list[Path]:

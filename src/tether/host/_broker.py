@@ -39,17 +39,21 @@ def default_decision(stop_class: StopClass) -> Decision:
 
 
 def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:
-    """Return the guard of spec 02 over this account's stop directories."""
+    """Return the guard of spec 02 over this account's stop directories.
+
+    The protected paths are found once, here, and pinned for the guard's life (a runtime
+    pins its stop folder and setup the same way): a call pays only for what it names.
+    """
+    from ..stop import protected_paths
+    from ..stop._guard import StopGuard
+
+    judge = StopGuard(protected() if protected is not None else protected_paths())
 
     def check(tool: Tool, args: Mapping[str, Any], workspace: Path) -> str | None:
-        from ..stop import guard_tool_call, protected_paths
-
-        paths = protected() if protected is not None else protected_paths()
-        verdict = guard_tool_call(
+        verdict = judge.judge(
             tool.name,
             args,
             cwd=workspace,
-            protected=paths,
             mutating=False if tool.stop_class is StopClass.READ_ONLY else None,
         )
         return None if verdict.allowed else verdict.reason

@@ -13,6 +13,7 @@ operating-system account boundary binds (spec 02, "The guard").
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import os
 import posixpath
@@ -22,7 +23,7 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 import attrs
 
@@ -30,7 +31,7 @@ from ..errors import GuardRefused
 from ._effects import Effect, command_effects
 from ._programs import UNKNOWN, words
 
-__all__ = ("GuardVerdict", "guard_tool_call")
+__all__ = ("GuardVerdict", "StopGuard", "guard_tool_call")
 
 _VERBS = frozenset({"stop", "lift", "setup"})
 """`tether` subcommands that are the person's acts (spec 02, "The verbs")."""
@@ -108,17 +109,62 @@ def guard_tool_call(
     Returns:
         The verdict. Any error inside the guard refuses: the guard fails closed.
     """
-    env = os.environ if environ is None else environ
-    try:
-        guard = _Guard(protected, cwd=cwd, environ=env)
-        guard.check(tool_name, tool_input, mutating)
-    except _Refusal as refusal:
-        return GuardVerdict(allowed=False, reason=str(refusal))
-    except Exception as exc:  # fail closed: a guard that crashes must not let calls by
-        return GuardVerdict(
-            allowed=False, reason=f"the guard could not judge this call: {exc!r}"
-        )
-    return _ALLOWED
+    guard = StopGuard(protected, environ=environ)
+    return guard.judge(tool_name, tool_input, cwd=cwd, mutating=mutating)
+
+
+@final
+class StopGuard:
+    """The guard over protected paths resolved once, for every call of a runtime.
+
+    The protected paths, their spellings and identities, and the environment are
+    pinned when the guard is built (a runtime pins its stop folder and setup the same
+    way), so a call pays only for what it can touch: a read-only call that names no
+    command costs a dictionary look-up.
+    """
+
+    def __init__(
+        self, protected: Sequence[Path], *, environ: Mapping[str, str] | None = None
+    ) -> None:
+        """Resolve `protected` (relative paths from this process's directory)."""
+        env = dict(os.environ if environ is None else environ)
+        self._kinds: dict[str, str] = {}
+        self._broken = ""
+        """Why the paths could not be resolved; every call is then refused."""
+        try:
+            self._guard = _Guard(protected, environ=env)
+        except Exception as exc:  # fail closed, and say why on every call
+            self._guard = _Guard((), environ=env)
+            self._broken = f"the guard could not resolve the protected paths: {exc!r}"
+
+    def judge(
+        self,
+        tool_name: str,
+        tool_input: Mapping[str, Any],
+        *,
+        cwd: Path,
+        mutating: bool | None = None,
+    ) -> GuardVerdict:
+        """Judge one call (see `guard_tool_call`); never raises, refuses in doubt."""
+        if self._broken:
+            return GuardVerdict(allowed=False, reason=self._broken)
+        try:
+            key = self._kinds.get(tool_name)
+            if key is None:
+                key = self._kinds[tool_name] = re.sub(r"[\s_-]", "", tool_name).lower()
+            if key not in _SHELL_TOOLS and isinstance(tool_input, Mapping):
+                if mutating is False or (mutating is None and key in _READ_TOOLS):
+                    return _ALLOWED  # reading a stop is allowed (spec 02)
+                if not self._guard.entries:
+                    return _ALLOWED
+            self._guard.at(cwd).check(tool_name, key, tool_input, mutating)
+        except _Refusal as refusal:
+            return GuardVerdict(allowed=False, reason=str(refusal))
+        except Exception as exc:  # fail closed: a crashing guard lets no call by
+            return GuardVerdict(
+                allowed=False, reason=f"the guard could not judge this call: {exc!r}"
+            )
+        return _ALLOWED
 
 
 def _norm(path: str) -> str:
@@ -174,13 +220,11 @@ class _Entry:
 
 class _Guard:
     def __init__(
-        self, protected: Sequence[Path], *, cwd: Path, environ: Mapping[str, str]
+        self, protected: Sequence[Path], *, environ: Mapping[str, str]
     ) -> None:
         self.environ = environ
         self.home = environ.get("HOME") or os.path.expanduser("~")
-        self.cwd = posixpath.normpath(
-            os.path.join(os.getcwd(), os.path.expanduser(cwd))
-        )
+        self.cwd = os.getcwd()
         self.entries = [self._entry(p) for p in protected]
         exact: dict[str, str] = {}
         broad: dict[str, str] = {}
@@ -235,14 +279,25 @@ class _Guard:
         flags = re.IGNORECASE if _CASE_INSENSITIVE else 0
         return re.compile(rf"(?<![\w.-])(?:{body})(?![\w.-])", flags)
 
+    def at(self, cwd: Path) -> _Guard:
+        """This guard, judging relative paths from `cwd`."""
+        view = copy.copy(self)
+        view.cwd = posixpath.normpath(
+            os.path.join(os.getcwd(), os.path.expanduser(cwd))
+        )
+        return view
+
     # -- tool calls --------------------------------------------------------------------
 
     def check(
-        self, tool_name: str, tool_input: Mapping[str, Any], mutating: bool | None
+        self,
+        tool_name: str,
+        key: str,
+        tool_input: Mapping[str, Any],
+        mutating: bool | None,
     ) -> None:
         if not isinstance(tool_input, Mapping):
             raise _Refusal(f"{tool_name}: the tool input is not an object")
-        key = re.sub(r"[\s_-]", "", tool_name).lower()
         if key in _SHELL_TOOLS:
             command = tool_input.get("command")
             if isinstance(command, list) and all(isinstance(w, str) for w in command):
