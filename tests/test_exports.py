@@ -12,6 +12,7 @@ PUBLIC = [
     "tether",
     "tether.errors",
     "tether.host",
+    "tether.models",
     "tether.runtime",
     "tether.stop",
     "tether.testing",

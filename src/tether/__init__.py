@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from .host import ToolContext as ToolContext
     from .host import tool as tool
     from .runtime import AbortReport as AbortReport
+    from .runtime import Agent as Agent
+    from .runtime import AgentSession as AgentSession
     from .runtime import Runtime as Runtime
     from .runtime import Session as Session
     from .runtime import ToolResult as ToolResult
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = (
     "AbortReport",
+    "Agent",
+    "AgentSession",
     "ErrorCode",
     "Runtime",
     "Session",
@@ -45,6 +49,8 @@ _WHERE = {
     "ToolContext": "host",
     "tool": "host",
     "AbortReport": "runtime",
+    "Agent": "runtime",
+    "AgentSession": "runtime",
     "Runtime": "runtime",
     "Session": "runtime",
     "ToolResult": "runtime",

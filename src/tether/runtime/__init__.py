@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 from ..host._protocol import PermissionRequest as PermissionRequest
+from ._agent import Agent as Agent
+from ._agent import AgentSession as AgentSession
+from ._agent import tool_result_text as tool_result_text
+from ._agent_events import AgentEvent as AgentEvent
+from ._agent_events import EventCallback as EventCallback
+from ._agent_events import MessageChunk as MessageChunk
+from ._agent_events import StopReason as StopReason
+from ._agent_events import ToolCallEnded as ToolCallEnded
+from ._agent_events import ToolCallProgress as ToolCallProgress
+from ._agent_events import ToolCallRequested as ToolCallRequested
+from ._agent_events import ToolCallStarted as ToolCallStarted
+from ._agent_events import TurnEnded as TurnEnded
 from ._ledger import CallRecord as CallRecord
 from ._ledger import CallState as CallState
 from ._runtime import Runtime as Runtime
@@ -18,16 +30,28 @@ from ._values import TurnSettled as TurnSettled
 
 __all__ = (
     "AbortReport",
+    "Agent",
+    "AgentEvent",
+    "AgentSession",
     "CallChanged",
     "CallRecord",
     "CallState",
+    "EventCallback",
+    "MessageChunk",
     "PendingCall",
     "PermissionRequest",
     "Runtime",
     "RuntimeEvent",
     "Session",
+    "StopReason",
+    "ToolCallEnded",
+    "ToolCallProgress",
+    "ToolCallRequested",
+    "ToolCallStarted",
     "ToolProgress",
     "ToolResult",
     "Turn",
+    "TurnEnded",
     "TurnSettled",
+    "tool_result_text",
 )

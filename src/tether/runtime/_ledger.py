@@ -9,9 +9,11 @@ are built from the ledger, which is why they cannot disagree with it.
 from __future__ import annotations
 
 import enum
+import json
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,8 @@ class Ledger:
         self._turns: dict[tuple[str, str], list[dict[str, Any]]] = {}
         """Rows by (session, turn), in order: a report reads one turn, not the ledger."""
         self.path = path
+        self._transcripts: dict[str, list[dict[str, Any]]] = {}
+        """Messages of agent sessions, by session id, in order (the transcript table)."""
         self._db: sqlite3.Connection | None = None
         if path is not None:
             self._db = _open_db(path)
@@ -222,6 +226,63 @@ class Ledger:
             if sid == session_id and (turn_id is None or row["turn_id"] == turn_id)
         ]
 
+    def find(self, session_id: str, call_id: str) -> CallRecord | None:
+        """Return the record of a call of this run or of an earlier one in the file."""
+        row = self._rows.get((session_id, call_id))
+        if row is not None:
+            return CallRecord(**row)
+        if self._db is None:
+            return None
+        found = self._db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM calls"
+            " WHERE session_id = ? AND call_id = ?",
+            (session_id, call_id),
+        ).fetchone()
+        return None if found is None else _from_row(found)
+
+    # -- transcripts of agent sessions ------------------------------------------------
+
+    def add_message(
+        self, session_id: str, turn_id: str, message: Mapping[str, Any]
+    ) -> None:
+        """Append one message (a JSON object) to a session's transcript."""
+        data = dict(message)
+        self.messages(session_id)  # loads an earlier run's transcript first
+        self._transcripts.setdefault(session_id, []).append(data)
+        if self._db is not None:
+            self._db.execute(
+                "INSERT INTO transcript (session_id, turn_id, message, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (session_id, turn_id, json.dumps(data), time.time()),
+            )
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's transcript, in order (empty if the session has none)."""
+        if session_id not in self._transcripts and self._db is not None:
+            rows = self._db.execute(
+                "SELECT message FROM transcript WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            if rows:
+                self._transcripts[session_id] = [json.loads(r[0]) for r in rows]
+        return [dict(m) for m in self._transcripts.get(session_id, ())]
+
+    def transcript_sessions(self) -> list[tuple[str, str]]:
+        """Sessions that have a transcript, oldest first: (id, first user text)."""
+        ids = list(self._transcripts)
+        if self._db is not None:
+            rows = self._db.execute(
+                "SELECT session_id FROM transcript GROUP BY session_id ORDER BY MIN(seq)"
+            ).fetchall()
+            ids = [r[0] for r in rows] + [
+                i for i in ids if i not in {r[0] for r in rows}
+            ]
+        out = []
+        for sid in ids:
+            users = [m for m in self.messages(sid) if m.get("role") == "user"]
+            out.append((sid, str(users[0].get("content", "")) if users else ""))
+        return out
+
     def _write(self, values: dict[str, Any], *, insert: bool) -> None:
         if self._db is None:
             return
@@ -251,13 +312,14 @@ def read_ledger_file(path: Path) -> list[CallRecord]:
         ).fetchall()
     finally:
         db.close()
-    out = []
-    for row in rows:
-        values: dict[str, Any] = dict(zip(_COLUMNS, row, strict=True))
-        values["state"] = CallState(values["state"])
-        values["code"] = None if values["code"] is None else ErrorCode(values["code"])
-        out.append(CallRecord(**values))
-    return out
+    return [_from_row(row) for row in rows]
+
+
+def _from_row(row: tuple[Any, ...]) -> CallRecord:
+    values: dict[str, Any] = dict(zip(_COLUMNS, row, strict=True))
+    values["state"] = CallState(values["state"])
+    values["code"] = None if values["code"] is None else ErrorCode(values["code"])
+    return CallRecord(**values)
 
 
 def _open_db(path: Path) -> sqlite3.Connection:
@@ -282,6 +344,11 @@ def _open_db(path: Path) -> sqlite3.Connection:
         " state TEXT NOT NULL, code TEXT, requested_at REAL, started_at REAL,"
         " ended_at REAL, settled_at REAL, abort_source TEXT, abort_reason TEXT,"
         " UNIQUE (session_id, call_id))"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS transcript ("
+        "seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,"
+        " turn_id TEXT, message TEXT NOT NULL, created_at REAL)"
     )
     for suffix in ("-wal", "-shm"):
         side = Path(f"{path}{suffix}")

@@ -157,6 +157,7 @@ class Runtime:
                 stream.send_nowait(event)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._subscribers.remove(stream)
+                stream.close()
 
     async def __aenter__(self) -> Runtime:
         stack = AsyncExitStack()

@@ -1,0 +1,222 @@
+"""The `openai:<model>` model: any OpenAI-compatible Chat Completions endpoint, streamed.
+
+Built on the official `openai` SDK (`AsyncOpenAI`). The base URL comes from the caller,
+`TETHER_MODEL_URL` or the account's config; the key from the caller, `TETHER_MODEL_KEY`
+or `OPENAI_API_KEY`. Retries on 429 and 5xx are the SDK's own: exponential backoff with
+jitter that honours the server's `retry-after` (`max_retries`, default 2). A stop
+cancels the caller's scope; leaving the stream's context closes the HTTP response, so
+the server sees the connection close (S11).
+
+This module is the one place Chat Completions wire shapes appear.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
+from typing import Any, cast, final
+
+import openai
+
+from .._config import Config, load_config, paths
+from .._env import TetherEnv
+from ._types import (
+    Message,
+    ModelError,
+    ModelRequest,
+    StepDone,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ("OpenAIModel",)
+
+_RATE_HEADERS = ("x-ratelimit-", "retry-after")
+
+
+@final
+class OpenAIModel:
+    """A Chat Completions model reached through the `openai` SDK."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        config: Config | None = None,
+    ) -> None:
+        """Resolve the endpoint and key now, so a missing one is refused at start.
+
+        Raises:
+            ModelError: no endpoint or no key is configured.
+        """
+        if not model:
+            raise ModelError("name the model after `openai:`, as in openai:gpt-4o")
+        config = config if config is not None else load_config()
+        url = base_url or config.model_url
+        if not url:
+            raise ModelError(
+                f"no model endpoint: set {TetherEnv.MODEL_URL} (for example"
+                " http://127.0.0.1:8000/v1) or url in the [model] table of"
+                f" {paths().config_file}"
+            )
+        key = (
+            api_key
+            or os.environ.get(TetherEnv.MODEL_KEY)
+            or os.environ.get("OPENAI_API_KEY")
+        )
+        if not key:
+            raise ModelError(
+                f"no key for the model endpoint {url}: set {TetherEnv.MODEL_KEY} or"
+                " OPENAI_API_KEY (any text for a local server that checks none)"
+            )
+        self.model = model
+        self.base_url = url
+        self.client = openai.AsyncOpenAI(
+            base_url=url, api_key=key, max_retries=max_retries, timeout=timeout
+        )
+
+    @property
+    def name(self) -> str:
+        """The model's spec."""
+        return f"openai:{self.model}"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self.client.close()
+
+    @asynccontextmanager
+    async def stream(
+        self, request: ModelRequest
+    ) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+        """Start one streamed Chat Completions request.
+
+        Raises:
+            ModelError: the endpoint cannot be reached or refused the request (after
+                the SDK's retries).
+        """
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": [to_wire(m) for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in request.tools
+            ]
+        completions = self.client.chat.completions.with_streaming_response
+        try:
+            async with completions.create(**params) as response:
+                limits = {
+                    k: v
+                    for k, v in response.headers.items()
+                    if k.lower().startswith(_RATE_HEADERS)
+                }
+                chunks = cast("openai.AsyncStream[Any]", await response.parse())
+                events = _events(chunks, limits)
+                async with aclosing(events):
+                    yield events
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"the model endpoint {self.base_url} refused the request:"
+                f" {exc.status_code} {_one_line(exc.message)}"
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise ModelError(
+                f"cannot reach the model endpoint {self.base_url}"
+                f" ({_one_line(str(exc))}); start it or set {TetherEnv.MODEL_URL}"
+            ) from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+async def _events(
+    chunks: openai.AsyncStream[Any], limits: Mapping[str, str]
+) -> AsyncGenerator[StreamEvent, None]:
+    # Tool-call deltas come split over chunks, keyed by index: the id and name arrive
+    # first, the arguments in pieces.
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage: Usage | None = None
+    finish: str | None = None
+    async for chunk in chunks:
+        if chunk.usage is not None:
+            usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        for choice in chunk.choices:
+            delta = choice.delta
+            if choice.finish_reason is not None:
+                finish = choice.finish_reason
+            if delta is None:
+                continue
+            if delta.content:
+                text.append(delta.content)
+                yield TextDelta(delta.content)
+            for part in delta.tool_calls or ():
+                call = calls.setdefault(part.index, {"id": "", "name": "", "args": []})
+                function = part.function
+                name = function.name if function is not None else None
+                args = (function.arguments if function is not None else None) or ""
+                if part.id:
+                    call["id"] = part.id
+                if name:
+                    call["name"] += name
+                call["args"].append(args)
+                yield ToolCallDelta(part.index, part.id, name, args)
+    tool_calls = tuple(
+        ToolCall(
+            id=c["id"] or f"call_{index}",
+            name=c["name"],
+            arguments="".join(c["args"]) or "{}",
+        )
+        for index, c in sorted(calls.items())
+    )
+    yield StepDone(
+        message=Message(role="assistant", content="".join(text), tool_calls=tool_calls),
+        finish_reason=finish,
+        usage=usage,
+        rate_limits=dict(limits),
+    )
+
+
+def to_wire(message: Message) -> dict[str, Any]:
+    """A message as Chat Completions takes it."""
+    match message.role:
+        case "system" | "user":
+            return {"role": message.role, "content": message.content}
+        case "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                out["content"] = message.content or None
+                out["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for c in message.tool_calls
+                ]
+            return out
+        case "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": message.content,
+            }
