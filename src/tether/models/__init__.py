@@ -11,7 +11,8 @@ model = model_from_spec("openai:gpt-4o")          # TETHER_MODEL_URL / TETHER_MO
 
 from __future__ import annotations
 
-from .._config import Config
+from typing import TYPE_CHECKING
+
 from ._openai import OpenAIModel as OpenAIModel
 from ._scripted import SCRIPT_VERSION as SCRIPT_VERSION
 from ._scripted import Move as Move
@@ -31,6 +32,9 @@ from ._types import ToolCall as ToolCall
 from ._types import ToolCallDelta as ToolCallDelta
 from ._types import ToolSpec as ToolSpec
 from ._types import Usage as Usage
+
+if TYPE_CHECKING:
+    from .._config import Config
 
 __all__ = (
     "SCRIPT_VERSION",

@@ -139,7 +139,7 @@ class Agent:
             raise UsageError(f"session {session_id} is already open")
         if runtime.host is None:
             raise UsageError("use the Runtime inside `async with`")
-        session = Session(runtime, session_id)
+        session = Session(runtime.executor, session_id)
         runtime.sessions.append(session)
         agent_session = AgentSession(self, session, on_event)
         agent_session.messages = [Message.from_json(m) for m in saved]
