@@ -25,5 +25,7 @@ RULES: dict[str, str] = {
     "not-honoured": "stops of other accounts are ignored and reported",
     "verbs-caller": "the verbs refuse callers without a terminal or in an agent session",
     "atomic-stop": "the stop is written atomically and fails loudly",
+    "bounded-read": "every reading is bounded in time and never follows a link",
+    "system-binding": "a root-owned binding makes the agents' account honour the stop",
     "guard-table": "the guard refuses tool calls that would touch a stop",
 }

@@ -181,7 +181,9 @@ def test_setup_age_cleaners_follow_tmpfiles_priority(tmp_path: Path) -> None:
         ("fuseblk", "", True),
         ("fuse.sshfs", "", True),
         ("fuse.somefs", "rw,uid=1000", True),
-        ("fuse.somefs", "rw,user_id=0", False),
+        ("fuse.somefs", "rw,user_id=0", True),
+        ("fuse.bindfs", "rw,user_id=0,allow_other", True),
+        ("fuse", "rw", True),
         ("nfs4", "", True),
         ("cifs", "", True),
         ("9p", "", True),
@@ -190,7 +192,8 @@ def test_setup_age_cleaners_follow_tmpfiles_priority(tmp_path: Path) -> None:
 def test_folder_rule_untrusted_filesystems(
     kind: str, options: str, untrusted: bool
 ) -> None:
-    """Filesystems whose owners are made up or remote are untrusted (spec 02 list)."""
+    """Filesystems whose owners are made up or remote are untrusted (spec 02 list);
+    FUSE is judged by type, whatever its options (issue 12)."""
     assert bool(untrusted_fs_why(kind, options)) is untrusted
 
 

@@ -129,8 +129,9 @@ def test_read_outcomes_a_stop_that_vanishes_without_a_lift_is_reported() -> None
 
 
 @pytest.mark.rule("read-outcomes")
-def test_read_outcomes_a_lifted_stop_is_not_reported_as_vanished() -> None:
-    """A stop removed by `lift` has its lift record, so nothing is reported."""
+def test_read_outcomes_a_lifted_stop_is_reported_as_lifted_by_the_person() -> None:
+    """Row C17: a stop removed by `lift` reads CLEAR next, reported as "lifted by P at
+    ...", never as vanished; the reading after that reports nothing."""
     watch = StopStore.from_setup().watch()
     set_stop()
     assert watch.read().outcome is ReadOutcome.STOPPED
@@ -138,7 +139,11 @@ def test_read_outcomes_a_lifted_stop_is_not_reported_as_vanished() -> None:
     assert result.lifted
     reading = watch.read()
     assert reading.outcome is ReadOutcome.CLEAR
-    assert reading.notes == ()
+    (note,) = reading.notes
+    assert f"was lifted by uid {os.geteuid()}" in note
+    assert result.lifted_at.isoformat() in note
+    assert "vanished" not in note
+    assert watch.read().notes == ()
 
 
 @pytest.mark.root

@@ -16,13 +16,14 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import re
 import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
+
+from ._bounded import Progress
 
 __all__ = (
     "DIR_FLAGS",
@@ -53,7 +54,6 @@ _UNTRUSTED_TYPES = frozenset(
     }
 )  # fmt: skip
 _NETWORK_HINT = ("nfs", "cifs", "smb", "9p", "afs", "ceph", "gluster", "sshfs", "davfs")
-_UID_OPTION = re.compile(r"(?:^|,)uid=")
 
 
 class RuleBroken(Exception):
@@ -114,6 +114,7 @@ def open_folder(
     *,
     record: Record = None,
     readable: bool = False,
+    progress: Progress | None = None,
 ) -> int:
     """Walk from `/` to `folder` and return a descriptor of it; every step is judged.
 
@@ -123,6 +124,7 @@ def open_folder(
         record: called with every check made (the setup board); None on reads.
         readable: open the folder itself for reading (to list it) when permitted;
             `O_DIRECTORY` fails on anything but a directory before opening it.
+        progress: told the path about to be opened (a bounded reading names it).
 
     Raises:
         RuleBroken: a component is missing, a symlink, not a directory, foreign-owned,
@@ -135,6 +137,8 @@ def open_folder(
         for index in range(-1, len(names)):
             if index >= 0:
                 flags = _READ_DIR_FLAGS if readable and index == last else DIR_FLAGS
+                if progress is not None:
+                    progress.where = "/" + "/".join(names[: index + 1])
                 try:
                     try:
                         nfd = os.open(names[index], flags, dir_fd=fd)
@@ -170,7 +174,9 @@ def open_folder(
     return fd
 
 
-def open_uid_dir(folder_fd: int, folder: Path, person_uid: int) -> int:
+def open_uid_dir(
+    folder_fd: int, folder: Path, person_uid: int, progress: Progress | None = None
+) -> int:
     """Open `<folder>/<uid>/` relative to the checked folder and judge it.
 
     Raises:
@@ -178,6 +184,8 @@ def open_uid_dir(folder_fd: int, folder: Path, person_uid: int) -> int:
             owned by another account, or writable by group or others.
     """
     name = str(person_uid)
+    if progress is not None:
+        progress.where = str(folder / name)
     try:
         fd = os.open(name, DIR_FLAGS, dir_fd=folder_fd)
     except FileNotFoundError:
@@ -310,6 +318,11 @@ def untrusted_fs_why(kind: str, options: str) -> str:
                 "stop and owners may be squashed or mapped"
             )
         return f"the folder is on {kind}, where file owners are made up at mount time"
-    if kind.startswith("fuse") and _UID_OPTION.search(options):
-        return f"the folder is on {kind} mounted with uid=, so owners are made up"
+    if kind == "fuse" or kind.startswith("fuse."):
+        # Judged by type: the owners a FUSE daemon reports are whatever it chooses
+        # (bindfs maps them; `uid=` never reaches the mount table), issue 12.
+        return (
+            f"the folder is on {kind}, a FUSE file system: its daemon reports "
+            "whatever owners it chooses"
+        )
     return ""

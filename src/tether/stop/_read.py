@@ -17,18 +17,22 @@ import enum
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
-from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir
+from ._bounded import Hung, Progress, run_bounded
+from ._folder import DIR_FLAGS, RuleBroken, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted_fs_why
+from ._mounts import MountPlan, plan
 from ._setup import MAX_STOP_SIZE, STOP_NAME
 
 __all__ = (
     "FILE_FLAGS",
+    "READ_BOUND",
     "Identity",
     "NotHonoured",
     "Place",
@@ -40,6 +44,11 @@ __all__ = (
 
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 """How the stop is opened: no symlink, never blocks (a FIFO), never a terminal."""
+
+T = TypeVar("T")
+
+READ_BOUND = 2.0
+"""Seconds a reading may take before it holds, naming what hung (spec 02)."""
 
 Identity = tuple[int, int]
 """`(st_dev, st_ino)` of a directory."""
@@ -130,6 +139,8 @@ class Place:
     """Size bound of a stop file."""
     scan_others: bool = True
     """Report stops of other accounts in the folder."""
+    bound: float = READ_BOUND
+    """Seconds a reading may take; one that does not finish holds (spec 02)."""
 
     uid_dir: Path = attrs.field(
         init=False,
@@ -203,7 +214,7 @@ class _Hold(Exception):
 
 
 Hook = Callable[[int], None] | None
-"""Test seam: called with the uid directory's descriptor between the gate and the open."""
+"""Test seam: called with a descriptor at a chosen step of the read."""
 
 
 def read_place(
@@ -212,8 +223,15 @@ def read_place(
     pins: tuple[Identity | None, Identity | None] = (None, None),
     check_fs: bool = True,
     after_gate: Hook = None,
+    after_open: Hook = None,
 ) -> RawRead:
-    """Read the stop at `place` once; never raises.
+    """Read the stop at `place` once, within `place.bound` seconds; never raises.
+
+    Before anything is touched the mount table says which mounts the reading crosses
+    (`_mounts`): one whose owners cannot be trusted holds at once (unless setup opted
+    in); only local kernel filesystems are read inline; anything else is read by a
+    bounded worker, and a reading that does not finish in time holds, naming the path
+    it hung at.
 
     Args:
         place: where to read and whose stop to honour.
@@ -221,15 +239,78 @@ def read_place(
             a different identity holds ("the setting changed"). None: not pinned.
         check_fs: look up the filesystem type (a watch may skip it once the folder's
             device is pinned).
-        after_gate: test seam, see `Hook`.
+        after_gate: test seam, called with the uid directory's descriptor between the
+            type gate and the open of the stop.
+        after_open: test seam, called with the stop's descriptor between its open and
+            its `fstat`.
     """
+    try:
+        mounts = plan(str(place.store_dir), str(place.uid_dir))
+        judged = check_fs and place.folder is not None and not place.allow_untrusted_fs
+        for mount in mounts.crossed if mounts is not None and judged else ():
+            # Judged from the table, before any system call into the mount.
+            if why := _untrusted_fs_why(mount.kind, mount.options):
+                reason = (
+                    f"{why} (mounted at {mount.point}); choose another folder, "
+                    "or opt in at setup"
+                )
+                return RawRead(reading=_reading(place, ReadOutcome.HOLD, reason=reason))
+        skip = frozenset() if mounts is None else mounts.skip
+
+        def read(progress: Progress | None) -> RawRead:
+            return _read_now(
+                place, pins, check_fs, (after_gate, after_open), skip, progress
+            )
+
+        key = (place.store_dir, place.person_uid)
+        return within_bound(mounts, key, read, bound=place.bound)
+    except Hung as exc:
+        return RawRead(reading=_reading(place, ReadOutcome.HOLD, reason=str(exc)))
+    except Exception as exc:  # spec 02: any unexpected exception holds
+        reason = f"the stop reader failed ({exc!r}); holding until a clear read"
+        return RawRead(reading=_reading(place, ReadOutcome.HOLD, reason=reason))
+
+
+def within_bound(
+    mounts: MountPlan | None,
+    key: Hashable,
+    fn: Callable[[Progress | None], T],
+    *,
+    bound: float,
+) -> T:
+    """Run `fn` inline where `mounts` are all local, else in the bounded worker of `key`.
+
+    Raises:
+        Hung: the worker did not finish within `bound` seconds (or is still blocked).
+    """
+    if mounts is not None and mounts.local:
+        return fn(None)  # local kernel filesystems only: every call returns
+    return run_bounded(key, fn, bound=bound)
+
+
+def _errtext(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "?")
+    return f"{os.strerror(exc.errno or 0)} ({name})"
+
+
+def _read_now(
+    place: Place,
+    pins: tuple[Identity | None, Identity | None],
+    check_fs: bool,
+    hooks: tuple[Hook, Hook],
+    skip: frozenset[str],
+    progress: Progress | None,
+) -> RawRead:
     fds: list[int] = []
     folder_id: Identity | None = None
     uid_id: Identity | None = None
     others: tuple[NotHonoured, ...] = ()
     try:
         folder_fd = open_folder(
-            place.store_dir, place.person_uid, readable=place.scan_others
+            place.store_dir,
+            place.person_uid,
+            readable=place.scan_others,
+            progress=progress,
         )
         fds.append(folder_fd)
         folder_id = _identity(os.fstat(folder_fd))
@@ -240,13 +321,16 @@ def read_place(
             )
         # spec 02: the filesystem rule is the shared folder's; the own store is the
         # account's own files, read and written by the same account.
-        if check_fs and place.folder is not None and not place.allow_untrusted_fs:
-            found = fs_type(folder_fd)
-            if found is not None and (why := _untrusted_fs_why(*found)):
-                raise _Hold(f"{why}; choose another folder, or opt in at setup")
+        judge_fs = (
+            check_fs and place.folder is not None and not place.allow_untrusted_fs
+        )
+        if judge_fs:
+            _judge_fs(folder_fd, place.store_dir)
         if place.scan_others:
-            others = _scan_others(folder_fd, place)
-        uid_fd = open_uid_dir(folder_fd, place.store_dir, place.person_uid)
+            others = _scan_others(folder_fd, place, skip, progress)
+        uid_fd = open_uid_dir(
+            folder_fd, place.store_dir, place.person_uid, progress=progress
+        )
         fds.append(uid_fd)
         uid_id = _identity(os.fstat(uid_fd))
         if pins[1] is not None and uid_id != pins[1]:
@@ -254,22 +338,34 @@ def read_place(
                 f"the setting changed: {place.uid_dir} was replaced since this run "
                 "started; restart the run"
             )
-        reading, stop_id = _judge_stop(place, uid_fd, after_gate, fds)
+        if judge_fs:
+            _judge_fs(uid_fd, place.uid_dir)  # issue 12: a mount on the uid dir too
+        reading, stop_id = _judge_stop(place, uid_fd, hooks, fds, progress)
     except (RuleBroken, _Hold) as exc:
         reading, stop_id = _reading(place, ReadOutcome.HOLD, reason=str(exc)), None
     except OSError as exc:
-        why = f"{os.strerror(exc.errno or 0)} ({errno.errorcode.get(exc.errno or 0, '?')})"
         reading = _reading(
-            place, ReadOutcome.HOLD, reason=f"cannot read the stop: {why}"
+            place, ReadOutcome.HOLD, reason=f"cannot read the stop: {_errtext(exc)}"
         )
         stop_id = None
     except Exception as exc:  # spec 02: any unexpected exception holds
         reason = f"the stop reader failed ({exc!r}); holding until a clear read"
         reading = _reading(place, ReadOutcome.HOLD, reason=reason)
         stop_id = None
-    finally:
-        for fd in fds:
+    for fd in reversed(fds):
+        try:
             os.close(fd)
+        except OSError as exc:
+            # A close that fails (EIO from a FUSE daemon's flush) leaves the reading
+            # unconfirmed: it holds, and never escapes (issue 12).
+            if reading.outcome is not ReadOutcome.HOLD:
+                reading = _reading(
+                    place,
+                    ReadOutcome.HOLD,
+                    reason=f"closing a descriptor of {place.uid_dir} failed: "
+                    f"{_errtext(exc)}",
+                )
+                stop_id = None
     if others:
         reading = attrs.evolve(reading, not_honoured=reading.not_honoured + others)
     return RawRead(
@@ -277,14 +373,27 @@ def read_place(
     )
 
 
+def _judge_fs(fd: int, where: Path) -> None:
+    found = fs_type(fd)
+    if found is not None and (why := _untrusted_fs_why(*found)):
+        raise _Hold(f"{why} ({where}); choose another folder, or opt in at setup")
+
+
 _OVERFLOW_UIDS = frozenset({65534, 4294967294})
 """The overflow uid (`/proc/sys/kernel/overflowuid`, 65534 by default) and `(uid_t)-2`."""
 
 
 def _judge_stop(
-    place: Place, uid_fd: int, after_gate: Hook, fds: list[int]
+    place: Place,
+    uid_fd: int,
+    hooks: tuple[Hook, Hook],
+    fds: list[int],
+    progress: Progress | None,
 ) -> tuple[StopReading, tuple[int, int, int] | None]:
     path = place.stop_path
+    after_gate, after_open = hooks
+    if progress is not None:
+        progress.where = str(path)
     try:
         gate = os.stat(STOP_NAME, dir_fd=uid_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -303,6 +412,8 @@ def _judge_stop(
             raise _Hold(f"{path} is a symlink, not a stop file; remove it") from None
         raise
     fds.append(fd)
+    if after_open is not None:
+        after_open(fd)
     st = os.fstat(fd)  # the only judgement: the descriptor, never the name
     if not stat.S_ISREG(st.st_mode):
         raise _Hold(f"{path} became {_kind(st.st_mode)} while it was read; remove it")
@@ -345,8 +456,16 @@ def _judge_stop(
     return reading, (st.st_dev, st.st_ino, st.st_mtime_ns)
 
 
-def _scan_others(folder_fd: int, place: Place) -> tuple[NotHonoured, ...]:
-    """Report stops other accounts left in the folder; never honours one, never raises."""
+def _scan_others(
+    folder_fd: int, place: Place, skip: frozenset[str], progress: Progress | None
+) -> tuple[NotHonoured, ...]:
+    """Report stops other accounts left in the folder; never honours one, never raises.
+
+    Never follows a link (issue 12: a link in the sticky folder may point into a mount
+    that never answers) and never enters a mount point: each entry is looked at with
+    `fstatat(AT_SYMLINK_NOFOLLOW)`, and only a real directory is opened (`O_PATH`,
+    `O_NOFOLLOW`) to look for its `stop`.
+    """
     mine = str(place.person_uid)
     try:
         names = os.listdir(folder_fd)
@@ -354,17 +473,26 @@ def _scan_others(folder_fd: int, place: Place) -> tuple[NotHonoured, ...]:
         return ()  # an O_PATH descriptor (folder not readable): nothing to report
     found: list[NotHonoured] = []
     for name in names:
-        if name == mine:
+        if name == mine or name in skip:
             continue
-        # Reporting only: a stat (never an open) of `<name>/stop` or of `stop` itself.
-        target = f"{name}/{STOP_NAME}"
+        if progress is not None:
+            progress.where = str(place.store_dir / name)
         try:
-            st = os.stat(target, dir_fd=folder_fd, follow_symlinks=False)
+            entry = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            if not stat.S_ISDIR(entry.st_mode):
+                continue  # a link, a file, a FIFO: nothing is looked up through it
+            sub = os.open(name, DIR_FLAGS, dir_fd=folder_fd)
         except OSError:
-            continue  # not a directory, or no stop in it
+            continue
+        try:
+            st = os.stat(STOP_NAME, dir_fd=sub, follow_symlinks=False)
+        except OSError:
+            continue  # no stop in it
+        finally:
+            os.close(sub)
         if st.st_uid == place.person_uid:
             why = f"only {place.stop_path} is honoured"
         else:
             why = f"this account honours uid {place.person_uid}"
-        found.append(NotHonoured(place.store_dir / target, st.st_uid, why))
+        found.append(NotHonoured(place.store_dir / name / STOP_NAME, st.st_uid, why))
     return tuple(found)

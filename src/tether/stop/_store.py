@@ -1,15 +1,24 @@
 """`StopStore` (one read, no memory) and `StopWatch` (a run's reader, with pins).
 
-A run creates a `StopWatch` at its start: it fixes the folder and the person, pins the
-identity `(st_dev, st_ino)` of the folder and of the uid directory, and notes the setup
-record. A later read that finds another identity, or a setup that names something else,
-holds ("the setting changed"). The watch also remembers the last stop it saw, so a stop
-that disappears with no lift record is reported as "vanished without a lift".
+A store reads every place whose stop this account honours: the system binding's first
+(a bound account honours the person's stop in the bound folder, whatever its own setup
+says), then the place of its own setup record when that is another one. Readings combine
+so that no place can take a stop away: STOPPED anywhere is STOPPED, else HOLD anywhere
+(or a reason known at the start, such as a binding that cannot be checked) is HOLD,
+else CLEAR.
+
+A run creates a `StopWatch` at its start: it fixes the places, pins the identity
+`(st_dev, st_ino)` of each folder and uid directory, notes the setup record, the system
+binding and the mount namespace. A later read that finds another identity, or a setup
+or binding that changed, holds ("the setting changed"). The watch also remembers the
+last stop it saw, so a stop that disappears is reported as lifted (by whom, when) or as
+"vanished without a lift".
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 from typing import final
 
@@ -19,10 +28,25 @@ from ..errors import StoreError
 from ._lifts import find_lift
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
+from ._system import (
+    SYSTEM_DIR,
+    Binding,
+    BindingUnchecked,
+    binding_path,
+    code_writable_reason,
+    load_binding,
+)
 
-__all__ = ("StopStore", "StopWatch")
+__all__ = ("StopStore", "StopWatch", "combine")
 
 _Stamp = tuple[int, int, int, int, int, int]
+
+
+def _who(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _ensure_own_store(person_uid: int) -> None:
@@ -48,42 +72,156 @@ def _ensure_own_store(person_uid: int) -> None:
             return
 
 
+def place_of(record: SetupRecord) -> Place:
+    """Where the stop of `record` is read."""
+    return Place(
+        folder=record.folder,
+        store_dir=record.store_dir,
+        person_uid=record.person_uid,
+        allow_untrusted_fs=record.allow_untrusted_fs,
+    )
+
+
+def bound_place(binding: Binding) -> Place:
+    """Where a bound account reads the person's stop."""
+    return Place(
+        folder=binding.folder,
+        store_dir=binding.folder,
+        person_uid=binding.person_uid,
+        allow_untrusted_fs=binding.allow_untrusted_fs,
+    )
+
+
+def _held(place: Place, reason: str) -> StopReading:
+    return StopReading(
+        outcome=ReadOutcome.HOLD,
+        reason=reason,
+        folder=place.folder,
+        person_uid=place.person_uid,
+        stop_path=place.stop_path,
+    )
+
+
+def combine(
+    place: Place, readings: list[StopReading], holds: tuple[str, ...] | list[str] = ()
+) -> StopReading:
+    """One reading of several places: STOPPED anywhere, else HOLD anywhere, else CLEAR.
+
+    `holds` are reasons that hold whatever the places say (a binding that cannot be
+    checked, a setting that changed); `place` is the one a HOLD of theirs names.
+    """
+    if len(readings) == 1 and not holds:
+        return readings[0]  # the common case: one place, nothing else to say
+    # A reason known before the places were read (the setting changed) says more than
+    # what a place then showed, so it is the HOLD reported first.
+    every = [*(_held(place, reason) for reason in holds), *readings]
+    base = next((r for r in every if r.outcome is ReadOutcome.STOPPED), None)
+    if base is None:
+        base = next((r for r in every if r.outcome is ReadOutcome.HOLD), readings[0])
+    seen = {n.path for n in base.not_honoured}
+    others = [
+        n
+        for r in every
+        if r is not base
+        for n in r.not_honoured
+        if n.path not in seen and not seen.add(n.path)  # type: ignore[func-returns-value]
+    ]
+    notes = list(base.notes)
+    for r in every:
+        if r is base:
+            continue
+        notes += [n for n in r.notes if n not in notes]
+        if r.outcome is ReadOutcome.HOLD and base.outcome is ReadOutcome.STOPPED:
+            notes.append(f"also held: {r.reason}")
+        elif r.outcome is ReadOutcome.STOPPED:
+            notes.append(f"also stopped: {r.stop_path}")
+    return attrs.evolve(
+        base, not_honoured=(*base.not_honoured, *others), notes=tuple(notes)
+    )
+
+
 @final
 @attrs.define(eq=False)
 class StopStore:
-    """Reads the person's stop: `read()` is one walk, one `open`, one `fstat`."""
+    """Reads the person's stop: `read()` is one walk, one `open`, one `fstat` a place."""
 
     place: Place
-    """Where the stop is read and whose stop is honoured."""
+    """The first place read: the bound one for a bound account, else the own setup's."""
     record: SetupRecord | None = None
-    """The setup record the place came from; a watch holds when it changes."""
+    """The account's own setup record; a watch holds when it changes."""
+    also: tuple[Place, ...] = ()
+    """Further places read (a bound account's own setup, when it names another)."""
+    holds: tuple[str, ...] = ()
+    """Reasons that hold every reading (a binding that cannot be checked, ...)."""
+    binding: Binding | None = None
+    """The system binding of this account, if it is bound."""
+    system_dir: Path = SYSTEM_DIR
+    """Where the system binding is read (a constant; tests pass their own)."""
 
     @classmethod
-    def from_setup(cls, record: SetupRecord | None = None) -> StopStore:
-        """Build the store of this account's setup (or of `record`).
+    def from_setup(
+        cls, record: SetupRecord | None = None, *, system_dir: Path = SYSTEM_DIR
+    ) -> StopStore:
+        """Build the store of this account: the system binding first, then its setup.
 
         With the own store, its directories are made when the account's home exists.
+        A bound account whose own record is broken still reads the bound stop (the
+        broken record holds); so does one whose install it could change.
 
         Raises:
-            StoreError: the setup record breaks the owner-only rule or is not valid.
+            StoreError: the setup record breaks the owner-only rule or is not valid,
+                and no system binding binds this account.
         """
-        rec = record if record is not None else load_setup()
-        if rec.folder is None:
-            _ensure_own_store(rec.person_uid)
-        place = Place(
-            folder=rec.folder,
-            store_dir=rec.store_dir,
-            person_uid=rec.person_uid,
-            allow_untrusted_fs=rec.allow_untrusted_fs,
+        holds: list[str] = []
+        binding: Binding | None = None
+        try:
+            system = load_binding(system_dir)
+        except BindingUnchecked as exc:
+            holds.append(str(exc))
+        else:
+            binding = None if system is None else system.for_account(os.geteuid())
+        try:
+            rec: SetupRecord | None = record if record is not None else load_setup()
+        except StoreError as exc:
+            if binding is None:
+                raise
+            rec = None
+            holds.append(str(exc))
+        own = None
+        if rec is not None:
+            if rec.folder is None:
+                _ensure_own_store(rec.person_uid)
+            own = place_of(rec)
+        if binding is None:
+            assert own is not None
+            return cls(place=own, record=rec, holds=tuple(holds), system_dir=system_dir)
+        first = bound_place(binding)
+        also = () if own is None or own.stop_path == first.stop_path else (own,)
+        if (
+            why := code_writable_reason(os.geteuid(), binding_path(system_dir))
+        ) is not None:
+            holds.append(why)
+        return cls(
+            place=first,
+            record=rec,
+            also=also,
+            holds=tuple(holds),
+            binding=binding,
+            system_dir=system_dir,
         )
-        return cls(place=place, record=rec)
+
+    @property
+    def places(self) -> tuple[Place, ...]:
+        """Every place read, the first one first."""
+        return (self.place, *self.also)
 
     def read(self) -> StopReading:
         """Read the stop now, with every check; never raises."""
-        return read_place(self.place).reading
+        readings = [read_place(place).reading for place in self.places]
+        return combine(self.place, readings, self.holds)
 
     def watch(self) -> StopWatch:
-        """Start a watch for a run: fix the place and pin what it finds now."""
+        """Start a watch for a run: fix the places and pin what it finds now."""
         return StopWatch._start(self)
 
 
@@ -95,29 +233,94 @@ def _stamp(where: str) -> _Stamp | None:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
 
 
+def _mount_ns() -> Identity | None:
+    try:
+        st = os.stat("/proc/self/ns/mnt")
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+@final
+@attrs.define(eq=False)
+class _View:
+    """One place as a watch sees it: its pins and the last stop seen there."""
+
+    place: Place
+    folder_pin: Identity | None = None
+    uid_dir_pin: Identity | None = None
+    last_stop: tuple[int, int, int] | None = None
+
+    def read(self) -> StopReading:
+        place = self.place
+        # The filesystem type is judged on every read (one fstatfs): a reading that
+        # held must never leave a pin behind that later reads trust instead.
+        raw = read_place(place, pins=(self.folder_pin, self.uid_dir_pin), check_fs=True)
+        reading = raw.reading
+        if reading.outcome is not ReadOutcome.HOLD:
+            # Pins come only from a read that passed every check.
+            if self.folder_pin is None:
+                self.folder_pin = raw.folder_id
+            if self.uid_dir_pin is None:
+                self.uid_dir_pin = raw.uid_dir_id
+        if reading.outcome is ReadOutcome.STOPPED:
+            self.last_stop = raw.stop_id
+        elif reading.outcome is ReadOutcome.CLEAR and self.last_stop is not None:
+            seen, self.last_stop = self.last_stop, None
+            lift = find_lift(place.uid_dir, place.person_uid, seen)
+            if lift is None:
+                note = (
+                    f"the stop seen at {place.stop_path} vanished without a lift "
+                    "(an age cleaner or a hand rm?); it counts as lifted"
+                )
+            else:  # row C17
+                note = (
+                    f"the stop at {place.stop_path} was lifted by "
+                    f"{_who(lift.lifted_by_uid)} at {lift.lifted_at.isoformat()}"
+                )
+            reading = attrs.evolve(reading, notes=(*reading.notes, note))
+        return reading
+
+
 @final
 @attrs.define(eq=False)
 class StopWatch:
-    """A run's reader: the place fixed at start, directory identities pinned."""
+    """A run's reader: the places fixed at start, directory identities pinned."""
 
     store: StopStore
     """The store read."""
-    folder_pin: Identity | None = None
-    """`(st_dev, st_ino)` of the folder at start (set at the first look that found it)."""
-    uid_dir_pin: Identity | None = None
-    """`(st_dev, st_ino)` of the uid directory at start (likewise)."""
+    _views: list[_View] = attrs.Factory(list)
     _setup_file: str = ""
     _setup_stamp: _Stamp | None = None
-    _last_stop: tuple[int, int, int] | None = None
+    _binding_file: str = ""
+    _binding_stamp: _Stamp | None = None
+    _mount_ns: Identity | None = None
 
     @classmethod
     def _start(cls, store: StopStore) -> StopWatch:
         # The setup file's place is fixed with the run, like the folder and the person.
-        watch = cls(store, setup_file=str(setup_path()))
+        watch = cls(
+            store,
+            views=[_View(place) for place in store.places],
+            setup_file=str(setup_path()),
+            binding_file=str(binding_path(store.system_dir)),
+        )
         if store.record is not None:
             watch._setup_stamp = _stamp(watch._setup_file)
+        watch._binding_stamp = _stamp(watch._binding_file)
+        watch._mount_ns = _mount_ns()
         watch.read()
         return watch
+
+    @property
+    def folder_pin(self) -> Identity | None:
+        """`(st_dev, st_ino)` of the first folder, pinned by the first clear look."""
+        return self._views[0].folder_pin
+
+    @property
+    def uid_dir_pin(self) -> Identity | None:
+        """`(st_dev, st_ino)` of the first uid directory, pinned likewise."""
+        return self._views[0].uid_dir_pin
 
     def _setup_changed(self) -> str | None:
         record = self.store.record
@@ -142,44 +345,38 @@ class StopWatch:
         self._setup_stamp = stamp
         return None
 
-    def read(self) -> StopReading:
-        """Read the stop now; holds if the place or the setup changed. Never raises."""
-        place = self.store.place
+    def _changed(self) -> list[str]:
+        found: list[str] = []
+        if (setup := self._setup_changed()) is not None:
+            found.append(setup)
         try:
-            changed = self._setup_changed()
-        except Exception as exc:  # spec 02: the reader never raises
-            changed = f"the stop reader failed ({exc!r})"
-        if changed is not None:
-            return StopReading(
-                outcome=ReadOutcome.HOLD,
-                reason=changed,
-                folder=place.folder,
-                person_uid=place.person_uid,
-                stop_path=place.stop_path,
+            binding = _stamp(self._binding_file)
+        except OSError as exc:
+            binding = (-1, exc.errno or 0, 0, 0, 0, 0)
+        if binding != self._binding_stamp:
+            found.append(
+                f"the setting changed: the system binding {self._binding_file} changed "
+                "since this run started; restart the run"
             )
-        # The filesystem type is judged on every read (one fstatfs): a reading that
-        # held must never leave a pin behind that later reads trust instead.
-        raw = read_place(place, pins=(self.folder_pin, self.uid_dir_pin), check_fs=True)
-        reading = raw.reading
-        if reading.outcome is not ReadOutcome.HOLD:
-            # Pins come only from a read that passed every check.
-            if self.folder_pin is None:
-                self.folder_pin = raw.folder_id
-            if self.uid_dir_pin is None:
-                self.uid_dir_pin = raw.uid_dir_id
-        if reading.outcome is ReadOutcome.STOPPED:
-            self._last_stop = raw.stop_id
-        elif reading.outcome is ReadOutcome.CLEAR and self._last_stop is not None:
-            seen, self._last_stop = self._last_stop, None
-            if find_lift(place.uid_dir, place.person_uid, seen) is None:
-                note = (
-                    f"the stop seen at {place.stop_path} vanished without a lift "
-                    "(an age cleaner or a hand rm?); it counts as lifted"
-                )
-                reading = attrs.evolve(reading, notes=(*reading.notes, note))
-        return reading
+        if _mount_ns() != self._mount_ns:
+            # Row D9: a reader moved into another mount namespace may see a folder
+            # that someone mounted over; only the namespace it started in counts.
+            found.append(
+                "the setting changed: this reader now runs in another mount namespace "
+                "than the one its run started in"
+            )
+        return found
+
+    def read(self) -> StopReading:
+        """Read the stop now; holds if a place or the setting changed. Never raises."""
+        try:
+            holds = [*self.store.holds, *self._changed()]
+            readings = [view.read() for view in self._views]
+            return combine(self.store.place, readings, holds)
+        except Exception as exc:  # spec 02: the reader never raises
+            return _held(self.store.place, f"the stop reader failed ({exc!r})")
 
     @property
     def stop_path(self) -> Path:
-        """The stop file this watch reads."""
+        """The stop file this watch reads first."""
         return self.store.place.stop_path

@@ -18,20 +18,28 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
 from ..errors import Refused, StoreError
+from ._bounded import Hung, Progress
 from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_fs_why
 from ._lifts import LiftRecord, append_lift, now_utc
-from ._read import ReadOutcome, StopReading
+from ._mounts import plan
+from ._read import ReadOutcome, StopReading, _kind, within_bound
 from ._setup import MAX_STOP_SIZE, STOP_NAME, SetupRecord, load_setup
 from ._store import StopStore, _ensure_own_store
 
 __all__ = ("AGENT_MARKERS", "LiftResult", "check_caller", "lift_stop", "set_stop")
+
+T = TypeVar("T")
+
+WRITE_BOUND = 10.0
+"""Seconds a verb's writes may take where a mount on the way may not answer."""
 
 AGENT_MARKERS: tuple[str, ...] = (
     "TETHER_AGENT",  # set by tether in every process an agent tool starts
@@ -87,12 +95,14 @@ def _errtext(exc: OSError) -> str:
     return f"{os.strerror(exc.errno or 0)} ({name})"
 
 
-def _open_checked(record: SetupRecord, failed: str) -> int:
+def _open_checked(
+    record: SetupRecord, failed: str, progress: Progress | None = None
+) -> int:
     """Walk to the person's uid directory as a read does; return its descriptor."""
     if record.folder is None:
         _ensure_own_store(record.person_uid)
     try:
-        folder_fd = open_folder(record.store_dir, record.person_uid)
+        folder_fd = open_folder(record.store_dir, record.person_uid, progress=progress)
     except RuleBroken as exc:
         raise StoreError(f"{failed}: {exc}") from None
     except OSError as exc:
@@ -102,7 +112,9 @@ def _open_checked(record: SetupRecord, failed: str) -> int:
             found = fs_type(folder_fd)
             if found is not None and (why := untrusted_fs_why(*found)):
                 raise StoreError(f"{failed}: {why}")
-        return open_uid_dir(folder_fd, record.store_dir, record.person_uid)
+        return open_uid_dir(
+            folder_fd, record.store_dir, record.person_uid, progress=progress
+        )
     except RuleBroken as exc:
         raise StoreError(f"{failed}: {exc}") from None
     finally:
@@ -117,6 +129,40 @@ def _stop_bytes(reason: str | None, when: datetime) -> bytes:
         if len(raw) <= MAX_STOP_SIZE // 2 or not text:
             return raw
         text = text[: len(text) // 2]
+
+
+def _clear_the_name(uid_fd: int, where: Path) -> str | None:
+    """Make way for the stop: report a foreign entry at its name, remove an empty directory.
+
+    Row D12: a file, FIFO or symlink that is not the person's stop is replaced by the
+    rename that follows (reported here); an empty directory is removed; a directory
+    with entries is left for a person to look at.
+
+    Raises:
+        StoreError: a directory with entries sits at the stop's name.
+        OSError: the entry cannot be looked at or removed.
+    """
+    try:
+        st = os.stat(STOP_NAME, dir_fd=uid_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+        return None  # the person's own earlier stop: replaced, nothing to report
+    what = f"{_kind(st.st_mode)} owned by uid {st.st_uid}"
+    if stat.S_ISREG(st.st_mode):
+        what = f"a file owned by uid {st.st_uid} ({st.st_size} bytes)"
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            os.rmdir(STOP_NAME, dir_fd=uid_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise StoreError(
+                    f"the stop was NOT set: {where} is {what} with entries in it; "
+                    "look at it, remove it by hand, then set the stop again"
+                ) from None
+            raise
+        return f"removed {what} (empty) that was at {where}"
+    return f"replaced {what} that was at {where}"
 
 
 def _write_stop(uid_fd: int, data: bytes) -> None:
@@ -164,21 +210,53 @@ def set_stop(
     rec = record if record is not None else load_setup()
     _require_person(rec, "stop")
     failed = "the stop was NOT set"
-    uid_fd = _open_checked(rec, failed)
-    try:
-        _write_stop(uid_fd, _stop_bytes(reason, now_utc()))
-    except OSError as exc:
-        raise StoreError(
-            f"{failed}: {_errtext(exc)} writing in {rec.uid_dir}"
-        ) from None
-    finally:
-        os.close(uid_fd)
+    data = _stop_bytes(reason, now_utc())
+
+    def write(progress: Progress | None) -> str | None:
+        uid_fd = _open_checked(rec, failed, progress)
+        try:
+            if progress is not None:
+                progress.where = str(rec.stop_path)
+            report = _clear_the_name(uid_fd, rec.stop_path)
+            _write_stop(uid_fd, data)
+        except StoreError:
+            raise  # already says what to do (it is an OSError too)
+        except OSError as exc:
+            raise StoreError(
+                f"{failed}: {_errtext(exc)} writing in {rec.uid_dir}"
+            ) from None
+        finally:
+            os.close(uid_fd)
+        return report
+
+    report = _bounded_act(rec, write, "the stop may not be set")
     reading = StopStore.from_setup(rec).read()
     if reading.outcome is not ReadOutcome.STOPPED:
         raise StoreError(
             f"the stop was written to {rec.stop_path} but a read of it says {reading}"
         )
+    if report is not None:
+        reading = attrs.evolve(reading, notes=(report, *reading.notes))
     return reading
+
+
+def _bounded_act(
+    record: SetupRecord, fn: Callable[[Progress | None], T], unsure: str
+) -> T:
+    """Run a verb's writes within `WRITE_BOUND` where a mount on the way may not answer.
+
+    Raises:
+        StoreError: the writes did not finish in time (the message says what hung).
+    """
+    mounts = plan(str(record.store_dir), str(record.uid_dir))
+    key = (record.store_dir, record.person_uid, "write")
+    try:
+        return within_bound(mounts, key, fn, bound=WRITE_BOUND)
+    except Hung as exc:
+        raise StoreError(
+            f"{exc}; {unsure} (it may still be written if the mount answers later): "
+            "check tether status"
+        ) from None
 
 
 @attrs.frozen(kw_only=True)
@@ -207,7 +285,17 @@ def lift_stop(*, record: SetupRecord | None = None) -> LiftResult:
     _require_person(rec, "lift")
     failed = "the stop was NOT lifted"
     when = now_utc()
-    uid_fd = _open_checked(rec, failed)
+    return _bounded_act(
+        rec,
+        lambda progress: _lift_now(rec, failed, when, progress),
+        "it may not be lifted",
+    )
+
+
+def _lift_now(
+    rec: SetupRecord, failed: str, when: datetime, progress: Progress | None
+) -> LiftResult:
+    uid_fd = _open_checked(rec, failed, progress)
     try:
         try:
             st = os.stat(STOP_NAME, dir_fd=uid_fd, follow_symlinks=False)
@@ -228,6 +316,8 @@ def lift_stop(*, record: SetupRecord | None = None) -> LiftResult:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+    except StoreError:
+        raise  # already says what to do (it is an OSError too)
     except OSError as exc:
         raise StoreError(f"{failed}: {_errtext(exc)} in {rec.uid_dir}") from None
     finally:

@@ -1,0 +1,181 @@
+"""The mount table, read before a stop is: which mounts a reading would cross.
+
+A reading must never hang. On a local kernel filesystem (ext4, xfs, tmpfs, ...) a
+`stat` or `open` returns; on a FUSE or network filesystem it waits for a daemon or a
+server that may never answer. Before touching a path the reader asks this module which
+mounts lie on it (`plan`): a mount whose owners cannot be trusted holds at once, without
+a system call into it; any mount that is not local sends the reading to a bounded worker
+(`_bounded`); mount points inside the shared folder are never entered by the scan of
+other accounts' stops.
+
+`/proc/self/mountinfo` is parsed once and parsed again only after the kernel flags a
+change (the file is pollable: `POLLPRI` after any mount or unmount), so a plan costs
+one `poll` on the fast path. Where the table cannot be read, every reading is bounded.
+This module does not open the folder or the stop (`_folder`, `_read` do).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+
+import attrs
+
+__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan")
+
+LOCAL_TYPES = frozenset(
+    {
+        "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs",
+        "f2fs", "bcachefs", "jfs", "reiserfs", "nilfs2", "squashfs", "erofs",
+        "iso9660", "udf", "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2",
+        "mqueue", "hugetlbfs", "securityfs", "debugfs", "tracefs", "bpf", "pstore",
+        "configfs", "efivarfs", "binfmt_misc", "autofs", "nsfs", "vfat", "msdos",
+        "exfat", "ntfs", "ntfs3", "hfs", "hfsplus",
+    }
+)  # fmt: skip
+"""Kernel filesystems served by the local machine: a system call on them returns."""
+
+
+@attrs.frozen
+class Mount:
+    """One line of the mount table."""
+
+    point: str
+    """Where it is mounted (absolute, unescaped)."""
+    kind: str
+    """The filesystem type (`ext4`, `fuse.sshfs`, `nfs4`, ...)."""
+    options: str
+    """Mount and superblock options, comma-separated."""
+
+
+@attrs.frozen
+class MountPlan:
+    """What the mount table says about one place, before it is read."""
+
+    crossed: tuple[Mount, ...]
+    """Mounts the reading crosses: at or above the folder, at or under the uid dir."""
+    skip: frozenset[str]
+    """Names in the folder that are (or hold) mount points: the scan never enters them."""
+    local: bool
+    """Every crossed mount is local: the reading may run inline."""
+
+
+def _unescape(field: bytes) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    out = bytearray()
+    at = 0
+    while at < len(field):
+        code = field[at + 1 : at + 4]
+        if field[at] == 0x5C and len(code) == 3 and code.isdigit():
+            out.append(int(code, 8))
+            at += 4
+        else:
+            out.append(field[at])
+            at += 1
+    return out.decode(errors="surrogateescape")
+
+
+def parse_mountinfo(data: bytes) -> tuple[Mount, ...]:
+    """Parse `/proc/self/mountinfo` text into mounts (malformed lines are dropped)."""
+    found: list[Mount] = []
+    for line in data.splitlines():
+        head, sep, tail = line.partition(b" - ")
+        if not sep:
+            continue
+        left = head.split(b" ")
+        right = tail.split(b" ")
+        if len(left) < 6 or len(right) < 3:
+            continue
+        options = (left[5] + b"," + right[2]).decode(errors="replace")
+        found.append(
+            Mount(_unescape(left[4]), right[0].decode(errors="replace"), options)
+        )
+    return tuple(found)
+
+
+class _Table:
+    """The parsed mount table, parsed again only when the kernel flags a change."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid = -1
+        self.fd = -1
+        self.poller: select.poll | None = None
+        self.mounts: tuple[Mount, ...] | None = None
+        self.generation = 0
+
+    def _reload(self) -> None:
+        if self.pid != os.getpid() or self.fd < 0:
+            self.pid = os.getpid()
+            self.fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+            self.poller = select.poll()
+            self.poller.register(self.fd, select.POLLPRI)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(self.fd, 65536):
+            chunks.append(chunk)
+        self.mounts = parse_mountinfo(b"".join(chunks))
+        self.generation += 1
+
+    def current(self) -> tuple[tuple[Mount, ...] | None, int]:
+        """The table now and its generation; (None, -1) when it cannot be read."""
+        with self.lock:
+            try:
+                stale = (
+                    self.mounts is None
+                    or self.pid != os.getpid()
+                    or self.poller is None
+                    or bool(self.poller.poll(0))
+                )
+                if stale:
+                    self._reload()
+            except OSError:
+                self.mounts, self.fd, self.poller = None, -1, None
+                return None, -1
+            return self.mounts, self.generation
+
+
+_TABLE = _Table()
+_PLANS: dict[tuple[str, str], tuple[int, MountPlan]] = {}
+
+
+def _at_or_under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _make_plan(mounts: tuple[Mount, ...], folder: str, uid_dir: str) -> MountPlan:
+    crossed: list[Mount] = []
+    skip: set[str] = set()
+    for mount in mounts:
+        if _at_or_under(folder, mount.point) or _at_or_under(mount.point, uid_dir):
+            crossed.append(mount)
+        elif _at_or_under(mount.point, folder) and mount.point != folder:
+            skip.add(mount.point[len(folder.rstrip("/")) + 1 :].split("/", 1)[0])
+    local = all(mount.kind in LOCAL_TYPES for mount in crossed)
+    return MountPlan(tuple(crossed), frozenset(skip), local)
+
+
+def plan(folder: str, uid_dir: str) -> MountPlan | None:
+    """The mounts a reading of `uid_dir` in `folder` crosses; None: the table is unreadable."""
+    mounts, generation = _TABLE.current()
+    if mounts is None:
+        return None
+    key = (folder, uid_dir)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    made = _make_plan(mounts, folder, uid_dir)
+    if len(_PLANS) > 64:
+        _PLANS.clear()
+    _PLANS[key] = (generation, made)
+    return made
+
+
+def _forget_after_fork() -> None:
+    global _TABLE
+    _TABLE = _Table()
+    _PLANS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
