@@ -33,7 +33,24 @@ __all__ = ("setup",)
 @click.option(
     "--allow-untrusted-fs",
     is_flag=True,
-    help="Accept a folder on vfat/ntfs/NFS/SMB/sshfs/... (the board says what it costs).",
+    help="Accept a folder on vfat/ntfs/NFS/SMB/FUSE/... (the board says what it costs).",
+)
+@click.option(
+    "--system",
+    is_flag=True,
+    help="As root: bind agents' accounts (--account) to the person's stop, in /etc/tether.",
+)
+@click.option(
+    "--account",
+    "accounts",
+    multiple=True,
+    metavar="USER",
+    help="With --system: an account the agents run as (repeat for several).",
+)
+@click.option(
+    "--remove",
+    is_flag=True,
+    help="With --system: take the binding back (of --account, or of every account).",
 )
 def setup(
     shared_folder: Path | None,
@@ -41,6 +58,9 @@ def setup(
     person: str | None,
     as_json: bool,
     allow_untrusted_fs: bool,
+    system: bool,
+    accounts: tuple[str, ...],
+    remove: bool,
 ) -> None:
     """Record where the stop lives and whose stop this account honours; show the board.
 
@@ -50,12 +70,19 @@ def setup(
     stop stands in it (lift first). Refused (exit 2) without a terminal or inside an
     agent session. TETHER_HOME roots the account's setup record.
 
+    An account's own record is its own to change, so it cannot bind it: root binds the
+    agents' accounts once with --system (recorded in /etc/tether/binding.json, never
+    taken from the environment). A bound account honours the person's stop whatever
+    its own record says, and its runs hold while it could change tether's code.
+
     \b
     Examples:
       tether setup                                   own store, this account
       tether setup --shared-folder /srv/tether       the person's account
       tether setup --shared-folder /srv/tether --person alice   an agents' account
       tether setup --no-shared-folder --json
+      sudo tether setup --system --shared-folder /srv/tether --person alice --account agents
+      sudo tether setup --system --remove
     """
     from ..errors import UsageError
     from ..stop import check_caller, choose_setup
@@ -65,6 +92,11 @@ def setup(
 
     if shared_folder is not None and no_shared_folder:
         raise UsageError("give --shared-folder PATH or --no-shared-folder, not both")
+    if system or accounts or remove:
+        if not system:
+            raise UsageError("--account and --remove go with --system")
+        _system(shared_folder, person, accounts, remove, allow_untrusted_fs, as_json)
+        return
     check_caller("setup")
     folder: Path | None = KEEP
     if shared_folder is not None:
@@ -79,3 +111,45 @@ def setup(
         sys.stdout.write(json.dumps(board_json(board), indent=2) + "\n")
         return
     emit(board_lines(board))
+
+
+def _system(
+    shared_folder: Path | None,
+    person: str | None,
+    accounts: tuple[str, ...],
+    remove: bool,
+    allow_untrusted_fs: bool,
+    as_json: bool,
+) -> None:
+    """`tether setup --system`: root binds (or unbinds) the agents' accounts."""
+    from ..errors import UsageError
+    from ..stop import check_caller
+    from ..stop._render import emit, system_board_json, system_board_lines
+    from ..stop._setup import person_uid_from
+    from ..stop._sysboard import bind_accounts, unbind_accounts
+
+    uids = [person_uid_from(name) for name in accounts]
+    if remove:
+        if shared_folder is not None or person is not None:
+            raise UsageError(
+                "--remove takes only --account (or nothing: every account)"
+            )
+        check_caller("setup --system")
+        board = unbind_accounts(accounts=uids)
+    else:
+        if shared_folder is None or person is None or not uids:
+            raise UsageError(
+                "setup --system needs --shared-folder PATH, --person USER and at least "
+                "one --account USER"
+            )
+        check_caller("setup --system")
+        board = bind_accounts(
+            folder=shared_folder,
+            person_uid=person_uid_from(person),
+            accounts=uids,
+            allow_untrusted_fs=allow_untrusted_fs,
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(system_board_json(board), indent=2) + "\n")
+        return
+    emit(system_board_lines(board))

@@ -17,8 +17,10 @@ def status(as_json: bool) -> None:
     """Show the reading: CLEAR, STOPPED (who set it, when) or HOLD (why).
 
     Also lists stops of other accounts that are not honoured and this account's runs.
-    The exit code is 0 for every outcome; 1 only when status itself failed. Needs no
-    terminal. Reads TETHER_HOME for the account's setup.
+    An account bound by root (tether setup --system) reads the bound stop first, whatever
+    its own setup says. A reading that does not finish within its bound holds, naming
+    what hung. The exit code is 0 for every outcome; 1 only when status itself failed.
+    Needs no terminal. Reads TETHER_HOME for the account's setup.
 
     \b
     Examples:
@@ -27,10 +29,12 @@ def status(as_json: bool) -> None:
     """
     from ..errors import StoreError
     from ..stop import ReadOutcome, StopReading, StopStore, setup_path
-    from ..stop._render import emit, reading_lines, status_json
+    from ..stop._render import binding_lines, emit, reading_lines, status_json
 
+    store: StopStore | None = None
     try:
-        reading = StopStore.from_setup().read()
+        store = StopStore.from_setup()
+        reading = store.read()
     except StoreError as exc:
         # A broken setup record is a reason to hold, and status reports it.
         reading = StopReading(
@@ -42,4 +46,8 @@ def status(as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(status_json(reading)) + "\n")
         return
-    emit([*reading_lines(reading), ("info", "runs: none")])
+    lines = reading_lines(reading)
+    if store is not None:
+        lines += binding_lines(store)
+    lines.append(("info", "runs: none"))
+    emit(lines)

@@ -3,8 +3,10 @@
 A stop is recorded state the person sets with their own command; every run reads it
 before each move. `StopStore.read()` returns a `StopReading` whose outcome is CLEAR,
 STOPPED or HOLD; a run uses a `StopWatch` (made at its start) that also holds when the
-folder, the uid directory or the setup changed. `protected_paths()` lists what the guard
-keeps agents away from.
+folder, the uid directory or the setup changed. A root-owned system binding
+(`bind_accounts`, `tether setup --system`) makes an agents' account honour the person's
+stop whatever its own setup says; `install_hold_reason()` says why a bound account's run
+must hold. `protected_paths()` lists what the guard keeps agents away from.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ if TYPE_CHECKING:
     from ._setup import setup_path as setup_path
     from ._store import StopStore as StopStore
     from ._store import StopWatch as StopWatch
+    from ._sysboard import SystemBoard as SystemBoard
+    from ._sysboard import bind_accounts as bind_accounts
+    from ._sysboard import unbind_accounts as unbind_accounts
+    from ._system import SYSTEM_DIR as SYSTEM_DIR
+    from ._system import Binding as Binding
+    from ._system import BindingUnchecked as BindingUnchecked
+    from ._system import SystemBinding as SystemBinding
+    from ._system import install_hold_reason as install_hold_reason
+    from ._system import load_binding as load_binding
     from ._verbs import AGENT_MARKERS as AGENT_MARKERS
     from ._verbs import LiftResult as LiftResult
     from ._verbs import check_caller as check_caller
@@ -36,6 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = (
     "AGENT_MARKERS",
+    "SYSTEM_DIR",
+    "Binding",
+    "BindingUnchecked",
     "Board",
     "GuardVerdict",
     "LiftResult",
@@ -45,15 +59,21 @@ __all__ = (
     "StopReading",
     "StopStore",
     "StopWatch",
+    "SystemBinding",
+    "SystemBoard",
+    "bind_accounts",
     "build_board",
     "check_caller",
     "choose_setup",
     "guard_tool_call",
+    "install_hold_reason",
     "lift_stop",
+    "load_binding",
     "load_setup",
     "protected_paths",
     "set_stop",
     "setup_path",
+    "unbind_accounts",
 )
 
 _WHERE = {
@@ -71,6 +91,15 @@ _WHERE = {
     "setup_path": "_setup",
     "StopStore": "_store",
     "StopWatch": "_store",
+    "SystemBoard": "_sysboard",
+    "bind_accounts": "_sysboard",
+    "unbind_accounts": "_sysboard",
+    "SYSTEM_DIR": "_system",
+    "Binding": "_system",
+    "BindingUnchecked": "_system",
+    "SystemBinding": "_system",
+    "install_hold_reason": "_system",
+    "load_binding": "_system",
     "AGENT_MARKERS": "_verbs",
     "LiftResult": "_verbs",
     "check_caller": "_verbs",

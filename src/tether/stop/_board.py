@@ -15,7 +15,7 @@ from pathlib import Path
 
 import attrs
 
-from ..errors import Refused, UsageError
+from ..errors import Refused, StoreError, UsageError
 from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
 from ._read import Place, ReadOutcome, StopReading, read_place
@@ -26,10 +26,11 @@ from ._setup import (
     save_setup,
     setup_path,
 )
-from ._store import _ensure_own_store
+from ._store import StopStore, _ensure_own_store
+from ._system import binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
 
-__all__ = ("KEEP", "Board", "build_board", "choose_setup")
+__all__ = ("KEEP", "Board", "build_board", "choose_setup", "why_not_change")
 
 KEEP = Path("\0keep")
 """Sentinel for `choose_setup(folder=...)`: keep the folder already chosen."""
@@ -103,8 +104,17 @@ def _fs_check(fd: int, record: SetupRecord, notes: list[str]) -> RuleCheck:
     )
 
 
-def build_board(record: SetupRecord, *, notes: tuple[str, ...] = ()) -> Board:
-    """Check the rule for `record` now and gather what the board shows."""
+def build_board(
+    record: SetupRecord,
+    *,
+    notes: tuple[str, ...] = (),
+    system_dir: Path | None = None,
+) -> Board:
+    """Check the rule for `record` now and gather what the board shows.
+
+    For an account a system binding binds, the reading is that of every place it
+    honours (the bound one first), and the board says so.
+    """
     checks: list[RuleCheck] = []
     more = list(notes)
     try:
@@ -141,6 +151,28 @@ def build_board(record: SetupRecord, *, notes: tuple[str, ...] = ()) -> Board:
             "then binds only agents that obey the guard; running them under a second "
             "account is what makes it bind"
         )
+    reading = read_place(_place(record)).reading
+    try:
+        store = StopStore.from_setup(record, system_dir=system_dir)
+    except StoreError:
+        store = None
+    if store is not None and store.binding is not None:
+        bound = store.binding
+        more.append(
+            f"this account is bound by {binding_path(system_dir)}: it honours uid "
+            f"{bound.person_uid}'s stop in {bound.folder} whatever this record says; "
+            "this record can add a stop, never remove one"
+        )
+        reading = store.read()
+    elif store is not None and store.holds:
+        more += list(store.holds)
+        reading = store.read()
+    elif os.geteuid() != record.person_uid:
+        more.append(
+            "no system binding names this account: it honours the stop only while its "
+            "own record says so, and it can change that record; root binds it with "
+            "tether setup --system"
+        )
     return Board(
         record=record,
         setup_file=setup_path(),
@@ -148,12 +180,12 @@ def build_board(record: SetupRecord, *, notes: tuple[str, ...] = ()) -> Board:
         checks=tuple(checks),
         cleaners=tuple(cleaners),
         tended_by=tended,
-        reading=read_place(_place(record)).reading,
+        reading=reading,
         notes=tuple(more),
     )
 
 
-def _why_not_change(record: SetupRecord) -> str | None:
+def why_not_change(record: SetupRecord) -> str | None:
     """Why the place of `record` may not be left now: only a clear reading allows it."""
     reading = read_place(_place(record)).reading
     if reading.outcome is ReadOutcome.CLEAR:
@@ -259,7 +291,7 @@ def choose_setup(
     ):
         # spec 02: the folder (and whose stop is honoured) cannot change while a stop
         # stands, or while the reading cannot tell.
-        why = _why_not_change(current)
+        why = why_not_change(current)
         if why is not None:
             raise Refused(f"{why}, then change the folder or the person")
     save_setup(record)

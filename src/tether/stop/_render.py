@@ -14,8 +14,21 @@ import click
 
 from ._board import Board
 from ._read import ReadOutcome, StopReading
+from ._store import StopStore
+from ._sysboard import SystemBoard
+from ._system import binding_path
 
-__all__ = ("Line", "board_json", "board_lines", "emit", "reading_lines", "status_json")
+__all__ = (
+    "Line",
+    "binding_lines",
+    "board_json",
+    "board_lines",
+    "emit",
+    "reading_lines",
+    "status_json",
+    "system_board_json",
+    "system_board_lines",
+)
 
 Style = Literal["ok", "fail", "warn", "head", "info"]
 """How a line is shown."""
@@ -58,6 +71,20 @@ def reading_lines(reading: StopReading) -> list[Line]:
     lines.extend(("warn", str(item)) for item in reading.not_honoured)
     lines.extend(("warn", note) for note in reading.notes)
     return lines
+
+
+def binding_lines(store: StopStore) -> list[Line]:
+    """What `tether status` says about the system binding of this account."""
+    bound = store.binding
+    if bound is None:
+        return []
+    return [
+        (
+            "info",
+            f"bound by {binding_path(store.system_dir)}: this account honours "
+            f"{_who(bound.person_uid)}'s stop in {bound.folder}",
+        )
+    ]
 
 
 def status_json(reading: StopReading) -> dict[str, object]:
@@ -130,6 +157,62 @@ def board_json(board: Board) -> dict[str, object]:
         ],
         "tended_by_age_cleaner": board.tended_by is not None,
         "status": status_json(board.reading),
+        "notes": list(board.notes),
+    }
+
+
+def system_board_lines(board: SystemBoard) -> list[Line]:
+    """The board of `tether setup --system`."""
+    lines: list[Line] = [
+        ("head", "tether setup --system"),
+        ("info", f"  recorded in   {board.path}"),
+        ("head", "bound accounts"),
+    ]
+    if not board.bindings:
+        lines.append(("info", "  none: every account honours only its own setup"))
+    lines.extend(
+        (
+            "info",
+            f"  {_who(b.account_uid)} honours {_who(b.person_uid)}'s stop in {b.folder}",
+        )
+        for b in board.bindings
+    )
+    if board.checks:
+        lines.append(("head", "folder rule"))
+        for check in board.checks:
+            mark = "pass" if check.ok else "FAIL"
+            style: Style = "ok" if check.ok else "fail"
+            lines.append((style, f"  {mark}  {check.path}: {check.detail}"))
+    if board.installs:
+        lines.append(("head", "install"))
+    for uid, why in board.installs:
+        if why is None:
+            lines.append(
+                ("ok", f"  pass  {_who(uid)} cannot change the code its runs execute")
+            )
+        else:
+            lines.append(("fail", f"  FAIL  {why}; until then its runs hold"))
+    lines.append(("head", "notes"))
+    lines.extend(("warn", f"  {note}") for note in board.notes)
+    return lines
+
+
+def system_board_json(board: SystemBoard) -> dict[str, object]:
+    """`tether setup --system --json`."""
+    installs = dict(board.installs)
+    return {
+        "binding_file": str(board.path),
+        "bindings": [
+            {
+                **binding.to_json(),
+                "install_ok": installs.get(binding.account_uid) is None,
+                "install_reason": installs.get(binding.account_uid),
+            }
+            for binding in board.bindings
+        ],
+        "checks": [
+            {"path": str(c.path), "ok": c.ok, "detail": c.detail} for c in board.checks
+        ],
         "notes": list(board.notes),
     }
 

@@ -29,7 +29,6 @@ from ._lifts import find_lift
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
 from ._system import (
-    SYSTEM_DIR,
     Binding,
     BindingUnchecked,
     binding_path,
@@ -155,12 +154,12 @@ class StopStore:
     """Reasons that hold every reading (a binding that cannot be checked, ...)."""
     binding: Binding | None = None
     """The system binding of this account, if it is bound."""
-    system_dir: Path = SYSTEM_DIR
+    system_dir: Path | None = None
     """Where the system binding is read (a constant; tests pass their own)."""
 
     @classmethod
     def from_setup(
-        cls, record: SetupRecord | None = None, *, system_dir: Path = SYSTEM_DIR
+        cls, record: SetupRecord | None = None, *, system_dir: Path | None = None
     ) -> StopStore:
         """Build the store of this account: the system binding first, then its setup.
 

@@ -103,12 +103,14 @@ class SystemBinding:
         return None
 
 
-def _real_dir(system_dir: Path) -> Path:
+def _real_dir(system_dir: Path | None) -> Path:
+    # Read at each call, so a test can put a folder of its own in its place in-process.
+    given = SYSTEM_DIR if system_dir is None else system_dir
     # The parent (`/etc`) is root's; on macOS it is a link to /private/etc.
-    return Path(os.path.realpath(system_dir.parent)) / system_dir.name
+    return Path(os.path.realpath(given.parent)) / given.name
 
 
-def binding_path(system_dir: Path = SYSTEM_DIR) -> Path:
+def binding_path(system_dir: Path | None = None) -> Path:
     """The file of the system binding."""
     return _real_dir(system_dir) / BINDING_NAME
 
@@ -166,7 +168,7 @@ def _judge_root_only(st: os.stat_result, where: Path, kind: str) -> None:
         raise BindingUnchecked(f"{where} is not a regular file")
 
 
-def load_binding(system_dir: Path = SYSTEM_DIR) -> SystemBinding | None:
+def load_binding(system_dir: Path | None = None) -> SystemBinding | None:
     """Read the system binding; None when there is none.
 
     Only `ENOENT` on the system dir or on the file, after every directory above passed
@@ -220,7 +222,7 @@ def load_binding(system_dir: Path = SYSTEM_DIR) -> SystemBinding | None:
     return SystemBinding(path=where, bindings=_entries(data, where))
 
 
-def save_binding(bindings: Iterable[Binding], system_dir: Path = SYSTEM_DIR) -> Path:
+def save_binding(bindings: Iterable[Binding], system_dir: Path | None = None) -> Path:
     """Write the binding (root-owned, mode 0644) atomically, or remove it when empty.
 
     Raises:
@@ -281,9 +283,7 @@ def _chain_writable(path: Path, uid: int, groups: frozenset[int]) -> Path | None
 
 
 def _code_paths() -> list[Path]:
-    import tether
-
-    package = Path(tether.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the `tether` package
     found = [Path(sys.executable), Path(os.path.realpath(sys.executable)), package]
     for root, dirs, files in os.walk(package):
         found += [Path(root, name) for name in dirs + files]
@@ -292,7 +292,7 @@ def _code_paths() -> list[Path]:
 
 
 def install_hold_reason(
-    uid: int | None = None, *, system_dir: Path = SYSTEM_DIR
+    uid: int | None = None, *, system_dir: Path | None = None
 ) -> str | None:
     """Why a run of `uid` (default: this account) must hold because of its install.
 
