@@ -216,3 +216,34 @@ def test_read_outcomes_status_holds_on_a_setup_record_writable_by_others() -> No
     status = _status()
     assert status["outcome"] == "HOLD"
     assert "writable by others" in str(status["reason"])
+
+
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_cli_removes_an_empty_directory_at_the_stop_name_and_says_so(
+    tether_home: Path,
+) -> None:
+    """Row D12: an empty directory at the stop's name no longer makes `tether stop` exit
+    1; it is removed, the stop is set, and the output says what was there."""
+    from tether.stop import StopStore
+
+    stop = StopStore.from_setup().place.stop_path
+    stop.mkdir()
+    code, out = _in_pty("stop")
+    assert code == 0, out
+    assert "removed a directory" in out
+    assert _status()["outcome"] == "STOPPED"
+
+
+@pytest.mark.rule("atomic-stop")
+def test_atomic_stop_cli_lift_then_status_is_clear_and_the_stop_is_gone() -> None:
+    """After stop and lift through a terminal, status reads CLEAR and no stop file is
+    left behind (the lift is reported to runs by their watches)."""
+    code, out = _in_pty("stop")
+    assert code == 0, out
+    code, out = _in_pty("lift")
+    assert code == 0, out
+    assert "lift recorded at" in out
+    from tether.stop import StopStore
+
+    assert not StopStore.from_setup().place.stop_path.exists()
+    assert _status()["outcome"] == "CLEAR"

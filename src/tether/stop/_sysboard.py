@@ -34,8 +34,8 @@ __all__ = ("INSTALL_ADVICE", "SystemBoard", "bind_accounts", "unbind_accounts")
 
 INSTALL_ADVICE = (
     "a bound account's runs need a system-wide, root-owned install of tether that the "
-    "account cannot write: as root, python3 -m venv /opt/tether && /opt/tether/bin/pip "
-    "install tether; the account then runs /opt/tether/bin/tether"
+    "account cannot write: as root, from a clone of tether, python3 -m venv /opt/tether "
+    "&& /opt/tether/bin/pip install . ; the account then runs /opt/tether/bin/tether"
 )
 """Which install satisfies a binding; the board and the docs say it."""
 
