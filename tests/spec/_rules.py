@@ -17,6 +17,7 @@ RULES: dict[str, str] = {
     "S11": "a stop during a model request cancels it",
     "S12": "stopping twice or a settled turn is harmless; the session stays usable",
     "S13": "process tools reclaim the whole tree",
+    "S13b": "output is bounded; a tool's failure or an oversized message ends that call only",
     "S14": "read-only local tools are cancellable for real",
     # spec 02: the recorded stop
     "folder-rule": "the folder rule, checked on every read",

@@ -260,7 +260,19 @@ class HostCore:
             return _aborted(key, "stopped before it started")
         output: str | None = None
         with call.tool_scope:
-            output = await call.tool.run(call.ctx, call.args)
+            try:
+                output = await call.tool.run(call.ctx, call.args)
+            except Exception:
+                raise
+            except BaseException as exc:
+                if _is_our_cancellation(exc):
+                    raise
+                # S13b: whatever a tool raises (a CancelledError of its own, SystemExit,
+                # KeyboardInterrupt) ends that call only, never the host's task group.
+                raise ToolError(
+                    f"the tool raised {type(exc).__name__}: {exc}",
+                    code=ErrorCode.TOOL_FAILED,
+                ) from None
         if call.stop_requested and call.tool.stop_class in (
             StopClass.READ_ONLY,
             StopClass.PROCESS,
@@ -269,6 +281,17 @@ class HostCore:
             return _aborted(key, "stopped while running", partial)
         assert output is not None
         return ResultEvent(key, output)
+
+
+def _is_our_cancellation(exc: BaseException) -> bool:
+    """Whether `exc` is a cancellation of one of our scopes, not the tool's own raise.
+
+    A scope around the task that was cancelled (or whose deadline passed) leaves an
+    effective deadline in the past; a `CancelledError` a tool raises by itself does not.
+    """
+    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+        return False
+    return anyio.current_effective_deadline() <= anyio.current_time()
 
 
 def _as_tool_error(exc: Exception) -> ToolError:

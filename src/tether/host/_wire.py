@@ -6,12 +6,14 @@ of `_protocol.py` and back; nothing else handles the frames.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 import pydantic
 
-from .._jsonrpc import INVALID_PARAMS, RpcError
-from ..errors import ErrorCode
+from .._jsonrpc import INVALID_PARAMS, MAX_LINE, RpcError
+from ..errors import ErrorCode, InvalidInput
 from ._protocol import (
     AbortAck,
     AbortRequest,
@@ -28,10 +30,12 @@ from ._protocol import (
 from ._tool import StopClass
 
 __all__ = (
+    "MAX_INPUT",
     "abort_ack_from_wire",
     "abort_ack_to_wire",
     "abort_from_wire",
     "abort_to_wire",
+    "checked_input",
     "event_from_wire",
     "event_to_wire",
     "execute_from_wire",
@@ -42,6 +46,42 @@ __all__ = (
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)
+
+MAX_INPUT = MAX_LINE - 64 * 1024
+"""Largest tool input, in bytes of JSON: a frame's limit less room for the call's key."""
+
+
+def checked_input(raw: object) -> dict[str, Any]:
+    """Return `raw` as a tool input both hosts take alike, or say why it cannot be one.
+
+    Every input is checked here, for the in-process host too, so the same input gets the
+    same answer on both hosts: a JSON object that JSON can carry, within a frame.
+
+    Raises:
+        InvalidInput: not an object, not JSON (a set, bytes, NaN), nested too deeply to
+            encode, or larger than `MAX_INPUT`.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(
+            f"input must be a JSON object, not {type(raw).__name__}", path="<input>"
+        )
+    value = raw if type(raw) is dict else dict(raw)
+    try:
+        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False))
+    except RecursionError:
+        raise InvalidInput(
+            "input is nested too deeply to send as JSON", path="<input>"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(
+            f"input cannot be sent as JSON: {exc}", path="<input>"
+        ) from None
+    if size > MAX_INPUT:
+        raise InvalidInput(
+            f"input is {size} bytes of JSON; a call takes at most {MAX_INPUT}",
+            path="<input>",
+        )
+    return value
 
 
 class _Key(pydantic.BaseModel):

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 import anyio.abc
 import attrs
 
-from ..errors import ErrorCode, ToolAborted, ToolError
+from ..errors import ErrorCode, InvalidInput, ToolAborted, ToolError
 from ..host._protocol import (
     PRE_START_PHASES,
     AbortAck,
@@ -37,6 +36,7 @@ from ..host._protocol import (
     ResultEvent,
 )
 from ..host._tool import StopClass
+from ..host._wire import checked_input
 from ._ledger import CallRecord, CallState, Ledger
 from ._values import (
     CallChanged,
@@ -173,12 +173,27 @@ class Executor:
         )
         return ToolAborted(f"not started: the turn was {stop}", call_id=key.call_id)
 
-    async def send(self, call: ActiveCall, input: dict[str, Any]) -> None:
+    async def send(self, call: ActiveCall, input: object) -> None:
         """Send `tools.execute` for a registered call; a failed send fails the call."""
         host = self.host
         assert host is not None
         try:
-            await host.execute(ExecuteRequest(call.key, input))
+            request = ExecuteRequest(call.key, checked_input(input))
+        except InvalidInput as exc:
+            # The same answer on both hosts, before anything crosses the seam.
+            self._on_result(
+                call,
+                ResultEvent(
+                    call.key,
+                    "",
+                    code=exc.code,
+                    message=exc.message,
+                    field_path=exc.path,
+                ),
+            )
+            return
+        try:
+            await host.execute(request)
         except Exception as exc:  # the host is gone or refused the frame
             self._on_result(
                 call,
