@@ -32,6 +32,7 @@ __all__ = (
     "Connection",
     "FdReceiveStream",
     "FdSendStream",
+    "FrameTooLarge",
     "RpcError",
 )
 
@@ -42,7 +43,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 MAX_LINE = 16 * 1024 * 1024
-"""Longest frame accepted, in bytes."""
+"""Longest frame sent or accepted, in bytes (the newline excluded)."""
 
 Params: TypeAlias = dict[str, Any]
 InlineHandler: TypeAlias = Callable[[Params], Any]
@@ -58,6 +59,16 @@ class RpcError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+class FrameTooLarge(RpcError):
+    """A message would make a frame longer than `MAX_LINE`; nothing was sent."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            INTERNAL_ERROR, f"message of {size} bytes is over the {MAX_LINE}-byte frame"
+        )
+        self.size = size
 
 
 class FdReceiveStream(anyio.abc.ByteReceiveStream):
@@ -129,6 +140,10 @@ class Connection:
         self._running: dict[Any, anyio.CancelScope] = {}
         self.bad_notifications = 0
         """Notifications whose handler failed (ignored, the connection keeps serving)."""
+        self.oversized_frames = 0
+        """Frames longer than `MAX_LINE` that were received and skipped."""
+        self.pending_bytes = 0
+        """Bytes queued to send and not yet written."""
         self.closed = anyio.Event()
 
     async def serve(
@@ -164,6 +179,7 @@ class Connection:
     async def _write_loop(self, receive: anyio.abc.ObjectReceiveStream[bytes]) -> None:
         async with receive:
             async for frame in receive:
+                self.pending_bytes -= len(frame)
                 try:
                     await self._send.send(frame)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -176,10 +192,14 @@ class Connection:
             json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
             + b"\n"
         )
+        if len(frame) > MAX_LINE + 1:
+            # S13b: the peer would refuse it and lose the connection; the caller decides.
+            raise FrameTooLarge(len(frame) - 1)
         try:
             self._outbox.send_nowait(frame)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise RpcError(INTERNAL_ERROR, "connection closed") from None
+        self.pending_bytes += len(frame)
 
     def notify(self, method: str, params: Params) -> None:
         """Send a notification (queued in order; never blocks)."""
@@ -221,12 +241,30 @@ class Connection:
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                 return
             except anyio.DelimiterNotFound:
+                # One oversized frame costs that frame, never the connection.
+                self.oversized_frames += 1
+                if not await self._skip_line():
+                    return
                 self._error(
-                    None, INVALID_REQUEST, f"frame longer than {MAX_LINE} bytes"
+                    None, INVALID_REQUEST, f"frame longer than {MAX_LINE} bytes skipped"
                 )
-                return
+                continue
             if line.strip():
                 self._dispatch(line)
+
+    async def _skip_line(self) -> bool:
+        """Drop bytes up to and including the next newline; False at the end of input."""
+        while True:
+            # Take the whole buffer at once, so what follows the newline keeps its order.
+            size = max(len(self._receive.buffer), 65536)
+            try:
+                chunk = await self._receive.receive(size)
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return False
+            end = chunk.find(b"\n")
+            if end >= 0:
+                self._receive.feed_data(chunk[end + 1 :])
+                return True
 
     def _error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
         error: dict[str, Any] = {"code": code, "message": message}
@@ -265,6 +303,8 @@ class Connection:
                 self._put(
                     {"jsonrpc": "2.0", "id": rid, "result": self.inline[method](params)}
                 )
+            except FrameTooLarge as exc:
+                self._error(rid, INTERNAL_ERROR, f"answer not sent: {exc.message}")
             except RpcError as exc:
                 self._error(rid, exc.code, exc.message, exc.data)
             except Exception as exc:
@@ -306,6 +346,8 @@ class Connection:
                 self._put({"jsonrpc": "2.0", "id": rid, "result": result})
                 return
             self._error(rid, REQUEST_CANCELLED, "request cancelled")
+        except FrameTooLarge as exc:
+            self._error(rid, INTERNAL_ERROR, f"answer not sent: {exc.message}")
         except RpcError as exc:
             self._error(rid, exc.code, exc.message, exc.data)
         except Exception as exc:

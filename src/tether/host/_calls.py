@@ -14,10 +14,14 @@ from typing import Any
 import anyio
 import attrs
 
+from .._bounded import BoundedOutput
 from ._protocol import CallKey, HostPhase
 from ._tool import Tool, ToolContext
 
-__all__ = ("CallTable", "HostCall")
+__all__ = ("PARTIAL_LIMIT", "CallTable", "HostCall")
+
+PARTIAL_LIMIT = 64 * 1024
+"""Bytes of a call's progress kept (head and tail) for its partial output."""
 
 
 @attrs.define(eq=False)
@@ -34,8 +38,8 @@ class HostCall:
     tool_scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
     """Covers the tool's own run; cancelled (or given a deadline) by a stop."""
     stop_requested: bool = False
-    output: list[str] = attrs.field(factory=list)
-    """Progress text reported so far: a killed process's partial output."""
+    output: BoundedOutput = attrs.field(factory=lambda: BoundedOutput(PARTIAL_LIMIT))
+    """Progress reported so far, head and tail only: a killed process's partial output."""
 
 
 @attrs.define(eq=False)

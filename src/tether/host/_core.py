@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from .._bounded import BoundedOutput
 from ..errors import (
     DuplicateCallId,
     ErrorCode,
@@ -44,9 +45,25 @@ from ._protocol import (
 )
 from ._tool import StopClass, Tool, ToolContext
 
-__all__ = ("HostCore", "HostStatistics")
+__all__ = ("MAX_TEXT", "HostCore", "HostStatistics", "cut_text")
 
 Emit = Callable[[HostEvent], None]
+
+MAX_TEXT = 2 * 1024 * 1024
+"""Longest result or progress text a call hands back, in UTF-8 bytes (head and tail are
+kept beyond it). Both hosts cut alike; escaped as JSON it still fits a stdio frame."""
+
+
+def cut_text(text: str, limit: int = MAX_TEXT) -> str:
+    """Return `text`, or its head and tail with a marker if it is longer than `limit`."""
+    if len(text) * 4 <= limit:  # cheap: a character is at most 4 bytes of UTF-8
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    kept = BoundedOutput(limit)
+    kept.add(data)
+    return kept.text()
 
 
 @attrs.frozen
@@ -138,11 +155,12 @@ class HostCore:
         except InvalidInput as exc:
             emit(_result(key, "", exc))
             return
-        output: list[str] = []
 
         def on_progress(text: str) -> None:
-            output.append(text)
-            emit(OutputEvent(key, text))
+            call.output.add(text.encode("utf-8", "surrogatepass"))
+            if call.stop_requested and tool.stop_class in _ABANDONED:
+                return  # S4: the runtime takes no progress after the stop; none is sent
+            emit(OutputEvent(key, cut_text(text)))
 
         ctx = ToolContext(
             call_id=key.call_id,
@@ -150,7 +168,7 @@ class HostCore:
             workspace=self.workspace,
             on_progress=on_progress,
         )
-        call = HostCall(key=key, tool=tool, args=args, ctx=ctx, output=output)
+        call = HostCall(key=key, tool=tool, args=args, ctx=ctx)
         # Invariant: registered before permission is evaluated, so a stop finds it.
         self.calls.register(call)
         assert self._tg is not None, "HostCore.serve() is not running"
@@ -273,14 +291,15 @@ class HostCore:
                     f"the tool raised {type(exc).__name__}: {exc}",
                     code=ErrorCode.TOOL_FAILED,
                 ) from None
-        if call.stop_requested and call.tool.stop_class in (
-            StopClass.READ_ONLY,
-            StopClass.PROCESS,
-        ):
-            partial = output if output is not None else "".join(call.output)
-            return _aborted(key, "stopped while running", partial)
+        if call.stop_requested and call.tool.stop_class in _ABANDONED:
+            partial = output if output is not None else call.output.text()
+            return _aborted(key, "stopped while running", cut_text(partial))
         assert output is not None
-        return ResultEvent(key, output)
+        return ResultEvent(key, cut_text(output))
+
+
+_ABANDONED = (StopClass.READ_ONLY, StopClass.PROCESS)
+"""Classes whose work a stop abandons: their output after the stop is not taken."""
 
 
 def _is_our_cancellation(exc: BaseException) -> bool:

@@ -24,8 +24,14 @@ import anyio
 import anyio.abc
 
 from .._env import TetherEnv
-from .._jsonrpc import Connection, FdReceiveStream, FdSendStream, RpcError
-from ..errors import UsageError
+from .._jsonrpc import (
+    Connection,
+    FdReceiveStream,
+    FdSendStream,
+    FrameTooLarge,
+    RpcError,
+)
+from ..errors import ErrorCode, UsageError
 from ._broker import Broker, RuleSet, stop_guard
 from ._core import HostCore
 from ._proctree import sweep_marked
@@ -33,8 +39,12 @@ from ._protocol import (
     AbortAck,
     AbortRequest,
     Approver,
+    CallKey,
     ExecuteRequest,
+    HostEvent,
+    OutputEvent,
     PermissionRequest,
+    ResultEvent,
     Sink,
 )
 from ._tool import FunctionTool, Tool
@@ -56,6 +66,19 @@ __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 _BUILTIN_MODULE = "tether.host.tools"
 EOF_DRAIN = 5.0
 """Seconds the host lets calls in flight finish after stdin closes."""
+PROGRESS_BACKLOG = 1024 * 1024
+"""Bytes of frames waiting to be written above which progress output is not sent."""
+
+
+def _too_large(event: ResultEvent, exc: FrameTooLarge) -> ResultEvent:
+    what = "partial output" if event.code is ErrorCode.TOOL_ABORTED else "result"
+    return ResultEvent(
+        event.key,
+        "",
+        code=event.code or ErrorCode.TOOL_FAILED,
+        message=f"{event.message or 'the call ended'}; its {what} was not sent: "
+        f"{exc.message}",
+    )
 
 
 def tool_ref(tool: Tool) -> str:
@@ -149,10 +172,30 @@ async def serve_stdio(
         tools, broker=broker, max_concurrent=max_concurrent, tombstone_ttl=tombstone_ttl
     )
 
-    def emit(event: Any) -> None:
+    unsent: dict[CallKey, int] = {}
+
+    def emit(event: HostEvent) -> None:
         assert conn is not None
+        key = event.key
+        if isinstance(event, OutputEvent):
+            if conn.pending_bytes > PROGRESS_BACKLOG:
+                # The runtime reads slower than the tool prints: progress waits for
+                # nobody (the result still carries head and tail); say what was skipped.
+                unsent[key] = unsent.get(key, 0) + len(event.text)
+                return
+            skipped = unsent.pop(key, 0)
+            if skipped:
+                note = f"[... {skipped} characters of progress not sent ...]\n"
+                event = OutputEvent(key, note + event.text)
+        elif isinstance(event, ResultEvent):
+            unsent.pop(key, None)
         with contextlib.suppress(RpcError):
-            conn.notify(*event_to_wire(event))
+            try:
+                conn.notify(*event_to_wire(event))
+            except FrameTooLarge as exc:
+                # S13b: a message too large for the wire fails that call only.
+                if isinstance(event, ResultEvent):
+                    conn.notify(*event_to_wire(_too_large(event, exc)))
 
     async def drain() -> None:
         # stdin closed: let calls in flight report (bounded), so piped use sees results.

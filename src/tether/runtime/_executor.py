@@ -21,7 +21,9 @@ import anyio
 import anyio.abc
 import attrs
 
+from .._bounded import BoundedOutput
 from ..errors import ErrorCode, InvalidInput, ToolAborted, ToolError
+from ..host._calls import PARTIAL_LIMIT
 from ..host._protocol import (
     PRE_START_PHASES,
     AbortAck,
@@ -73,7 +75,8 @@ class ActiveCall:
     _settled_event: anyio.Event | None = None
     host_phase: HostPhase = "unknown"
     stop: StopRequest | None = None
-    streamed: list[str] = attrs.field(factory=list)
+    streamed: BoundedOutput = attrs.field(factory=lambda: BoundedOutput(PARTIAL_LIMIT))
+    """What the call streamed, head and tail only (bounded from the first byte)."""
     why: str | None = None
     """Why the call still runs after a stop (starts with its class, lower case)."""
 
@@ -234,7 +237,7 @@ class Executor:
                 ):
                     self.dropped_progress += 1
                     return  # S4: progress of an abandoned call stops at the stop
-                call.streamed.append(text)
+                call.streamed.add(text.encode("utf-8", "surrogatepass"))
                 self.emit(
                     ToolProgress(
                         call.key.session_id, call.key.call_id, call.key.tool, text
@@ -251,9 +254,7 @@ class Executor:
             if event.code is ErrorCode.TOOL_ABORTED or (
                 call.stop is not None and self._abandons(call)
             ):
-                self._finish_aborted(
-                    call, partial=event.output or "".join(call.streamed)
-                )
+                self._finish_aborted(call, partial=event.output or call.streamed.text())
             elif event.code is not None:
                 result = ToolResult(
                     output=event.message or event.output,
@@ -351,7 +352,7 @@ class Executor:
         call.stop = stop
         if call.outcome is None and call.stop_class is StopClass.READ_ONLY:
             # Nothing to wait for: the call ends now and its work cannot change anything.
-            self._finish_aborted(call, partial="".join(call.streamed))
+            self._finish_aborted(call, partial=call.streamed.text())
             self._settle(call)
         elif call.outcome is None:
             call.why = f"{call.class_word}: stop sent, waiting for the host to answer"
@@ -396,9 +397,7 @@ class Executor:
 
     def _start_grace_window(self, call: ActiveCall) -> None:
         assert self.task_group is not None
-        self.task_group.start_soon(
-            self._close_grace_window, call, "".join(call.streamed)
-        )
+        self.task_group.start_soon(self._close_grace_window, call, call.streamed.text())
 
     def host_lost(self, reason: str) -> None:
         """The host went away: no result will come, so every unsettled call ends now.
@@ -411,7 +410,7 @@ class Executor:
         for call in list(self.active.values()):
             if call.outcome is None:
                 if call.stop is not None:
-                    self._finish_aborted(call, partial="".join(call.streamed))
+                    self._finish_aborted(call, partial=call.streamed.text())
                 else:
                     result = ToolResult(
                         output=reason,
