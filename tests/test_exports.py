@@ -14,6 +14,7 @@ PUBLIC = [
     "tether.host",
     "tether.models",
     "tether.runtime",
+    "tether.runs",
     "tether.stop",
     "tether.testing",
     "tether.tools",

@@ -29,4 +29,7 @@ RULES: dict[str, str] = {
     "bounded-read": "every reading is bounded in time and never follows a link",
     "system-binding": "a root-owned binding makes the agents' account honour the stop",
     "guard-table": "the guard refuses tool calls that would touch a stop",
+    # spec 03: unattended runs
+    "plan-file": "plan errors name the line and the field",
+    "claims": "a claim is taken atomically, leased and fenced by its epoch",
 }

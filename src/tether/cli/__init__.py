@@ -23,6 +23,7 @@ _COMMANDS: dict[str, str] = {
     "host": "host:host",
     "lift": "lift:lift",
     "permissions": "permissions:permissions",
+    "queue": "queue:queue",
     "setup": "setup:setup",
     "status": "status:status",
     "stop": "stop:stop",

@@ -1,0 +1,89 @@
+"""`tether queue add/list`: work items in the store, shared by every run that uses it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+__all__ = ("queue",)
+
+_STORE_HELP = (
+    "The store: a SQLite file path or a postgresql:// URL "
+    "[env var: TETHER_STORE; default: the embedded SQLite file]."
+)
+
+
+@click.group()
+def queue() -> None:
+    """Add work items to the store, or list them.
+
+    A plan with no [[item]] works through this queue.
+
+    \b
+    Examples:
+      tether queue add fix-typo --brief "Fix the typo in README.md"
+      tether queue list --json
+    """
+
+
+@queue.command("add")
+@click.argument("item")
+@click.option("--brief", required=True, help="What to do, handed to agents as {brief}.")
+@click.option("--store", "store_opt", default=None, help=_STORE_HELP)
+def add(item: str, brief: str, store_opt: str | None) -> None:
+    """Queue ITEM with its brief (exit 2 when an item of that id is already there).
+
+    \b
+    Examples:
+      tether queue add fix-typo --brief "Fix the typo in README.md"
+    """
+    from ..errors import UsageError
+    from ..runs import open_store, store_url
+    from ..runs._plan import check_item_id
+
+    check_item_id(item)
+    if not brief.strip():
+        raise UsageError("--brief must say what to do")
+    store = open_store(store_url(store_opt))
+    try:
+        if not store.add_item(item, brief):
+            raise UsageError(
+                f"item {item!r} is already in the store; choose another id"
+            )
+    finally:
+        store.close()
+    click.echo(f"queued {item}")
+
+
+@queue.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@click.option("--store", "store_opt", default=None, help=_STORE_HELP)
+def list_(as_json: bool, store_opt: str | None) -> None:
+    """List the work items: id, state (queued, done, failed), the run holding it.
+
+    \b
+    Examples:
+      tether queue list
+      tether queue list --json | jq -r '.[].id'
+    """
+    from ..runs import open_store, store_url
+
+    store = open_store(store_url(store_opt))
+    try:
+        items = store.items()
+    finally:
+        store.close()
+    if as_json:
+        rows = [
+            {"id": i.id, "brief": i.brief, "state": i.state, "claimed_by": i.claimed_by}
+            for i in items
+        ]
+        click.echo(json.dumps(rows))
+        return
+    if not items:
+        click.echo("the queue is empty")
+        return
+    for i in items:
+        held = f"  (claimed by {i.claimed_by})" if i.claimed_by else ""
+        click.echo(f"{i.id}  {i.state}{held}  {i.brief}")

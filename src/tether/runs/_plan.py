@@ -1,0 +1,351 @@
+"""The plan file (TOML) of an unattended run, read into frozen `Plan`, `Stage`, `Item`.
+
+Every error names the file, the line and the field, and says what to write instead.
+`tomllib` keeps no positions, so a field's line is found again in the source text: the
+N-th `[[stage]]` or `[[item]]` header, then the first `key =` line below it. This module
+only reads and validates; it does not run anything.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, final
+
+import attrs
+
+from ..errors import UsageError
+
+__all__ = ("AGENT_BUILTIN", "Item", "Plan", "PlanError", "Stage", "load_plan")
+
+AGENT_BUILTIN = "builtin"
+"""The agent name of tether's own agent loop."""
+
+_ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_KNOWN_PLACEHOLDERS = frozenset({"brief", "lane", "item"})
+_TOP_KEYS = frozenset(
+    {"repo", "lanes", "store", "stage", "item", "poll", "heartbeat", "lease"}
+)
+_STAGE_KEYS = frozenset({"name", "agent", "model", "timeout"})
+_ITEM_KEYS = frozenset({"id", "brief"})
+
+
+class PlanError(UsageError):
+    """The plan file cannot be used; the message names the line and the field."""
+
+
+def check_item_id(text: str) -> str:
+    """Return `text` if it can name a work item (and a git branch), else raise.
+
+    Raises:
+        UsageError: the id is empty, too long, or has characters outside `A-Z a-z 0-9 . _ -`.
+    """
+    if not _ITEM_ID.fullmatch(text) or ".." in text or text.endswith((".", ".lock")):
+        raise UsageError(
+            f"item id {text!r} is not usable: use letters, digits, '.', '_' and '-' "
+            "(at most 100, starting with a letter or digit)"
+        )
+    return text
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Stage:
+    """One step of a lane, handed to one agent."""
+
+    name: str
+    """Shown in views and receipts."""
+    agent: tuple[str, ...] | None
+    """The command line (placeholders not yet expanded); None for `builtin`."""
+    model: str | None = None
+    """The model of a `builtin` stage (`scripted:<file>` or `openai:<model>`)."""
+    timeout: float | None = None
+    """Seconds the agent may run; None: no limit."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Item:
+    """One work item named in the plan."""
+
+    id: str
+    """Unique in the store; also names the lane's branch."""
+    brief: str
+    """What to do; expands `{brief}`."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Plan:
+    """A validated plan file."""
+
+    path: Path
+    """Where it was read from."""
+    repo: Path
+    """The git repository lanes branch from (absolute)."""
+    lanes: int = 1
+    """Lanes open at once."""
+    store: str | None = None
+    """`sqlite`, a SQLite path, or a `postgresql://` URL; None: the embedded default."""
+    stages: tuple[Stage, ...]
+    """In order."""
+    items: tuple[Item, ...] = ()
+    """Empty: the run works through the store's queue."""
+    poll: float = 2.0
+    """Seconds between reads of the stop while nothing moves."""
+    heartbeat: float = 10.0
+    """Seconds between claim renewals."""
+    lease: float = 60.0
+    """Seconds a claim lives without a renewal."""
+
+
+def _lines_of(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def _header_line(lines: list[str], table: str, index: int) -> int | None:
+    seen = -1
+    pattern = re.compile(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]")
+    for number, line in enumerate(lines, start=1):
+        if pattern.match(line):
+            seen += 1
+            if seen == index:
+                return number
+    return None
+
+
+def _key_line(lines: list[str], key: str, start: int) -> int | None:
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    for number in range(start, len(lines) + 1):
+        line = lines[number - 1]
+        if number > start and re.match(r"^\s*\[", line):
+            return None
+        if pattern.match(line):
+            return number
+    return None
+
+
+@attrs.define
+class _Reader:
+    path: Path
+    lines: list[str]
+
+    def fail(
+        self, field: str, why: str, *, table: str | None = None, index: int = 0
+    ) -> PlanError:
+        key = field.rsplit(".", 1)[-1]
+        line: int | None
+        if table is None:
+            line = _key_line(self.lines, key, 1)
+        else:
+            head = _header_line(self.lines, table, index)
+            line = None if head is None else _key_line(self.lines, key, head) or head
+        where = f"{self.path}:{line}" if line is not None else str(self.path)
+        return PlanError(f"{where}: {field}: {why}")
+
+    def number(
+        self,
+        data: dict[str, Any],
+        key: str,
+        default: float,
+        *,
+        integer: bool = False,
+        field: str | None = None,
+        table: str | None = None,
+        index: int = 0,
+    ) -> float:
+        raw = data.get(key, default)
+        ok = isinstance(raw, int) if integer else isinstance(raw, int | float)
+        if isinstance(raw, bool) or not ok or raw <= 0:
+            kind = "a whole number" if integer else "a number of seconds"
+            raise self.fail(
+                field or key,
+                f"must be {kind} above 0, not {raw!r}",
+                table=table,
+                index=index,
+            )
+        return float(raw)
+
+    def unknown(
+        self,
+        data: dict[str, Any],
+        known: frozenset[str],
+        prefix: str,
+        table: str | None,
+        index: int,
+    ) -> None:
+        for key in data:
+            if key not in known:
+                allowed = ", ".join(sorted(known))
+                raise self.fail(
+                    f"{prefix}{key}",
+                    f"unknown field; the fields are {allowed}",
+                    table=table,
+                    index=index,
+                )
+
+
+def _stage(reader: _Reader, raw: object, index: int) -> Stage:
+    field = f"stage[{index}]"
+    if not isinstance(raw, dict):
+        raise reader.fail(field, "must be a table ([[stage]])")
+    reader.unknown(raw, _STAGE_KEYS, f"{field}.", "stage", index)
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise reader.fail(
+            f"{field}.name",
+            'give each stage a name, e.g. name = "implement"',
+            table="stage",
+            index=index,
+        )
+    agent = raw.get("agent")
+    timeout = raw.get("timeout")
+    if timeout is not None:
+        timeout = reader.number(
+            raw, "timeout", 0, field=f"{field}.timeout", table="stage", index=index
+        )
+    model = raw.get("model")
+    if model is not None and not isinstance(model, str):
+        raise reader.fail(
+            f"{field}.model",
+            'must be a string such as "scripted:moves.jsonl"',
+            table="stage",
+            index=index,
+        )
+    if agent == AGENT_BUILTIN:
+        if model is None:
+            raise reader.fail(
+                f"{field}.model",
+                'a builtin stage needs a model ("scripted:<file>" or "openai:<model>")',
+                table="stage",
+                index=index,
+            )
+        return Stage(name=name, agent=None, model=model, timeout=timeout)
+    if (
+        not isinstance(agent, list)
+        or not agent
+        or not all(isinstance(part, str) for part in agent)
+    ):
+        raise reader.fail(
+            f"{field}.agent",
+            'must be "builtin" or a command line as a list of strings, '
+            'e.g. ["claude", "-p", "{brief}"]',
+            table="stage",
+            index=index,
+        )
+    for part in agent:
+        for name_in in _PLACEHOLDER.findall(part):
+            if name_in not in _KNOWN_PLACEHOLDERS:
+                raise reader.fail(
+                    f"{field}.agent",
+                    f"unknown placeholder {{{name_in}}}; use {{brief}}, {{lane}} or {{item}}",
+                    table="stage",
+                    index=index,
+                )
+    return Stage(name=name, agent=tuple(agent), model=model, timeout=timeout)
+
+
+def _item(reader: _Reader, raw: object, index: int, seen: set[str]) -> Item:
+    field = f"item[{index}]"
+    if not isinstance(raw, dict):
+        raise reader.fail(field, "must be a table ([[item]])")
+    reader.unknown(raw, _ITEM_KEYS, f"{field}.", "item", index)
+    ident = raw.get("id")
+    if not isinstance(ident, str):
+        raise reader.fail(
+            f"{field}.id",
+            'give each item an id, e.g. id = "fix-typo"',
+            table="item",
+            index=index,
+        )
+    try:
+        check_item_id(ident)
+    except UsageError as exc:
+        raise reader.fail(f"{field}.id", str(exc), table="item", index=index) from None
+    if ident in seen:
+        raise reader.fail(
+            f"{field}.id",
+            f"{ident!r} is already the id of an earlier item",
+            table="item",
+            index=index,
+        )
+    seen.add(ident)
+    brief = raw.get("brief")
+    if not isinstance(brief, str) or not brief.strip():
+        raise reader.fail(
+            f"{field}.brief",
+            "give each item a brief: what to do, as a string",
+            table="item",
+            index=index,
+        )
+    return Item(id=ident, brief=brief)
+
+
+def load_plan(path: Path) -> Plan:
+    """Read and validate the plan at `path`.
+
+    Raises:
+        PlanError: the file is missing, not TOML, or a field is wrong; the message
+            names the file, the line and the field.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read the plan: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise PlanError(f"{path}: the plan is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        where = f"{path}:{match.group(1)}" if match else str(path)
+        raise PlanError(f"{where}: not valid TOML: {exc}") from None
+    reader = _Reader(path=path, lines=_lines_of(text))
+    reader.unknown(data, _TOP_KEYS, "", None, 0)
+    repo_raw = data.get("repo", ".")
+    if not isinstance(repo_raw, str) or not repo_raw:
+        raise reader.fail(
+            "repo", 'must be the path of a git repository, e.g. repo = "."'
+        )
+    repo = Path(repo_raw).expanduser()
+    if not repo.is_absolute():
+        repo = path.resolve().parent / repo
+    lanes = int(reader.number(data, "lanes", 1, integer=True))
+    store = data.get("store")
+    if store is not None and (not isinstance(store, str) or not store):
+        raise reader.fail(
+            "store", 'must be "sqlite", a file path or a postgresql:// URL'
+        )
+    stages_raw = data.get("stage")
+    if not isinstance(stages_raw, list) or not stages_raw:
+        raise reader.fail(
+            "stage", "the plan needs at least one [[stage]] with a name and an agent"
+        )
+    stages = tuple(_stage(reader, raw, i) for i, raw in enumerate(stages_raw))
+    names = [s.name for s in stages]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise reader.fail(
+                f"stage[{i}].name",
+                f"{name!r} names an earlier stage too",
+                table="stage",
+                index=i,
+            )
+    items_raw = data.get("item", [])
+    if not isinstance(items_raw, list):
+        raise reader.fail("item", "write items as [[item]] tables")
+    seen: set[str] = set()
+    items = tuple(_item(reader, raw, i, seen) for i, raw in enumerate(items_raw))
+    return Plan(
+        path=path.resolve(),
+        repo=repo.resolve(),
+        lanes=lanes,
+        store=store,
+        stages=stages,
+        items=items,
+        poll=reader.number(data, "poll", 2.0),
+        heartbeat=reader.number(data, "heartbeat", 10.0),
+        lease=reader.number(data, "lease", 60.0),
+    )

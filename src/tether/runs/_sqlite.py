@@ -1,0 +1,531 @@
+"""The embedded store: one SQLite file in the account's state dir, WAL, owner-only.
+
+Every write is one `BEGIN IMMEDIATE` transaction, so taking a claim is atomic across
+processes: the select of a free item and the insert of its claim happen under SQLite's
+single writer lock. `synchronous=NORMAL` in WAL mode: a commit survives a process crash
+(the crash tests kill runs mid-write); a power loss may drop the last commits but never
+corrupts the file, and a claim lost that way belonged to a run that died with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import final
+
+from .._fs import check_owner_only
+from ..errors import StoreError
+from ._store import crash_point
+from ._values import (
+    Claim,
+    Event,
+    LaneRow,
+    LaneState,
+    QueueItem,
+    Receipt,
+    RunRow,
+    RunState,
+    StaleClaim,
+)
+
+__all__ = ("SqliteStore",)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    brief TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'queued',
+    epoch INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS claims (
+    item TEXT PRIMARY KEY,
+    run TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS claims_run ON claims(run);
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    state TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_start REAL NOT NULL,
+    started_at REAL NOT NULL,
+    plan TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    takeover_of TEXT
+);
+CREATE TABLE IF NOT EXISTS lanes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    run TEXT NOT NULL,
+    item TEXT NOT NULL,
+    state TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    worktree TEXT NOT NULL,
+    stage INTEGER NOT NULL DEFAULT 0,
+    saved_ref TEXT,
+    saved_commit TEXT,
+    note TEXT
+);
+CREATE INDEX IF NOT EXISTS lanes_run ON lanes(run);
+CREATE TABLE IF NOT EXISTS receipts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    item TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    exit_status INTEGER NOT NULL,
+    log_tail TEXT NOT NULL,
+    commits TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    run TEXT NOT NULL,
+    lane TEXT,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run);
+"""
+
+_BUSY_MS = 30_000
+
+
+def _prepare_file(path: Path) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        os.close(fd)
+    check_owner_only(path)
+
+
+@final
+class SqliteStore:
+    """The embedded store (see the module docstring); implements `Store`."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, url: str, clock: Callable[[], float]
+    ) -> None:
+        """Wrap an open connection; use `SqliteStore.open()`."""
+        self._conn = conn
+        self.url = url
+        """The file's path."""
+        self._clock = clock
+
+    @classmethod
+    def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> SqliteStore:
+        """Open (creating it owner-only if needed) the store file at `path`.
+
+        Raises:
+            StoreError: the file breaks the owner-only rule or is not a SQLite store.
+        """
+        try:
+            _prepare_file(path)
+            conn = sqlite3.connect(
+                path,
+                timeout=_BUSY_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{path} is not a usable tether store ({exc}); move it away and try again"
+            ) from None
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"cannot open the store {path}: {exc.strerror}") from None
+        for suffix in ("-wal", "-shm"):
+            side = Path(f"{path}{suffix}")
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(side, 0o600, follow_symlinks=False)
+        return cls(conn, str(path), clock)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # -- the queue -----------------------------------------------------------------
+    def add_item(self, item: str, brief: str) -> bool:
+        """Queue a work item; False when an item of that id is already there."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO items (id, brief) VALUES (?, ?)", (item, brief)
+            )
+            return cur.rowcount == 1
+
+    def items(self) -> list[QueueItem]:
+        """Every work item, in the order they were added."""
+        rows = self._conn.execute(
+            "SELECT i.id, i.brief, i.state, c.run FROM items i "
+            "LEFT JOIN claims c ON c.item = i.id ORDER BY i.seq"
+        ).fetchall()
+        return [
+            QueueItem(id=r[0], brief=r[1], state=r[2], claimed_by=r[3]) for r in rows
+        ]
+
+    # -- runs ----------------------------------------------------------------------
+    def create_run(self, run: RunRow) -> None:
+        """Record a new run."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO runs (id, state, host, pid, pid_start, started_at, plan, "
+                "repo, takeover_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.id,
+                    run.state.value,
+                    run.host,
+                    run.pid,
+                    run.pid_start,
+                    run.started_at,
+                    run.plan,
+                    run.repo,
+                    run.takeover_of,
+                ),
+            )
+
+    def set_run_state(self, run: str, state: RunState) -> None:
+        """Record a run's new state."""
+        with self._write() as conn:
+            conn.execute("UPDATE runs SET state = ? WHERE id = ?", (state.value, run))
+
+    @staticmethod
+    def _run_row(r: Sequence[object]) -> RunRow:
+        return RunRow(
+            id=str(r[0]),
+            state=RunState(str(r[1])),
+            host=str(r[2]),
+            pid=int(r[3]),  # type: ignore[call-overload]
+            pid_start=float(r[4]),  # type: ignore[arg-type]
+            started_at=float(r[5]),  # type: ignore[arg-type]
+            plan=str(r[6]),
+            repo=str(r[7]),
+            takeover_of=None if r[8] is None else str(r[8]),
+        )
+
+    _RUN_COLS = "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of"
+
+    def run(self, run: str) -> RunRow | None:
+        """One run, or None."""
+        row = self._conn.execute(
+            f"SELECT {self._RUN_COLS} FROM runs WHERE id = ?", (run,)
+        ).fetchone()
+        return None if row is None else self._run_row(row)
+
+    def runs(self) -> list[RunRow]:
+        """Every run, oldest first."""
+        rows = self._conn.execute(f"SELECT {self._RUN_COLS} FROM runs ORDER BY seq")
+        return [self._run_row(r) for r in rows.fetchall()]
+
+    # -- claims --------------------------------------------------------------------
+    def _insert_claim(
+        self,
+        conn: sqlite3.Connection,
+        item: str,
+        epoch: int,
+        run: str,
+        lane: str,
+        host: str,
+        pid: int,
+        lease: float,
+    ) -> Claim:
+        claim = Claim(
+            item=item,
+            run=run,
+            lane=lane,
+            epoch=epoch + 1,
+            expires=self._clock() + lease,
+            host=host,
+            pid=pid,
+        )
+        conn.execute("UPDATE items SET epoch = ? WHERE id = ?", (claim.epoch, item))
+        conn.execute(
+            "INSERT OR REPLACE INTO claims (item, run, lane, epoch, expires, host, pid) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (item, run, lane, claim.epoch, claim.expires, host, pid),
+        )
+        crash_point("claim")
+        return claim
+
+    def take_claim(
+        self,
+        run: str,
+        lane: str,
+        *,
+        only: Sequence[str] | None,
+        host: str,
+        pid: int,
+        lease: float,
+    ) -> Claim | None:
+        """Atomically claim the first queued, unclaimed item (of `only`, if given)."""
+        query = (
+            "SELECT i.id, i.epoch FROM items i WHERE i.state = 'queued' "
+            "AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.item = i.id)"
+        )
+        args: tuple[object, ...] = ()
+        if only is not None:
+            if not only:
+                return None
+            query += f" AND i.id IN ({', '.join('?' for _ in only)})"
+            args = tuple(only)
+        with self._write() as conn:
+            row = conn.execute(query + " ORDER BY i.seq LIMIT 1", args).fetchone()
+            if row is None:
+                return None
+            return self._insert_claim(conn, row[0], row[1], run, lane, host, pid, lease)
+
+    def take_over_claim(
+        self,
+        item: str,
+        run: str,
+        lane: str,
+        *,
+        previous: str,
+        host: str,
+        pid: int,
+        lease: float,
+    ) -> Claim | None:
+        """Claim `item` for a take-over: free, or still held by the run `previous`."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT i.epoch, c.run FROM items i LEFT JOIN claims c ON c.item = i.id "
+                "WHERE i.id = ? AND i.state = 'queued'",
+                (item,),
+            ).fetchone()
+            if row is None or (row[1] is not None and row[1] != previous):
+                return None
+            return self._insert_claim(conn, item, row[0], run, lane, host, pid, lease)
+
+    def _check_current(self, conn: sqlite3.Connection, claim: Claim, act: str) -> None:
+        row = conn.execute(
+            "SELECT epoch, run FROM claims WHERE item = ?", (claim.item,)
+        ).fetchone()
+        if row is None or row[0] != claim.epoch or row[1] != claim.run:
+            now = "released" if row is None else f"held by {row[1]} at epoch {row[0]}"
+            raise StaleClaim(
+                f"{act} refused: the claim on {claim.item} at epoch {claim.epoch} is "
+                f"no longer current ({now})"
+            )
+
+    def renew(self, claim: Claim, lease: float) -> Claim:
+        """Extend a claim's lease; `StaleClaim` when it is no longer current."""
+        with self._write() as conn:
+            self._check_current(conn, claim, "renewal")
+            crash_point("renew")
+            expires = self._clock() + lease
+            conn.execute(
+                "UPDATE claims SET expires = ? WHERE item = ?", (expires, claim.item)
+            )
+        return Claim(
+            item=claim.item,
+            run=claim.run,
+            lane=claim.lane,
+            epoch=claim.epoch,
+            expires=expires,
+            host=claim.host,
+            pid=claim.pid,
+        )
+
+    def release(self, claim: Claim) -> None:
+        """Give the item back to the queue; `StaleClaim` when no longer current."""
+        with self._write() as conn:
+            self._check_current(conn, claim, "release")
+            conn.execute("DELETE FROM claims WHERE item = ?", (claim.item,))
+
+    def finish(self, claim: Claim, *, failed: bool = False) -> None:
+        """Mark the item done (or failed), drop the claim; `StaleClaim` when stale."""
+        with self._write() as conn:
+            self._check_current(conn, claim, "finish")
+            conn.execute(
+                "UPDATE items SET state = ? WHERE id = ?",
+                ("failed" if failed else "done", claim.item),
+            )
+            conn.execute("DELETE FROM claims WHERE item = ?", (claim.item,))
+
+    def claims(self, run: str | None = None) -> list[Claim]:
+        """Claims held now (by `run`, if given)."""
+        query = "SELECT item, run, lane, epoch, expires, host, pid FROM claims"
+        args: tuple[str, ...] = ()
+        if run is not None:
+            query += " WHERE run = ?"
+            args = (run,)
+        return [
+            Claim(
+                item=r[0],
+                run=r[1],
+                lane=r[2],
+                epoch=r[3],
+                expires=r[4],
+                host=r[5],
+                pid=r[6],
+            )
+            for r in self._conn.execute(query + " ORDER BY item", args).fetchall()
+        ]
+
+    # -- lanes, receipts, ledger -----------------------------------------------------
+    def add_lane(self, lane: LaneRow) -> None:
+        """Record a new lane."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO lanes (id, run, item, state, branch, worktree, stage, "
+                "saved_ref, saved_commit, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    lane.id,
+                    lane.run,
+                    lane.item,
+                    lane.state.value,
+                    lane.branch,
+                    lane.worktree,
+                    lane.stage,
+                    lane.saved_ref,
+                    lane.saved_commit,
+                    lane.note,
+                ),
+            )
+
+    def update_lane(
+        self,
+        lane: str,
+        *,
+        state: LaneState | None = None,
+        stage: int | None = None,
+        saved: tuple[str, str] | None = None,
+        note: str | None = None,
+    ) -> None:
+        """Change a lane's state, next stage, saved (ref, commit) or note."""
+        sets: list[str] = []
+        args: list[object] = []
+        if state is not None:
+            sets.append("state = ?")
+            args.append(state.value)
+        if stage is not None:
+            sets.append("stage = ?")
+            args.append(stage)
+        if saved is not None:
+            sets += ["saved_ref = ?", "saved_commit = ?"]
+            args += list(saved)
+        if note is not None:
+            sets.append("note = ?")
+            args.append(note)
+        if not sets:
+            return
+        with self._write() as conn:
+            conn.execute(
+                f"UPDATE lanes SET {', '.join(sets)} WHERE id = ?", (*args, lane)
+            )
+
+    def lanes(self, run: str) -> list[LaneRow]:
+        """A run's lanes, in the order they opened."""
+        rows = self._conn.execute(
+            "SELECT id, run, item, state, branch, worktree, stage, saved_ref, "
+            "saved_commit, note FROM lanes WHERE run = ? ORDER BY seq",
+            (run,),
+        ).fetchall()
+        return [
+            LaneRow(
+                id=r[0],
+                run=r[1],
+                item=r[2],
+                state=LaneState(r[3]),
+                branch=r[4],
+                worktree=r[5],
+                stage=r[6],
+                saved_ref=r[7],
+                saved_commit=r[8],
+                note=r[9],
+            )
+            for r in rows
+        ]
+
+    def record_receipt(self, claim: Claim, receipt: Receipt) -> None:
+        """Record an agent's receipt under a current claim (`StaleClaim` if stale)."""
+        with self._write() as conn:
+            self._check_current(conn, claim, "receipt")
+            conn.execute(
+                "INSERT INTO receipts (run, lane, item, stage, exit_status, log_tail, "
+                "commits, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    receipt.run,
+                    receipt.lane,
+                    receipt.item,
+                    receipt.stage,
+                    receipt.exit_status,
+                    receipt.log_tail,
+                    json.dumps(list(receipt.commits)),
+                    receipt.at or self._clock(),
+                ),
+            )
+
+    def receipts(self, run: str) -> list[Receipt]:
+        """A run's receipts, in order."""
+        rows = self._conn.execute(
+            "SELECT run, lane, item, stage, exit_status, log_tail, commits, at "
+            "FROM receipts WHERE run = ? ORDER BY seq",
+            (run,),
+        ).fetchall()
+        return [
+            Receipt(
+                run=r[0],
+                lane=r[1],
+                item=r[2],
+                stage=r[3],
+                exit_status=r[4],
+                log_tail=r[5],
+                commits=tuple(json.loads(r[6])),
+                at=r[7],
+            )
+            for r in rows
+        ]
+
+    def log(
+        self, run: str, kind: str, *, lane: str | None = None, detail: str = ""
+    ) -> None:
+        """Append a row to the ledger."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO events (at, run, lane, kind, detail) VALUES (?, ?, ?, ?, ?)",
+                (self._clock(), run, lane, kind, detail),
+            )
+
+    def events(self, run: str | None = None) -> list[Event]:
+        """Ledger rows (of `run`, if given), in order."""
+        query = "SELECT seq, at, run, lane, kind, detail FROM events"
+        args: tuple[str, ...] = ()
+        if run is not None:
+            query += " WHERE run = ?"
+            args = (run,)
+        return [
+            Event(seq=r[0], at=r[1], run=r[2], lane=r[3], kind=r[4], detail=r[5])
+            for r in self._conn.execute(query + " ORDER BY seq", args).fetchall()
+        ]

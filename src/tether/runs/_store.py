@@ -1,0 +1,208 @@
+"""The store interface every backend implements (SQLite now, PostgreSQL next).
+
+A store keeps the work items (the queue), the runs, their lanes, the claims with their
+leases and epochs, the receipts and the ledger. Every method is synchronous and short:
+one transaction each. Fencing is the store's job: a claim whose epoch is no longer
+current is refused (`StaleClaim`) when it renews, records a receipt, releases or
+finishes. This module does not know how a backend keeps its rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from .._config import load_config, paths
+from .._env import TetherEnv
+from ..errors import UsageError
+from ._values import (
+    Claim,
+    Event,
+    LaneRow,
+    LaneState,
+    QueueItem,
+    Receipt,
+    RunRow,
+    RunState,
+)
+
+__all__ = ("Store", "default_store_path", "open_store", "store_url")
+
+_CRASH_ENV = TetherEnv.TEST_CRASH_AT
+
+
+def crash_point(name: str) -> None:
+    """Test-only: SIGKILL this process at the named point when `TETHER_TEST_CRASH_AT` names it.
+
+    The crash tests use it to kill a run at chosen points (taking a claim, renewing,
+    between a save and a release, during a take-over); it does nothing otherwise.
+    """
+    if os.environ.get(_CRASH_ENV) == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Store(Protocol):
+    """Runs, lanes, claims, receipts and the ledger of one account (or several machines)."""
+
+    url: str
+    """Where the store is (a file path or a URL), for messages."""
+
+    def close(self) -> None:
+        """Close the connection."""
+
+    # -- the queue -------------------------------------------------------------------
+    def add_item(self, item: str, brief: str) -> bool:
+        """Queue a work item; False when an item of that id is already there."""
+
+    def items(self) -> list[QueueItem]:
+        """Every work item, in the order they were added."""
+
+    # -- runs ------------------------------------------------------------------------
+    def create_run(self, run: RunRow) -> None:
+        """Record a new run."""
+
+    def set_run_state(self, run: str, state: RunState) -> None:
+        """Record a run's new state."""
+
+    def run(self, run: str) -> RunRow | None:
+        """One run, or None."""
+
+    def runs(self) -> list[RunRow]:
+        """Every run, oldest first."""
+
+    # -- claims ----------------------------------------------------------------------
+    def take_claim(
+        self,
+        run: str,
+        lane: str,
+        *,
+        only: Sequence[str] | None,
+        host: str,
+        pid: int,
+        lease: float,
+    ) -> Claim | None:
+        """Atomically claim the first queued, unclaimed item (of `only`, if given).
+
+        Returns None when nothing may be claimed.
+        """
+
+    def take_over_claim(
+        self,
+        item: str,
+        run: str,
+        lane: str,
+        *,
+        previous: str,
+        host: str,
+        pid: int,
+        lease: float,
+    ) -> Claim | None:
+        """Claim `item` for a take-over: free, or still held by the run `previous`.
+
+        The caller has checked that `previous` is halted or dead (the restart path).
+        Returns None when another run holds it or it is finished.
+        """
+
+    def renew(self, claim: Claim, lease: float) -> Claim:
+        """Extend a claim's lease.
+
+        Raises:
+            StaleClaim: the claim is no longer current.
+        """
+
+    def release(self, claim: Claim) -> None:
+        """Give the item back to the queue.
+
+        Raises:
+            StaleClaim: the claim is no longer current.
+        """
+
+    def finish(self, claim: Claim, *, failed: bool = False) -> None:
+        """Mark the item done (or failed) and drop the claim.
+
+        Raises:
+            StaleClaim: the claim is no longer current.
+        """
+
+    def claims(self, run: str | None = None) -> list[Claim]:
+        """Claims held now (by `run`, if given)."""
+
+    # -- lanes, receipts, ledger -------------------------------------------------------
+    def add_lane(self, lane: LaneRow) -> None:
+        """Record a new lane."""
+
+    def update_lane(
+        self,
+        lane: str,
+        *,
+        state: LaneState | None = None,
+        stage: int | None = None,
+        saved: tuple[str, str] | None = None,
+        note: str | None = None,
+    ) -> None:
+        """Change a lane's state, next stage, saved (ref, commit) or note."""
+
+    def lanes(self, run: str) -> list[LaneRow]:
+        """A run's lanes, in the order they opened."""
+
+    def record_receipt(self, claim: Claim, receipt: Receipt) -> None:
+        """Record an agent's receipt under a current claim.
+
+        Raises:
+            StaleClaim: the claim is no longer current.
+        """
+
+    def receipts(self, run: str) -> list[Receipt]:
+        """A run's receipts, in order."""
+
+    def log(
+        self, run: str, kind: str, *, lane: str | None = None, detail: str = ""
+    ) -> None:
+        """Append a row to the ledger."""
+
+    def events(self, run: str | None = None) -> list[Event]:
+        """Ledger rows (of `run`, if given), in order."""
+
+
+def default_store_path() -> Path:
+    """The embedded SQLite file, `<state dir>/runs.sqlite3`."""
+    return paths().state_dir / "runs.sqlite3"
+
+
+def store_url(option: str | None = None, plan_store: str | None = None) -> str:
+    """Choose the store: `--store`, else `TETHER_STORE`, else the plan's, else the config's.
+
+    Returns the embedded SQLite file's path when none names one.
+    """
+    for choice in (
+        option,
+        os.environ.get(TetherEnv.STORE),
+        plan_store,
+        load_config().store_url,
+    ):
+        if choice and choice != "sqlite":
+            return choice
+    return str(default_store_path())
+
+
+def open_store(url: str) -> Store:
+    """Open the store at `url` (a SQLite file path, `sqlite:///path`, or PostgreSQL).
+
+    Raises:
+        UsageError: the URL names a backend this build cannot open.
+        StoreError: the file breaks the owner-only rule or cannot be opened.
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            "the PostgreSQL store is not in this build yet; "
+            "use the embedded SQLite store (leave store unset)"
+        )
+    if "://" in url and not url.startswith("sqlite://"):
+        raise UsageError(f"store {url!r}: use a file path or a postgresql:// URL")
+    from ._sqlite import SqliteStore
+
+    return SqliteStore.open(Path(url.removeprefix("sqlite://")))

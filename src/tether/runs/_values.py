@@ -1,0 +1,215 @@
+"""The values of the run coordinator: states, claims, lanes, receipts, ledger rows.
+
+All frozen; the store hands them out and takes them back. The two state enums are the
+spec's fixed vocabularies (spec 03, observable results): their values travel in JSON.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import final
+
+import attrs
+
+from ..errors import TetherError
+
+__all__ = (
+    "Claim",
+    "Event",
+    "LaneRow",
+    "LaneState",
+    "QueueItem",
+    "Receipt",
+    "RunRow",
+    "RunState",
+    "StaleClaim",
+)
+
+
+class RunState(enum.StrEnum):
+    """A run's state.
+
+    Transitions: running <-> held (a stop read holds); running/held -> halting (a stop)
+    -> halted | halt-held; running -> done; running/held/halting -> dead (found by the
+    restart path); halted/halt-held/dead -> taken-over. No other transition happens.
+    """
+
+    RUNNING = "running"
+    """Making moves."""
+    HELD = "held"
+    """A read of the stop held: no move is made, nothing is let go."""
+    HALTING = "halting"
+    """A stop was taken: agents finish their calls, lanes are saved, claims released."""
+    HALTED = "halted"
+    """Every lane saved and released; stays so after a lift until a take-over."""
+    HALT_HELD = "halt-held"
+    """Halted, except a lane whose save failed keeps its worktree and claims."""
+    DONE = "done"
+    """Every item it could claim is finished."""
+    DEAD = "dead"
+    """Its process is gone or its leases expired (the restart path found it)."""
+    TAKEN_OVER = "taken-over"
+    """Another run reserved its work."""
+
+
+ACTIVE_RUN_STATES = frozenset({RunState.RUNNING, RunState.HELD, RunState.HALTING})
+"""States in which a run's process should be alive."""
+
+
+class LaneState(enum.StrEnum):
+    """A lane's state.
+
+    Transitions: open <-> in-call; open -> saved (killed or found dead, claim still
+    held) -> halted (claim released) ; open -> held (save failed) -> halted (a retry
+    saved it); open -> done. No other transition happens.
+    """
+
+    OPEN = "open"
+    """Has a worktree and a claim; between agents."""
+    IN_CALL = "in-call"
+    """An agent is running in it."""
+    SAVED = "saved"
+    """Its uncommitted work is saved aside; its claim is not yet released."""
+    HALTED = "halted"
+    """Saved aside and released."""
+    HELD = "held"
+    """Its save failed: worktree and claim kept."""
+    DONE = "done"
+    """Every stage ran; its branch is left for the person."""
+
+
+class StaleClaim(TetherError):
+    """A lane's claim is no longer current (re-claimed with a newer epoch, or released).
+
+    The lane's receipt, renewal, release or finish is refused.
+    """
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Claim:
+    """A lease on a work item, fenced by its epoch."""
+
+    item: str
+    """The work item."""
+    run: str
+    """The owner run."""
+    lane: str
+    """The owner lane."""
+    epoch: int
+    """Grows with each take; only the current epoch may act."""
+    expires: float
+    """Wall-clock time (seconds since the epoch) after which the lease is expired."""
+    host: str
+    """Host name of the owner."""
+    pid: int
+    """Process id of the owner."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class QueueItem:
+    """A work item in the store."""
+
+    id: str
+    """Unique in the store."""
+    brief: str
+    """What to do."""
+    state: str
+    """`queued`, `done` or `failed`."""
+    claimed_by: str | None = None
+    """The run holding its claim, if any."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunRow:
+    """A run as the store knows it."""
+
+    id: str
+    """`run_...`."""
+    state: RunState
+    """See `RunState`."""
+    host: str
+    """Where its process runs."""
+    pid: int
+    """Its process id."""
+    pid_start: float
+    """Its process's start time (as psutil reports it), to tell a recycled pid."""
+    started_at: float
+    """Wall-clock time it started."""
+    plan: str
+    """The plan file's path."""
+    repo: str
+    """The repository its lanes branch from."""
+    takeover_of: str | None = None
+    """The run whose work it took over."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class LaneRow:
+    """A lane as the store knows it."""
+
+    id: str
+    """`lane_...`."""
+    run: str
+    """Its run."""
+    item: str
+    """Its work item."""
+    state: LaneState
+    """See `LaneState`."""
+    branch: str
+    """Its git branch."""
+    worktree: str
+    """Its worktree's path."""
+    stage: int = 0
+    """Index of the next stage to hand out."""
+    saved_ref: str | None = None
+    """`refs/tether/saved/<run>/<lane>` once saved aside."""
+    saved_commit: str | None = None
+    """The commit the saved ref points at."""
+    note: str | None = None
+    """Why it is held or failed, if it is."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Receipt:
+    """What an agent handed back when its call ended."""
+
+    run: str
+    """Its run."""
+    lane: str
+    """Its lane."""
+    item: str
+    """Its work item."""
+    stage: str
+    """The stage's name."""
+    exit_status: int
+    """The agent's exit code (negative: a signal)."""
+    log_tail: str
+    """The end of its output."""
+    commits: tuple[str, ...] = ()
+    """Commits it added to the lane's branch, oldest first."""
+    at: float = 0.0
+    """Wall-clock time recorded."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Event:
+    """One row of the ledger."""
+
+    seq: int
+    """Order of recording in the store."""
+    at: float
+    """Wall-clock time."""
+    run: str
+    """The run it belongs to."""
+    lane: str | None
+    """The lane, if any."""
+    kind: str
+    """What happened (`run-start`, `claim`, `stage-start`, `receipt`, `saved`, ...)."""
+    detail: str = ""
+    """A line of detail."""

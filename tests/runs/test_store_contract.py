@@ -1,0 +1,266 @@
+"""The store contract: every backend passes this same suite (spec 03, claims)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tether.runs import LaneRow, LaneState, Receipt, RunRow, RunState, StaleClaim, Store
+from tether.runs._sqlite import SqliteStore
+
+from .conftest import Clock, StoreFactory
+
+
+def _take(store: Store, run: str, lane: str = "lane", lease: float = 60.0):  # type: ignore[no-untyped-def]
+    return store.take_claim(run, lane, only=None, host="h", pid=1, lease=lease)
+
+
+def test_queue_keeps_items_in_order_and_refuses_a_second_item_of_one_id(
+    store: Store,
+) -> None:
+    """Items come back in the order added; a repeated id is refused (a tether choice)."""
+    assert store.add_item("b", "do b")
+    assert store.add_item("a", "do a")
+    assert not store.add_item("a", "again")
+    assert [(i.id, i.brief, i.state) for i in store.items()] == [
+        ("b", "do b", "queued"),
+        ("a", "do a", "queued"),
+    ]
+
+
+@pytest.mark.rule("claims")
+def test_a_claim_is_taken_once_and_its_epoch_grows_with_each_take(store: Store) -> None:
+    """Two takes never get one item; a released item is taken again at a higher epoch."""
+    store.add_item("a", "do a")
+    first = _take(store, "run1")
+    assert first is not None and first.item == "a" and first.epoch == 1
+    assert _take(store, "run2") is None
+    store.release(first)
+    second = _take(store, "run2")
+    assert second is not None and second.epoch == 2 and second.run == "run2"
+
+
+@pytest.mark.rule("claims")
+def test_a_stale_epoch_is_refused_for_receipt_renewal_release_and_finish(
+    store: Store,
+) -> None:
+    """A lane whose item was re-claimed by a take-over cannot act on it any more."""
+    store.add_item("a", "do a")
+    old = _take(store, "run1")
+    assert old is not None
+    new = store.take_over_claim(
+        "a", "run2", "lane2", previous="run1", host="h", pid=2, lease=60
+    )
+    assert new is not None and new.epoch == old.epoch + 1
+    receipt = Receipt(
+        run="run1", lane="lane", item="a", stage="s", exit_status=0, log_tail=""
+    )
+    with pytest.raises(StaleClaim, match="no longer current"):
+        store.record_receipt(old, receipt)
+    with pytest.raises(StaleClaim):
+        store.renew(old, 60)
+    with pytest.raises(StaleClaim):
+        store.release(old)
+    with pytest.raises(StaleClaim):
+        store.finish(old)
+    store.finish(new)
+    assert [i.state for i in store.items()] == ["done"]
+    assert store.claims() == []
+
+
+def test_take_over_claim_refuses_an_item_another_run_holds(store: Store) -> None:
+    """A take-over of run1 cannot take what run3 holds, nor a finished item."""
+    store.add_item("a", "do a")
+    store.add_item("b", "do b")
+    held = _take(store, "run3")
+    assert held is not None and held.item == "a"
+    assert (
+        store.take_over_claim(
+            "a", "run2", "l", previous="run1", host="h", pid=2, lease=9
+        )
+        is None
+    )
+    b = _take(store, "run1")
+    assert b is not None
+    store.finish(b)
+    assert (
+        store.take_over_claim(
+            "b", "run2", "l", previous="run1", host="h", pid=2, lease=9
+        )
+        is None
+    )
+
+
+def test_renewal_moves_the_expiry_on_the_store_clock(
+    store: Store, clock: Clock
+) -> None:
+    """A lease runs from the store's clock; a renewal extends it from now."""
+    store.add_item("a", "do a")
+    claim = _take(store, "run1", lease=60)
+    assert claim is not None and claim.expires == clock.now + 60
+    clock.now += 30
+    renewed = store.renew(claim, 60)
+    assert renewed.expires == clock.now + 60
+    assert store.claims("run1")[0].expires == renewed.expires
+
+
+def test_take_claim_only_takes_items_of_the_plan(store: Store) -> None:
+    """A run whose plan names items claims only those, never the rest of the queue."""
+    store.add_item("a", "do a")
+    store.add_item("b", "do b")
+    claim = store.take_claim("r", "l", only=["b"], host="h", pid=1, lease=5)
+    assert claim is not None and claim.item == "b"
+    assert store.take_claim("r", "l", only=["b"], host="h", pid=1, lease=5) is None
+    assert store.take_claim("r", "l", only=[], host="h", pid=1, lease=5) is None
+
+
+def test_runs_lanes_receipts_and_the_ledger_round_trip(store: Store) -> None:
+    """What is recorded is read back, in order."""
+    run = RunRow(
+        id="run1",
+        state=RunState.RUNNING,
+        host="h",
+        pid=5,
+        pid_start=1.5,
+        started_at=2.5,
+        plan="/p.toml",
+        repo="/r",
+    )
+    store.create_run(run)
+    store.set_run_state("run1", RunState.HALTED)
+    assert store.run("run1") == attrs.evolve(run, state=RunState.HALTED)
+    assert store.run("nope") is None
+    lane = LaneRow(
+        id="lane1",
+        run="run1",
+        item="a",
+        state=LaneState.OPEN,
+        branch="tether/a",
+        worktree="/w",
+    )
+    store.add_lane(lane)
+    store.update_lane("lane1", state=LaneState.SAVED, stage=1, saved=("ref", "c0ffee"))
+    (got,) = store.lanes("run1")
+    assert (got.state, got.stage, got.saved_ref, got.saved_commit) == (
+        LaneState.SAVED,
+        1,
+        "ref",
+        "c0ffee",
+    )
+    store.add_item("a", "do a")
+    claim = _take(store, "run1", "lane1")
+    assert claim is not None
+    receipt = Receipt(
+        run="run1",
+        lane="lane1",
+        item="a",
+        stage="s",
+        exit_status=3,
+        log_tail="bye",
+        commits=("abc",),
+        at=7.0,
+    )
+    store.record_receipt(claim, receipt)
+    assert store.receipts("run1") == [receipt]
+    store.log("run1", "one")
+    store.log("run1", "two", lane="lane1", detail="d")
+    store.log("run2", "other")
+    assert [(e.kind, e.lane, e.detail) for e in store.events("run1")] == [
+        ("one", None, ""),
+        ("two", "lane1", "d"),
+    ]
+
+
+def test_the_store_file_is_owner_only_and_a_loose_one_is_refused(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """The SQLite file is created 0600; a file others may write is refused (spec 02)."""
+    from pathlib import Path
+
+    from tether.errors import StoreError
+
+    path = Path(tmp_path) / "s" / "runs.sqlite3"
+    SqliteStore.open(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o666)
+    with pytest.raises(StoreError, match="chmod go-w"):
+        SqliteStore.open(path)
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["take", "release", "finish", "renew", "takeover"]),
+        st.integers(0, 1),
+        st.integers(0, 3),
+    ),
+    max_size=40,
+)
+
+
+@pytest.mark.rule("claims")
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(ops=_OPS)
+def test_two_runs_never_hold_one_item_over_any_interleaving(
+    store_factory: StoreFactory, ops: list[tuple[str, int, int]]
+) -> None:
+    """Two runs on two connections to one store, their acts interleaved every way
+    hypothesis finds: no item is ever held by both, nor finished twice."""
+    stores = [store_factory(), store_factory()]
+    tag = os.urandom(4).hex()
+    runs = [f"r0-{tag}", f"r1-{tag}"]
+    items = [f"i{n}-{tag}" for n in range(3)]
+    for item in items:
+        stores[0].add_item(item, "b")
+    held: list[list] = [[], []]  # type: ignore[type-arg]
+    finished: list[str] = []
+    for op, who, n in ops:
+        store, run = stores[who], runs[who]
+        try:
+            if op == "take":
+                claim = store.take_claim(
+                    run, "l", only=items, host="h", pid=who, lease=60
+                )
+                if claim is not None:
+                    held[who].append(claim)
+            elif op == "takeover":
+                item = items[n % len(items)]
+                claim = store.take_over_claim(
+                    item, run, "l", previous=runs[1 - who], host="h", pid=who, lease=60
+                )
+                if claim is not None:
+                    held[who].append(claim)
+            elif held[who]:
+                claim = held[who][n % len(held[who])]
+                if op == "release":
+                    store.release(claim)
+                    held[who].remove(claim)
+                elif op == "finish":
+                    store.finish(claim)
+                    held[who].remove(claim)
+                    finished.append(claim.item)
+                else:
+                    store.renew(claim, 60)
+        except StaleClaim:
+            held[who] = [c for c in held[who] if c is not claim]
+        current = {c.item: c for c in store.claims() if c.item in items}
+        assert len(finished) == len(set(finished))
+        for item in items:
+            # However the acts interleave, at most one run's claim on an item is current.
+            believers = [
+                c
+                for who_ in (0, 1)
+                for c in held[who_]
+                if c.item == item
+                and item in current
+                and (c.run, c.epoch) == (current[item].run, current[item].epoch)
+            ]
+            assert len(believers) <= 1
