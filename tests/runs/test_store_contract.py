@@ -38,11 +38,15 @@ def test_a_claim_is_taken_once_and_its_epoch_grows_with_each_take(store: Store) 
     """Two takes never get one item; a released item is taken again at a higher epoch."""
     store.add_item("a", "do a")
     first = _take(store, "run1")
-    assert first is not None and first.item == "a" and first.epoch == 1
+    assert first is not None
+    assert first.item == "a"
+    assert first.epoch == 1
     assert _take(store, "run2") is None
     store.release(first)
     second = _take(store, "run2")
-    assert second is not None and second.epoch == 2 and second.run == "run2"
+    assert second is not None
+    assert second.epoch == 2
+    assert second.run == "run2"
 
 
 @pytest.mark.rule("claims")
@@ -56,7 +60,8 @@ def test_a_stale_epoch_is_refused_for_receipt_renewal_release_and_finish(
     new = store.take_over_claim(
         "a", "run2", "lane2", previous="run1", host="h", pid=2, lease=60
     )
-    assert new is not None and new.epoch == old.epoch + 1
+    assert new is not None
+    assert new.epoch == old.epoch + 1
     receipt = Receipt(
         run="run1", lane="lane", item="a", stage="s", exit_status=0, log_tail=""
     )
@@ -78,7 +83,8 @@ def test_take_over_claim_refuses_an_item_another_run_holds(store: Store) -> None
     store.add_item("a", "do a")
     store.add_item("b", "do b")
     held = _take(store, "run3")
-    assert held is not None and held.item == "a"
+    assert held is not None
+    assert held.item == "a"
     assert (
         store.take_over_claim(
             "a", "run2", "l", previous="run1", host="h", pid=2, lease=9
@@ -102,7 +108,8 @@ def test_renewal_moves_the_expiry_on_the_store_clock(
     """A lease runs from the store's clock; a renewal extends it from now."""
     store.add_item("a", "do a")
     claim = _take(store, "run1", lease=60)
-    assert claim is not None and claim.expires == clock.now + 60
+    assert claim is not None
+    assert claim.expires == clock.now + 60
     clock.now += 30
     renewed = store.renew(claim, 60)
     assert renewed.expires == clock.now + 60
@@ -114,7 +121,8 @@ def test_take_claim_only_takes_items_of_the_plan(store: Store) -> None:
     store.add_item("a", "do a")
     store.add_item("b", "do b")
     claim = store.take_claim("r", "l", only=["b"], host="h", pid=1, lease=5)
-    assert claim is not None and claim.item == "b"
+    assert claim is not None
+    assert claim.item == "b"
     assert store.take_claim("r", "l", only=["b"], host="h", pid=1, lease=5) is None
     assert store.take_claim("r", "l", only=[], host="h", pid=1, lease=5) is None
 
