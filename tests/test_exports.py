@@ -10,6 +10,7 @@ import pytest
 
 PUBLIC = [
     "tether",
+    "tether.config",
     "tether.errors",
     "tether.host",
     "tether.models",
@@ -58,3 +59,21 @@ def test_spec_public_api_names() -> None:
             default_tools,
         )
     )
+
+
+def test_what_a_newcomer_needs_has_a_public_name() -> None:
+    """Loading the config, MCP and plugin tools, permission rules and the approver's
+    types are public (no `_module` import needed)."""
+    from tether import Approver, PermissionRequest
+    from tether.config import Config, load_config, paths
+    from tether.host import PermissionRules
+    from tether.tools import McpTools, load_plugins
+
+    assert load_config().source is None
+    assert isinstance(load_config(), Config)
+    assert paths().config_file.name == "config.toml"
+    assert PermissionRules.from_lists(allow=["Read"]).allow[0].text == "Read"
+    assert PermissionRequest.__module__.startswith("tether.")
+    assert Approver is not None
+    assert callable(McpTools.open)
+    assert load_plugins().problems == ()

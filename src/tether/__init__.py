@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from .errors import ErrorCode as ErrorCode
     from .errors import ToolAborted as ToolAborted
     from .errors import ToolError as ToolError
+    from .host import Approver as Approver
+    from .host import PermissionRequest as PermissionRequest
     from .host import StopClass as StopClass
     from .host import ToolContext as ToolContext
     from .host import tool as tool
@@ -29,7 +31,9 @@ __all__ = (
     "AbortReport",
     "Agent",
     "AgentSession",
+    "Approver",
     "ErrorCode",
+    "PermissionRequest",
     "Runtime",
     "Session",
     "StopClass",
@@ -45,6 +49,8 @@ _WHERE = {
     "ErrorCode": "errors",
     "ToolAborted": "errors",
     "ToolError": "errors",
+    "Approver": "host",
+    "PermissionRequest": "host",
     "StopClass": "host",
     "ToolContext": "host",
     "tool": "host",

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from ._protocol import Approver as Approver
+from ._protocol import PermissionRequest as PermissionRequest
+from ._rules import PermissionRules as PermissionRules
 from ._tool import FunctionTool as FunctionTool
 from ._tool import StopClass as StopClass
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import tool as tool
 
-__all__ = ("FunctionTool", "StopClass", "Tool", "ToolContext", "tool")
+__all__ = (
+    "Approver",
+    "FunctionTool",
+    "PermissionRequest",
+    "PermissionRules",
+    "StopClass",
+    "Tool",
+    "ToolContext",
+    "tool",
+)

@@ -11,7 +11,7 @@ import abc
 import enum
 import inspect
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -19,9 +19,16 @@ import anyio
 import attrs
 import pydantic
 
-from ..errors import InvalidInput, UsageError
+from ..errors import InvalidInput, ToolFailed, UsageError
 
-__all__ = ("FunctionTool", "StopClass", "Tool", "ToolContext", "tool")
+__all__ = (
+    "FunctionTool",
+    "StopClass",
+    "Tool",
+    "ToolContext",
+    "check_unique_names",
+    "tool",
+)
 
 
 class StopClass(enum.StrEnum):
@@ -158,16 +165,44 @@ class FunctionTool(Tool):
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Call the function with the context and the validated input."""
         result = await self.fn(ctx, **args)
+        if result is None:
+            # A forgotten `return` would otherwise reach the model as the text 'None'.
+            raise ToolFailed(f"tool {self.name} returned None; it must return a string")
         return result if isinstance(result, str) else str(result)
+
+
+def check_unique_names(tools: Sequence[Tool]) -> None:
+    """Refuse a tool set in which two tools share a name, naming only the duplicates.
+
+    Raises:
+        UsageError: a name is used twice.
+    """
+    seen: set[str] = set()
+    twice: list[str] = []
+    for t in tools:
+        if t.name in seen and t.name not in twice:
+            twice.append(t.name)
+        seen.add(t.name)
+    if twice:
+        names = ", ".join(twice)
+        raise UsageError(
+            f"two tools are named {names}; give one of them another name "
+            "(@tool(name=...))"
+        )
 
 
 def _model_from_signature(
     fn: Callable[..., Any], name: str
 ) -> type[pydantic.BaseModel]:
-    hints = typing.get_type_hints(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except NameError as exc:
+        raise UsageError(
+            f"tool {name}: a type hint cannot be resolved ({exc}); import the names "
+            "its hints use at module level"
+        ) from None
     params = list(inspect.signature(fn).parameters.values())
-    if not params:
-        raise UsageError(f"tool {name} must take a ToolContext as first parameter")
+    _check_context_first(params, hints, name)
     fields: dict[str, Any] = {}
     for param in params[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -177,6 +212,34 @@ def _model_from_signature(
         fields[param.name] = (annotation, default)
     config = pydantic.ConfigDict(extra="forbid")
     return pydantic.create_model(f"{name}Input", __config__=config, **fields)
+
+
+def _check_context_first(
+    params: list[inspect.Parameter], hints: Mapping[str, Any], name: str
+) -> None:
+    """Refuse a function whose first parameter is not the context.
+
+    Without this the first input field would silently take the context's place and every
+    call would fail on its input.
+    """
+    fix = f"write `async def {name}(ctx: ToolContext, ...)`"
+    if not params:
+        raise UsageError(f"tool {name} takes no parameters; {fix}")
+    first = params[0]
+    if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+        raise UsageError(f"tool {name}: the first parameter must be the context; {fix}")
+    hint = hints.get(first.name)
+    if hint is None:
+        if first.name in ("ctx", "context"):
+            return
+        shown = first.name
+    elif isinstance(hint, type) and issubclass(hint, ToolContext):
+        return
+    else:
+        shown = f"{first.name}: {getattr(hint, '__name__', hint)}"
+    raise UsageError(
+        f"tool {name}: the first parameter must be the context, not `{shown}`; {fix}"
+    )
 
 
 _Fn = Callable[..., Awaitable[str]]

@@ -20,8 +20,9 @@ from ..errors import UsageError
 from ..host._broker import Broker, Guard, RuleSet, stop_guard
 from ..host._core import HostCore
 from ..host._inprocess import InProcessHost
+from ..host._loadable import check_stdio_loadable
 from ..host._protocol import Approver, HostConnection
-from ..host._tool import StopClass, Tool
+from ..host._tool import StopClass, Tool, check_unique_names
 from ..host.tools import open_mcp_tools, standard_tools
 from ._executor import Executor
 from ._ledger import Ledger
@@ -88,9 +89,9 @@ class Runtime:
         if tools is None:
             tools = standard_tools(self.config, self.problems)
         self.tools = list(tools)
-        names = [t.name for t in self.tools]
-        if len(set(names)) != len(names):
-            raise UsageError(f"two tools share a name: {sorted(names)}")
+        check_unique_names(self.tools)
+        if host == "stdio" and not self._use_defaults:
+            check_stdio_loadable(self.tools)
         self._classes = {t.name: t.stop_class for t in self.tools}
         self.rules = _rules(permissions, self.config)
         self.approver = approver

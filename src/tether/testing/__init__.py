@@ -10,8 +10,11 @@ from ._tools import SlowExtension as SlowExtension
 from ._tools import SlowWrite as SlowWrite
 from ._tools import Stubborn as Stubborn
 from ._tools import Stuck as Stuck
+from ._trees import TREES as TREES
+from ._trees import Tree as Tree
 
 __all__ = (
+    "TREES",
     "Echo",
     "Fail",
     "Hang",
@@ -20,4 +23,5 @@ __all__ = (
     "SlowWrite",
     "Stubborn",
     "Stuck",
+    "Tree",
 )

@@ -1,0 +1,84 @@
+"""`@tool` as a newcomer meets it: wrong shapes are refused when decorated, duplicate
+names are named, and a tool that returns nothing is an error (tether choices)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.host.support import make_ctx
+
+from tether import Runtime, StopClass, ToolContext, tool
+from tether.errors import ToolFailed, UsageError
+from tether.host import FunctionTool
+
+
+def test_a_tool_without_stop_class_is_mutating() -> None:
+    """The default stop class is MUTATING: a stop waits for the real result."""
+
+    @tool
+    async def Touch(ctx: ToolContext, path: str) -> str:
+        return path
+
+    assert Touch.stop_class is StopClass.MUTATING
+
+
+def test_first_parameter_that_is_not_the_context_is_refused_at_decoration() -> None:
+    """`async def Lookup(key: str)` is refused at once, naming the parameter and the fix,
+    instead of every call failing later on its input."""
+    with pytest.raises(UsageError, match=r"Lookup.*not `key: str`.*ctx: ToolContext"):
+
+        @tool
+        async def Lookup(key: str) -> str:
+            return key
+
+
+def test_a_tool_without_parameters_is_refused_at_decoration() -> None:
+    """A function that takes nothing cannot be handed its context."""
+    with pytest.raises(UsageError, match=r"Ping takes no parameters"):
+
+        @tool
+        async def Ping() -> str:
+            return "pong"
+
+
+def test_an_unannotated_ctx_first_parameter_is_accepted() -> None:
+    """`async def f(ctx, key: str)` is the context by its name."""
+
+    @tool
+    async def Lookup(ctx, key: str) -> str:  # type: ignore[no-untyped-def]
+        return key
+
+    assert isinstance(Lookup, FunctionTool)
+    assert list(Lookup.input_schema()["properties"]) == ["key"]
+
+
+async def test_a_tool_that_returns_none_fails_instead_of_printing_none(
+    tmp_path: Path,
+) -> None:
+    """A forgotten `return` ends the call with an error, never the output 'None'."""
+
+    @tool
+    async def Forgetful(ctx: ToolContext) -> str:
+        return None  # type: ignore[return-value]
+
+    with pytest.raises(ToolFailed, match="Forgetful returned None"):
+        await Forgetful.run(make_ctx(tmp_path), {})
+
+
+def test_duplicate_tool_names_name_only_the_duplicate(tmp_path: Path) -> None:
+    """Two tools named Lookup among the built-ins: the error names Lookup, not every tool."""
+    from tether.tools import default_tools
+
+    @tool(name="Read")
+    async def MyRead(ctx: ToolContext) -> str:
+        return ""
+
+    with pytest.raises(UsageError) as caught:
+        Runtime(workspace=tmp_path, tools=[*default_tools(), MyRead])
+    message = str(caught.value)
+    assert "named Read;" in message
+    assert "Bash" not in message
+
+
+pytestmark = pytest.mark.anyio
