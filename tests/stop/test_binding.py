@@ -390,3 +390,37 @@ def test_system_binding_paths_the_guard_protects_for_an_unbound_account(
     assert system_dir / "binding.json" in paths
     assert StopStore.from_setup().binding is None
     assert shutil.which("setpriv"), "these tests need setpriv (util-linux)"
+
+
+@pytest.mark.rule("system-binding")
+def test_system_binding_a_user_namespace_of_the_account_reads_no_clear(
+    system_dir: Path, folder: Path, agent_home: Path
+) -> None:
+    """Run inside a user namespace where the bound account is "root" (`unshare -Ur`),
+    the reader sees root's files owned by the overflow uid: the binding cannot be
+    checked, and the reading holds instead of reading CLEAR."""
+    bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT])
+    _write_record(agent_home, None, AGENT)
+    env = _env(TETHER_HOME=str(agent_home))
+    done = subprocess.run(
+        [
+            "setpriv", f"--reuid={AGENT}", f"--regid={AGENT}", "--clear-groups",
+            "unshare", "-Ur", sys.executable, "-c", _LAUNCH, str(system_dir),
+            "status", "--json",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(
+            "needs an unprivileged user namespace that can run this interpreter: "
+            f"{done.stderr.strip()}"
+        )
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["outcome"] == "HOLD", status

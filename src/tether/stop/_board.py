@@ -27,7 +27,7 @@ from ._setup import (
     setup_path,
 )
 from ._store import StopStore, _ensure_own_store
-from ._system import binding_path
+from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
 
 __all__ = ("KEEP", "Board", "build_board", "choose_setup", "why_not_change")
@@ -163,6 +163,7 @@ def build_board(
             f"{bound.person_uid}'s stop in {bound.folder} whatever this record says; "
             "this record can add a stop, never remove one"
         )
+        more.append(INSTALL_ADVICE)
         reading = store.read()
     elif store is not None and store.holds:
         more += list(store.holds)

@@ -22,6 +22,7 @@ from ._board import why_not_change
 from ._folder import RuleBroken, RuleCheck, open_folder
 from ._setup import SetupRecord, check_folder_path
 from ._system import (
+    INSTALL_ADVICE,
     Binding,
     BindingUnchecked,
     binding_path,
@@ -30,14 +31,7 @@ from ._system import (
     save_binding,
 )
 
-__all__ = ("INSTALL_ADVICE", "SystemBoard", "bind_accounts", "unbind_accounts")
-
-INSTALL_ADVICE = (
-    "a bound account's runs need a system-wide, root-owned install of tether that the "
-    "account cannot write: as root, from a clone of tether, python3 -m venv /opt/tether "
-    "&& /opt/tether/bin/pip install . ; the account then runs /opt/tether/bin/tether"
-)
-"""Which install satisfies a binding; the board and the docs say it."""
+__all__ = ("SystemBoard", "bind_accounts", "unbind_accounts")
 
 
 @attrs.frozen(kw_only=True)

@@ -38,6 +38,7 @@ from ._setup import check_folder_path
 
 __all__ = (
     "BINDING_NAME",
+    "INSTALL_ADVICE",
     "SYSTEM_DIR",
     "Binding",
     "BindingUnchecked",
@@ -53,6 +54,12 @@ SYSTEM_DIR = Path("/etc/tether")
 """Where root records the binding: fixed here, never from the environment."""
 BINDING_NAME = "binding.json"
 """The binding's file name inside the system dir."""
+INSTALL_ADVICE = (
+    "a bound account's runs need a system-wide, root-owned install of tether that the "
+    "account cannot write: as root, from a clone of tether, python3 -m venv /opt/tether "
+    "&& /opt/tether/bin/pip install . ; the account then runs /opt/tether/bin/tether"
+)
+"""Which install satisfies a binding; the board and the docs say it."""
 
 _VERSION = 1
 _MAX_BYTES = 256 * 1024
