@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tether.stop import ReadOutcome, SetupRecord, StopStore
-from tether.stop._read import Place, read_place
+from tether.stop._read import READ_BOUND, Place, read_place
 from tether.stop._setup import save_setup
 
 from ._mounts import fuse_fs, hung_mount
@@ -226,3 +226,30 @@ def attrs_evolve(place: Place, **changes: object) -> Place:
     import attrs
 
     return attrs.evolve(place, **changes)
+
+
+@pytest.mark.root
+@pytest.mark.rule("bounded-read")
+def test_bounded_read_setup_returns_on_a_hung_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Choosing a folder that hangs fails within the bound with a usage error; the board
+    of a record naming it shows a failed check that names what hung."""
+    import tether.stop._board as board_module
+    from tether.errors import UsageError
+    from tether.stop import build_board, choose_setup
+
+    monkeypatch.setattr(board_module, "WRITE_BOUND", BOUND)
+    os.chmod(tmp_path, 0o755)
+    point = tmp_path / "hung"
+    record = SetupRecord(
+        folder=point / "shared", person_uid=os.geteuid(), allow_untrusted_fs=True
+    )
+    with hung_mount(point):
+        start = time.monotonic()
+        with pytest.raises(UsageError, match="did not finish"):
+            choose_setup(folder=point / "other", person_uid=os.geteuid())
+        board = build_board(record)
+        assert time.monotonic() - start < 2 * BOUND + READ_BOUND + MARGIN
+    assert not board.ok
+    assert any("hung at" in check.detail for check in board.checks), board.checks

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
 from ..errors import Refused, StoreError, UsageError
+from ._bounded import Hung, Progress
 from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
-from ._read import Place, ReadOutcome, StopReading, read_place
+from ._mounts import plan
+from ._read import Place, ReadOutcome, StopReading, read_place, within_bound
 from ._setup import (
     SetupRecord,
     check_folder_path,
@@ -31,6 +35,11 @@ from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
 
 __all__ = ("KEEP", "Board", "build_board", "choose_setup", "why_not_change")
+
+T = TypeVar("T")
+
+WRITE_BOUND = 10.0
+"""Seconds setup's own looks at a folder may take where a mount may not answer."""
 
 KEEP = Path("\0keep")
 """Sentinel for `choose_setup(folder=...)`: keep the folder already chosen."""
@@ -104,6 +113,44 @@ def _fs_check(fd: int, record: SetupRecord, notes: list[str]) -> RuleCheck:
     )
 
 
+def _look(folder: Path, uid_dir: Path, fn: Callable[[Progress | None], T]) -> T:
+    """Run `fn` inline on local mounts, else in a worker bounded by `WRITE_BOUND`.
+
+    Raises:
+        Hung: a mount on the way did not answer in time.
+    """
+    mounts = plan(str(folder), str(uid_dir))
+    return within_bound(mounts, (folder, uid_dir, "setup"), fn, bound=WRITE_BOUND)
+
+
+def _rule_checks(
+    record: SetupRecord, more: list[str], progress: Progress | None
+) -> list[RuleCheck]:
+    checks: list[RuleCheck] = []
+    try:
+        folder_fd = open_folder(
+            record.store_dir, record.person_uid, record=checks.append, progress=progress
+        )
+    except RuleBroken:
+        return checks
+    try:
+        checks.append(_fs_check(folder_fd, record, more))
+        try:
+            uid_fd = open_uid_dir(
+                folder_fd, record.store_dir, record.person_uid, progress=progress
+            )
+        except RuleBroken as exc:
+            checks.append(RuleCheck(record.uid_dir, False, str(exc)))
+        else:
+            mode = stat.S_IMODE(os.fstat(uid_fd).st_mode)
+            os.close(uid_fd)
+            detail = f"owned by uid {record.person_uid}, mode {mode:04o}"
+            checks.append(RuleCheck(record.uid_dir, True, detail))
+    finally:
+        os.close(folder_fd)
+    return checks
+
+
 def build_board(
     record: SetupRecord,
     *,
@@ -115,28 +162,15 @@ def build_board(
     For an account a system binding binds, the reading is that of every place it
     honours (the bound one first), and the board says so.
     """
-    checks: list[RuleCheck] = []
     more = list(notes)
     try:
-        folder_fd = open_folder(
-            record.store_dir, record.person_uid, record=checks.append
+        checks = _look(
+            record.store_dir,
+            record.uid_dir,
+            lambda progress: _rule_checks(record, more, progress),
         )
-    except RuleBroken:
-        pass
-    else:
-        try:
-            checks.append(_fs_check(folder_fd, record, more))
-            try:
-                uid_fd = open_uid_dir(folder_fd, record.store_dir, record.person_uid)
-            except RuleBroken as exc:
-                checks.append(RuleCheck(record.uid_dir, False, str(exc)))
-            else:
-                mode = stat.S_IMODE(os.fstat(uid_fd).st_mode)
-                os.close(uid_fd)
-                detail = f"owned by uid {record.person_uid}, mode {mode:04o}"
-                checks.append(RuleCheck(record.uid_dir, True, detail))
-        finally:
-            os.close(folder_fd)
+    except Hung as exc:
+        checks = [RuleCheck(record.store_dir, False, str(exc))]
     cleaners = age_cleaned()
     tended = cleaner_of(record.store_dir, cleaners)
     if tended is not None:
@@ -194,10 +228,10 @@ def why_not_change(record: SetupRecord) -> str | None:
     if reading.outcome is ReadOutcome.STOPPED:
         return f"a stop stands in {record.uid_dir}: run tether lift first"
     try:
-        os.stat(record.uid_dir)
+        _look(record.store_dir, record.uid_dir, lambda _: os.stat(record.uid_dir))
     except FileNotFoundError:
         return None  # no uid directory (never armed, or gone): no stop can stand there
-    except OSError:
+    except (OSError, Hung):
         pass
     # Cannot verify is not "no stop": a stop that cannot be seen may still stand.
     return (
@@ -208,6 +242,13 @@ def why_not_change(record: SetupRecord) -> str | None:
 
 def _arm(record: SetupRecord) -> list[str]:
     """Make `<folder>/<uid>/` with mode 0755 for the person's own account."""
+    try:
+        return _look(record.store_dir, record.uid_dir, lambda _: _arm_now(record))
+    except Hung as exc:
+        return [f"{record.uid_dir} was not made: {exc}"]
+
+
+def _arm_now(record: SetupRecord) -> list[str]:
     if record.folder is None:
         _ensure_own_store(record.person_uid)
     try:
@@ -266,9 +307,17 @@ def choose_setup(
         chosen = None
     else:
         given = Path(os.path.abspath(folder))
-        real = Path(os.path.realpath(given))
+
+        def look(_: Progress | None) -> tuple[Path, os.stat_result]:
+            real = Path(os.path.realpath(given))
+            return real, os.stat(real)
+
         try:
-            st = os.stat(real)
+            real, st = _look(given, given / str(person_uid), look)
+        except Hung as exc:
+            raise UsageError(
+                f"the shared folder {given} cannot be used: {exc}"
+            ) from None
         except OSError as exc:
             raise UsageError(
                 f"the shared folder {given} cannot be used ({exc.strerror}); "
