@@ -6,10 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether.stop import protected_paths
 
@@ -199,3 +202,44 @@ def test_printed_hook_blocks_every_call_when_tether_is_missing(tmp_path: Path) -
         check=False,
     )
     assert live.returncode == 0, live.stderr
+
+
+def test_hook_blocks_a_4_mb_command_in_time(workspace: Path) -> None:
+    """A 4 MB `tether lift; echo a*a*…` is blocked long before a host stops waiting
+    (regression: judging it took 828 s, so the host let it run)."""
+    command = "tether lift; echo " + "a*" * (2 * 1024 * 1024 - 400)
+    payload = event("Bash", {"command": command}, workspace)
+    assert len(payload) <= 4 * 1024 * 1024
+    started = time.monotonic()
+    done = run_hook(payload, cwd=workspace)
+    assert time.monotonic() - started < 10  # a process start on a loaded machine
+    assert done.returncode == 2, done.stderr
+    assert b"tether lift" in done.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    raw=st.one_of(
+        st.binary(max_size=2000),
+        st.text()
+        .map(lambda c: json.dumps({"tool_name": "Bash", "tool_input": {"command": c}}))
+        .map(str.encode),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+            ),
+            max_leaves=20,
+        ).map(
+            lambda v: json.dumps({"tool_name": "mcp__x__y", "tool_input": v}).encode()
+        ),
+    )
+)
+def test_every_hook_input_gets_an_answer(raw: bytes) -> None:
+    """Any bytes on stdin are answered: allowed (None) or blocked with a reason; the
+    judge never raises (the command would exit 1, which lets the call through)."""
+    from tether.cli.guard import _judge_claude_event
+
+    answer = _judge_claude_event(raw)
+    assert answer is None or answer.startswith("tether guard")

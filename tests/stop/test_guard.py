@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from tether.errors import ErrorCode, GuardRefused
 from tether.host import StopClass, ToolContext
 from tether.host import tool as make_tool
-from tether.stop._guard import GuardVerdict, guard_tool_call
+from tether.stop._guard import GuardVerdict, StopGuard, guard_tool_call
 
 
 @attrs.frozen
@@ -41,7 +42,16 @@ class World:
         return {"HOME": str(self.home), "PATH": "/usr/bin:/bin"}
 
     def fill(self, text: str) -> str:
-        for name in ("folder", "stop_dir", "other", "home", "setup", "ws", "link"):
+        for name in (
+            "root",
+            "folder",
+            "stop_dir",
+            "other",
+            "home",
+            "setup",
+            "ws",
+            "link",
+        ):
             text = text.replace(f"@{name.upper()}@", str(getattr(self, name)))
         return text
 
@@ -287,6 +297,74 @@ GUARD_TABLE = [
     ),
     bash("tar -C @FOLDER@ -xf backup.tar", "@FOLDER@", id="refuse-extract-into-folder"),
     bash("echo x > @STOP_DIR@//./stop", "@STOP_DIR@/stop", id="refuse-odd-spelling"),
+    # -- forms that hide a verb or a path (issue: the truth under attack, 5(d)) ----------
+    bash('c="tether lift"; $c', "tether lift", id="refuse-word-split-variable"),
+    bash('x="rm -f @STOP_DIR@/stop"; $x', "@STOP_DIR@/stop", id="refuse-split-rm"),
+    bash("tether l{i,o}ft", "tether lift", id="refuse-brace-verb"),
+    bash("{tether,stop}", "tether stop", id="refuse-brace-program"),
+    bash("rm -f @FOLDER@/{1000,x}/stop", "@STOP_DIR@/stop", id="refuse-brace-path"),
+    bash("tether l?ft", "tether lift", id="refuse-glob-verb"),
+    bash("/usr/bin/teth* st*p", "tether stop", id="refuse-glob-program"),
+    bash("HOME=@FOLDER@; rm ~/1000/stop", "@STOP_DIR@/stop", id="refuse-home-rebound"),
+    bash("CDPATH=@FOLDER@ cd 1000 && rm stop", "run time", id="refuse-cdpath"),
+    bash("alias t=tether; t lift", "tether lift", id="refuse-inline-alias"),
+    bash('f() { tether "$1"; }; f lift', "tether", id="refuse-inline-function"),
+    bash("function g { rm -rf @STOP_DIR@; }", "@STOP_DIR@", id="refuse-function-kw"),
+    bash("a=V; V=lift; tether ${!a}", "tether lift", id="refuse-indirect-expansion"),
+    bash("$'\\x74ether' lift", "tether lift", id="refuse-ansi-c-hex"),
+    bash("tether $'\\163top'", "tether stop", id="refuse-ansi-c-octal-verb"),
+    bash("rbash -c 'tether stop'", "tether stop", id="refuse-rbash"),
+    bash("strace -f -o /tmp/log tether lift", "tether lift", id="refuse-strace"),
+    bash("taskset -c 0 tether stop", "tether stop", id="refuse-taskset"),
+    bash("parallel tether ::: lift", "tether lift", id="refuse-parallel"),
+    bash("git -c alias.x='!tether lift' x", "tether lift", id="refuse-git-alias"),
+    bash("frob --now tether setup", "tether setup", id="refuse-unknown-given-verb"),
+    bash(
+        """/usr/bin/../bin/python3 -c 'import os; os.remove("@FOLDER@/../tether/1000/stop")'""",
+        "@FOLDER@",
+        id="refuse-interpreter-dotdot-path",
+    ),
+    bash(
+        """python3 -c 'open("@FOLDER@//1000/./stop", "w")'""",
+        "@FOLDER@",
+        id="refuse-interpreter-double-slash-path",
+    ),
+    bash(
+        "ln -s / r && rm -f r@STOP_DIR@/stop",
+        "@STOP_DIR@/stop",
+        id="refuse-symlink-made-earlier",
+    ),
+    bash("mv --exchange @WS@/notes.txt @FOLDER@", "@FOLDER@", id="refuse-mv-exchange"),
+    bash("rm -rf @ROOT@/srv", "@ROOT@/srv", id="refuse-rm-two-levels-up"),
+    bash("git -C @ROOT@/srv clean -fdx", "@ROOT@/srv", id="refuse-git-two-levels-up"),
+    bash(
+        """python3 -c 'import shutil; shutil.rmtree("@ROOT@/srv")'""",
+        "@ROOT@/srv",
+        id="refuse-code-two-levels-up",
+    ),
+    bash("rsync -a build/ @ROOT@/srv/", "@ROOT@/srv", id="refuse-rsync-contents-up"),
+    bash("bash /dev/stdin <<< 'tether lift'", "tether lift", id="refuse-stdin-file"),
+    bash("sed 's/x/tether lift/e' notes.txt", "tether", id="refuse-sed-e-verb"),
+    bash(
+        """python3 -c 'import subprocess; subprocess.run(["tether", "stop"])'""",
+        "stop",
+        id="refuse-python-subprocess-verb",
+    ),
+    bash("at now <<< 'tether lift'", "tether", id="refuse-at-here-string"),
+    ok('f=$(mktemp); echo x > "$f"; rm -f "$f"', id="allow-mktemp-file"),
+    ok('d=$(mktemp -d) && cp notes.txt "$d/" && rm -rf "$d"', id="allow-mktemp-dir"),
+    ok("rm @LINK@", id="allow-rm-symlink-itself"),
+    ok("ln -s /usr/bin/python3 py && rm py", id="allow-rm-unrelated-symlink"),
+    ok("sed -n '/tether stop/p' notes.txt", id="allow-sed-mentioning-verb"),
+    ok("""python3 -c 'print("run tether stop to halt")'""", id="allow-print-verb"),
+    ok("""awk '{print "tether lift"}' notes.txt""", id="allow-awk-print-verb"),
+    ok("cat > notes.md <<'EOF'\nUse tether stop to halt.\nEOF", id="allow-heredoc-doc"),
+    ok(
+        "git commit -m \"$(cat <<'EOF'\ndocs: tether lift explained\nEOF\n)\"",
+        id="allow-commit-message-heredoc",
+    ),
+    ok("python3 - <<'EOF'\nprint('tether stop')\nEOF", id="allow-python-heredoc-print"),
+    ok("ssh build-host tether stop", id="allow-remote-stop"),
     # -- file tools and other tools ------------------------------------------------------
     tool(
         "Write",
@@ -619,3 +697,96 @@ def test_the_runtime_guard_finds_the_protected_paths_once(world: World) -> None:
     assert check(Put, {"path": str(world.stop_dir / "stop")}, world.ws) is not None
     assert check(Put, {"path": str(world.ws / "x")}, world.ws) is None
     assert looked == [1]
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        pytest.param("echo __TETHER_STASH_99__", True, id="old-sentinel-stash"),
+        pytest.param("echo __TETHER_LITERAL_ff__", True, id="old-sentinel-literal"),
+        pytest.param("echo ${__TETHER_OPAQUE__} \0heredoc-0", True, id="markers"),
+        pytest.param("rm -f @FOLDER@/*/..", False, id="glob-normalised-away"),
+        pytest.param(";>" * 500 + "&", True, id="operator-run"),
+        pytest.param("echo " + "$(" * 5000 + "x" + ")" * 5000, False, id="deep-dollar"),
+        pytest.param('echo "' + '$("' * 3000, False, id="deep-open-quotes"),
+        pytest.param("echo `" + "\\`" * 5000, True, id="backtick-escapes"),
+        pytest.param("cat <<", True, id="heredoc-without-name"),
+        pytest.param("echo $'\\x'", True, id="ansi-c-bare-escape"),
+        pytest.param("echo $'\\U0010ffff\\777\\c'", True, id="ansi-c-edges"),
+    ],
+)
+def test_inputs_that_crashed_the_guard_get_an_answer(
+    world: World, command: str, allowed: bool
+) -> None:
+    """Text that looks like the parser's own markers, nesting past any stack, broken
+    escapes: each gets a verdict of its own, never "the guard could not judge"
+    (regression: StopIteration, IndexError, RecursionError)."""
+    verdict = judge(world, "Bash", {"command": command})
+    assert verdict.allowed is allowed, verdict.reason
+    assert "could not judge" not in verdict.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param("tether lift; echo " + "a*" * 2_000_000, id="4MB-glob-word"),
+        pytest.param("rm " + "a*" * 2_000_000 + "; tether stop", id="4MB-rm-glob"),
+        pytest.param("a;" * 1_000_000, id="2MB-of-commands"),
+        pytest.param("echo " + "$(a)" * 200_000, id="200k-substitutions"),
+        pytest.param("echo " + "'a'" * 1_000_000, id="1M-quoted-pieces"),
+        pytest.param("echo " + "$a" * 1_000_000, id="1M-variables"),
+        pytest.param("python3 -c '" + "tether " * 500_000 + "'", id="long-code"),
+    ],
+)
+def test_a_huge_command_is_answered_within_the_bound_and_refused_when_capped(
+    world: World, command: str
+) -> None:
+    """A hook that takes longer than its host waits lets the call run (regression: a
+    4 MB `tether lift; echo a*a*…` took 828 s). Every command is answered within the
+    guard's bound (0.2 s here, with a wide margin for a loaded machine), and a
+    judgment cut by the bound refuses."""
+    guard = StopGuard(world.protected, environ=world.environ, time_limit=0.2)
+    started = time.monotonic()
+    verdict = guard.judge("Bash", {"command": command}, cwd=world.ws)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5, elapsed
+    assert not verdict.allowed or "tether" not in command
+
+
+@pytest.mark.rule("guard-table")
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    text=st.one_of(
+        st.text(),
+        st.text(alphabet=st.sampled_from(list("$(){}[]'\"`\\;&|<> \n\t*?!~#=-/.ab"))),
+        st.lists(
+            st.sampled_from(
+                [
+                    *("tether", "stop", "lift", "rm", "$(", ")", "<<EOF", "\nEOF", "'"),
+                    *('"', "`", "${", "}", "{a,b}", "$'\\x74'", "@STOP_DIR@", "~"),
+                    *("..", "|", ";", "&&", "sh -c", "python3 -c", "eval", "alias x="),
+                    *("f()", " "),
+                ]
+            )
+        ).map("".join),
+    )
+)
+def test_any_text_gets_a_verdict_within_the_bound(
+    shared_world: World, text: str
+) -> None:
+    """Whatever the command text, the guard answers (allowed, or refused with a reason)
+    within its bound: "cannot tell" is a refusal, never a crash."""
+    guard = StopGuard(
+        shared_world.protected, environ=shared_world.environ, time_limit=0.2
+    )
+    started = time.monotonic()
+    verdict = guard.judge(
+        "Bash", {"command": shared_world.fill(text)}, cwd=shared_world.ws
+    )
+    assert time.monotonic() - started < 1.5
+    assert verdict.allowed or verdict.reason
+    assert "could not judge" not in verdict.reason, verdict.reason

@@ -20,6 +20,7 @@ import posixpath
 import re
 import shlex
 import sys
+import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ import attrs
 from ..errors import GuardRefused
 from ._effects import Effect, command_effects
 from ._programs import UNKNOWN, words
+from ._shell import ShellTooComplex
 
 __all__ = ("GuardVerdict", "StopGuard", "guard_tool_call")
 
@@ -49,13 +51,13 @@ _TETHER_WORD = re.compile(r"(?<![\w-])tether(?![\w-])")
 _VERB_WORD = re.compile(r"(?<![\w.-])(stop|lift|setup)(?![\w.-])")
 _CASE_INSENSITIVE = sys.platform == "darwin"
 _MAX_SCAN_DEPTH = 6
-
-
-_CODE_SINK = re.compile(
-    r"/dev/stdin|/dev/fd/|/proc/self/fd/|<\(|<<|\bsource\b|(?:^|[;&|(]\s*)\.\s"
-    r"|\beval\b|\b(?:at|batch|crontab|systemd-run)\b"
-)
-"""Ways to run code the command text does not show as a command of its own."""
+_TIME_LIMIT = 0.5
+"""Seconds a command may take to judge; past it the guard refuses. A host waits for a
+hook only so long before it lets the call run, so a judgment never runs unbounded."""
+_LONG_WORD = 4096
+"""Words longer than this are judged by their start, never matched as a pattern."""
+_PATH_IN_CODE = re.compile(r"(?:~|\$\{?HOME\}?)?/[^\s'\"`;,()<>|&{}\[\]]*")
+"""A path spelled in inline code (`open("/srv/x/../tether/1/stop")`)."""
 
 
 @attrs.frozen
@@ -124,10 +126,18 @@ class StopGuard:
     """
 
     def __init__(
-        self, protected: Sequence[Path], *, environ: Mapping[str, str] | None = None
+        self,
+        protected: Sequence[Path],
+        *,
+        environ: Mapping[str, str] | None = None,
+        time_limit: float = _TIME_LIMIT,
     ) -> None:
-        """Resolve `protected` (relative paths from this process's directory)."""
+        """Resolve `protected` (relative paths from this process's directory).
+
+        `time_limit`: seconds one command may take to judge; past it, it is refused.
+        """
         env = dict(os.environ if environ is None else environ)
+        self._time_limit = time_limit
         self._kinds: dict[str, str] = {}
         self._broken = ""
         """Why the paths could not be resolved; every call is then refused."""
@@ -157,7 +167,8 @@ class StopGuard:
                     return _ALLOWED  # reading a stop is allowed (spec 02)
                 if not self._guard.entries:
                     return _ALLOWED
-            self._guard.at(cwd).check(tool_name, key, tool_input, mutating)
+            deadline = time.monotonic() + self._time_limit
+            self._guard.at(cwd, deadline).check(tool_name, key, tool_input, mutating)
         except _Refusal as refusal:
             return GuardVerdict(allowed=False, reason=str(refusal))
         except Exception as exc:  # fail closed: a crashing guard lets no call by
@@ -177,12 +188,23 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _identity(path: str) -> tuple[int, int] | None:
+def _identity(path: str, *, follow: bool = True) -> tuple[int, int] | None:
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=follow)
     except (OSError, ValueError):
         return None
     return (st.st_dev, st.st_ino)
+
+
+def _link_forms(path: str) -> tuple[str, ...]:
+    """Like `_forms`, but a link at the end stays itself: only its folder resolves."""
+    lexical = posixpath.normpath(path)
+    folder, name = posixpath.split(lexical)
+    try:
+        real = posixpath.join(os.path.realpath(folder), name)
+    except (OSError, ValueError):
+        real = lexical
+    return tuple(dict.fromkeys((_norm(lexical), _norm(real))))
 
 
 def _forms(path: str) -> tuple[str, ...]:
@@ -225,6 +247,7 @@ class _Guard:
         self.environ = environ
         self.home = environ.get("HOME") or os.path.expanduser("~")
         self.cwd = os.getcwd()
+        self.deadline: float | None = None
         self.entries = [self._entry(p) for p in protected]
         exact: dict[str, str] = {}
         broad: dict[str, str] = {}
@@ -236,6 +259,10 @@ class _Guard:
                 if spelling not in (self.home, "/"):
                     broad[spelling] = entry.label
         broad.update(exact)
+        self.tops = tuple(
+            {"/" + form.split("/")[1] for entry in self.entries for form in entry.forms}
+        )
+        """The first component of every protected path: `/srv`, `/home`, `/tmp`."""
         self.exact = exact
         self.broad = broad
         self.exact_re = self._alternation(exact)
@@ -279,9 +306,10 @@ class _Guard:
         flags = re.IGNORECASE if _CASE_INSENSITIVE else 0
         return re.compile(rf"(?<![\w.-])(?:{body})(?![\w.-])", flags)
 
-    def at(self, cwd: Path) -> _Guard:
-        """This guard, judging relative paths from `cwd`."""
+    def at(self, cwd: Path, deadline: float | None = None) -> _Guard:
+        """This guard, judging relative paths from `cwd`, done by `deadline`."""
         view = copy.copy(self)
+        view.deadline = deadline
         view.cwd = posixpath.normpath(
             os.path.join(os.getcwd(), os.path.expanduser(cwd))
         )
@@ -356,16 +384,27 @@ class _Guard:
     # -- Bash ----------------------------------------------------------------------------
 
     def check_command(self, command: str) -> None:
-        effects = command_effects(
-            command, cwd=self.cwd, home=self.home, environ=self.environ
-        )
+        try:
+            effects = command_effects(
+                command,
+                cwd=self.cwd,
+                home=self.home,
+                environ=self.environ,
+                deadline=self.deadline,
+            )
+        except (ShellTooComplex, RecursionError, MemoryError) as exc:
+            raise _Refusal(
+                f"the guard cannot tell what this command does ({exc}); it refuses "
+                "what it cannot judge: split the command into smaller ones"
+            ) from None
         for effect in effects:
             if effect.kind == "tether":
                 self._tether(effect)
-            elif effect.kind in ("write", "remove", "mention"):
+            elif effect.kind in ("write", "remove", "unlink", "mention"):
                 self._path_effect(effect)
             elif effect.kind == "code":
-                self._names(effect.value, effect.how, broad=True)
+                self._names(effect.value, effect.how, broad=True, verbs=effect.runs)
+                self._paths_in_code(effect)
                 for entry in self.entries:
                     if effect.cwd is not None and any(
                         _under(_norm(effect.cwd), form) for form in entry.forms
@@ -380,14 +419,44 @@ class _Guard:
                     else f"runs code the guard cannot see ({effect.how})"
                 )
                 self._names(effect.value, f"the command {what}, and it", broad=True)
-        if _CODE_SINK.search(command):
-            # Code fed through stdin, a here-string, a process substitution, `source`,
-            # `eval` or a scheduler is not parsed: refuse when its text names a stop.
-            self._names(
-                command,
-                "the command feeds code the guard cannot see, and it",
-                broad=True,
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            # A judgment that overran its bound is not trusted: the host may have
+            # given up waiting, and the next such command may take longer still.
+            raise _Refusal(
+                "the guard cannot tell what this command does in the time it has; it "
+                "refuses what it cannot judge: split the command into smaller ones"
             )
+
+    def _paths_in_code(self, effect: Effect) -> None:
+        """Paths in inline code, spelled oddly (`..`, `//`, `/./`) or naming a folder
+        above a stop: normalised and judged as named."""
+        if not self.entries:
+            return
+        seen: set[str] = set()
+        for count, found in enumerate(_PATH_IN_CODE.finditer(effect.value)):
+            if not count & 255 and self.deadline and time.monotonic() > self.deadline:
+                raise _Refusal(
+                    f"{effect.how} names more paths than the guard can judge in time; "
+                    "it refuses what it cannot judge"
+                )
+            spelled = found.group(0)
+            path = re.sub(r"^(?:~|\$\{?HOME\}?)(?=/)", lambda _: self.home, spelled)
+            path = posixpath.normpath(path)
+            # Only a path that starts where a protected path starts can reach one.
+            if len(path) > _LONG_WORD or path in seen or not path.startswith(self.tops):
+                continue
+            seen.add(path)
+            for hit in self.concrete(path):
+                if hit.kind == "inside" or self._guarded_ancestor(hit.path):
+                    raise _Refusal(
+                        f"{effect.how} names {spelled}, {self._where(hit)}; "
+                        "the guard cannot tell whether it writes there"
+                    )
+
+    def _guarded_ancestor(self, path: str) -> bool:
+        """A folder above a stop path that naming counts as reaching it: any but `/`
+        and the home folder (commands name those all the time)."""
+        return path not in ("/", _norm(self.home), _norm(os.path.realpath(self.home)))
 
     def _tether(self, effect: Effect) -> None:
         verb = effect.value
@@ -404,7 +473,14 @@ class _Guard:
 
     def _names(self, text: str, what: str, *, broad: bool, verbs: bool = True) -> None:
         pattern = self.broad_re if broad else self.exact_re
-        found = pattern.search(text) if pattern is not None else None
+        spellings = self.broad if broad else self.exact
+        found = None
+        # Substring tests first: a regular expression with look-arounds tries every
+        # position, which costs seconds on a command of megabytes.
+        if pattern is not None and (
+            _CASE_INSENSITIVE or any(spelling in text for spelling in spellings)
+        ):
+            found = pattern.search(text)
         if found is not None:
             spelling = found.group(0)
             key = spelling.casefold() if _CASE_INSENSITIVE else spelling
@@ -414,7 +490,13 @@ class _Guard:
             raise _Refusal(
                 f"{what} names {spelling}, the folder of the protected path {label}"
             )
-        if verbs and _TETHER_WORD.search(text) and (verb := _VERB_WORD.search(text)):
+        if (
+            verbs
+            and "tether" in text
+            and any(verb in text for verb in _VERBS)
+            and _TETHER_WORD.search(text)
+            and (verb := _VERB_WORD.search(text))
+        ):
             raise _Refusal(
                 f"{what} mentions `tether` and `{verb.group(1)}`: stop, lift and setup "
                 "are the person's acts"
@@ -422,13 +504,14 @@ class _Guard:
 
     def _path_effect(self, effect: Effect) -> None:
         shown = effect.value.replace(UNKNOWN, "…")
-        for hit in self.relate(effect.value, effect.cwd):
+        follow = effect.kind != "unlink"
+        for hit in self.relate(effect.value, effect.cwd, follow=follow):
             if effect.kind == "mention" and (hit.maybe and not hit.anchored):
                 continue
             if effect.kind == "mention" and hit.kind == "ancestor":
-                # The folder right above a stop path (`tar -C`, `git -C` there) is in
-                # doubt; a mention of `~` or `/` is not.
-                if hit.maybe or posixpath.dirname(_norm(hit.label)) != hit.path:
+                # A folder above a stop path (`tar -C`, `git -C`, `rsync` there) is in
+                # doubt, however many levels up; a mention of `~` or `/` is not.
+                if hit.maybe or not self._guarded_ancestor(hit.path):
                     continue
                 raise _Refusal(
                     f"{effect.how} names {hit.path}, {self._where(hit)}; "
@@ -450,7 +533,7 @@ class _Guard:
                     f"{effect.how} names {hit.path}, {self._where(hit)}; "
                     "the guard cannot tell whether it writes there"
                 )
-            verb = "remove or change" if effect.kind == "remove" else "change"
+            verb = "change" if effect.kind == "write" else "remove or change"
             raise _Refusal(f"{effect.how} would {verb} {hit.path}, {self._where(hit)}")
         if effect.kind == "mention":
             self._names(effect.value, effect.how, broad=False, verbs=False)
@@ -471,10 +554,16 @@ class _Guard:
 
     # -- paths -----------------------------------------------------------------------------
 
-    def relate(self, value: str, cwd: str | None) -> list[_Hit]:
-        """How an expanded word relates to the protected paths."""
+    def relate(self, value: str, cwd: str | None, *, follow: bool = True) -> list[_Hit]:
+        """How an expanded word relates to the protected paths.
+
+        `follow`: a symbolic link at the end of the path is judged by what it points
+        to; without, by its own name (`rm link` removes the link only).
+        """
         if not self.entries:
             return []
+        if len(value) > _LONG_WORD:
+            value = value[:_LONG_WORD] + UNKNOWN
         brace = "{" in value and ("," in value or ".." in value)
         special = UNKNOWN in value or brace or any(c in value for c in _GLOB_CHARS)
         if not value.startswith("/"):
@@ -483,14 +572,14 @@ class _Guard:
                 return [_Hit("inside", value, label, maybe=True, anchored=False)]
             value = posixpath.join(cwd, value)
         if not special:
-            return self.concrete(value)
+            return self.concrete(value, follow=follow)
         if UNKNOWN in value or brace or "**" in value:
             return self._prefix(value)
         return self._glob(value)
 
-    def concrete(self, path: str) -> list[_Hit]:
+    def concrete(self, path: str, *, follow: bool = True) -> list[_Hit]:
         hits: list[_Hit] = []
-        forms = _forms(path)
+        forms = _forms(path) if follow else _link_forms(path)
         for entry in self.entries:
             for form in forms:
                 for protected in entry.forms:
@@ -505,7 +594,7 @@ class _Guard:
         for entry in self.entries:
             probe = real
             while True:
-                identity = _identity(probe)
+                identity = _identity(probe, follow=follow or probe != real)
                 if identity is not None and identity == entry.identity:
                     return [_Hit("inside", real, entry.label)]
                 if probe == real and identity is not None and identity in entry.above:
@@ -518,7 +607,11 @@ class _Guard:
     def _glob(self, pattern: str) -> list[_Hit]:
         """Could the glob expand to a protected path, something in it, or above it?"""
         parts = [p for p in posixpath.normpath(_norm(pattern)).split("/") if p]
-        first = next(i for i, p in enumerate(parts) if any(c in p for c in _GLOB_CHARS))
+        first = next(
+            (i for i, p in enumerate(parts) if any(c in p for c in _GLOB_CHARS)), None
+        )
+        if first is None:  # `x/*/..`: the pattern normalised away
+            return self.concrete(posixpath.normpath(pattern))
         literal = "/" + "/".join(parts[:first])
         hits: list[_Hit] = []
         for entry in self.entries:

@@ -24,7 +24,9 @@ __all__ = (
     "PROGRAMS",
     "READERS",
     "SHELLS",
+    "SHELL_KEYWORDS",
     "UNKNOWN",
+    "WRAPPERS",
     "EffectKind",
     "Lang",
     "Options",
@@ -40,12 +42,14 @@ UNKNOWN = "\0"
 """Marks, inside an expanded word, a part only the shell knows when the command runs."""
 
 EffectKind = Literal[
-    "write", "remove", "mention", "code", "opaque", "tether", "unparsed"
+    "write", "remove", "unlink", "mention", "code", "opaque", "tether", "unparsed"
 ]
 """What an effect is.
 
 - `write`: a path the command creates or changes.
 - `remove`: a path it removes, moves away or re-permissions (its ancestors count too).
+- `unlink`: a name it removes or moves away without following it (`rm`, `mv` of a
+  symbolic link removes the link, not what it points to).
 - `mention`: an argument of a program whose effect is unknown.
 - `code`: inline code an interpreter runs (`python -c`, `perl -e`, a sed script).
 - `opaque`: code that cannot be seen before it runs; the value is the whole command.
@@ -60,8 +64,14 @@ class Sink(Protocol):
     def path(self, kind: EffectKind, word: str, how: str) -> None:
         """Report a raw word used as a path; the sink expands it."""
 
-    def emit(self, kind: EffectKind, value: str, how: str) -> None:
-        """Report a value as it is (code, for instance)."""
+    def emit(
+        self, kind: EffectKind, value: str, how: str, *, runs: bool = True
+    ) -> None:
+        """Report a value as it is (code, for instance); `runs`: the code can start
+        programs (a `sed` script without `e` cannot)."""
+
+    def link(self, target: str, name: str) -> None:
+        """Report a symbolic link `name` made to `target` (raw words)."""
 
     def run(self, command: list[str]) -> None:
         """Walk a command this program runs (`find -exec`)."""
@@ -202,7 +212,7 @@ def lang_of(base: str) -> str | None:
     return name if name in LANGS else None
 
 
-SHELLS = words("sh bash dash zsh ksh mksh ash fish")
+SHELLS = words("sh bash dash zsh ksh mksh ash fish rbash rzsh rksh yash posh csh tcsh")
 """Shells: `-c` takes code; without arguments they read code on stdin."""
 
 READERS = words(
@@ -218,6 +228,26 @@ READERS = words(
 )
 """Programs that only read their arguments (their redirections are still judged)."""
 
+SHELL_KEYWORDS = words(
+    "if then else elif while until do ! { } fi done esac coproc time"
+)
+"""Reserved words that the command after them follows."""
+
+WRAPPERS = words(
+    "sudo doas env nohup builtin unbuffer busybox setsid nice ionice stdbuf exec "
+    "command timeout xargs watch su runuser flock uv uvx poetry pipx hatch pdm strace "
+    "ltrace taskset chrt numactl nsenter unshare chroot firejail fakeroot proot "
+    "parallel caffeinate torsocks proxychains proxychains4 systemd-run schroot bwrap "
+    "cgexec trickle valgrind gdb nocache eatmydata chpst sg catchsegv xvfb-run "
+    "dbus-run-session ssh-agent script"
+)
+"""Programs that run a command given in their arguments: the one wrapper table.
+
+The guard knows the option shapes of some (`sudo`, `env`, `timeout`, ...) and tries
+every later position for the rest; the permission rules try every later position for
+all of them. Either way, trying more positions only refuses or asks more.
+"""
+
 _Handler = Callable[[Sink, str, list[str]], None]
 
 
@@ -228,7 +258,9 @@ def _targets(kind: EffectKind, with_value: str) -> _Handler:
     def handle(sink: Sink, base: str, args: list[str]) -> None:
         _, positionals = options(args, table, permute=True)
         for word in positionals:
-            sink.path(kind, word, f"`{base}`")
+            # `rm link/` goes through the link: judged as the directory it names.
+            shown = "remove" if kind == "unlink" and word.endswith("/") else kind
+            sink.path(shown, word, f"`{base}`")
 
     return handle
 
@@ -277,18 +309,34 @@ def _copy(sink: Sink, base: str, args: list[str]) -> None:
         dest, sources = None, positionals
     if base == "mv" or has(found, "--remove-source-files"):
         for word in sources:
-            sink.path("remove", word, f"`{base}` (source)")
+            sink.path(
+                "unlink" if base == "mv" else "remove", word, f"`{base}` (source)"
+            )
     elif base == "ln":
         for word in sources:
             # A new name for a stop path hides later writes through it from the guard.
             sink.path("mention", word, f"`{base}` (link target)")
     if dest is None:
         return
-    deletes = any(flag.startswith("--delete") for flag, _ in found)
+    # `mv --exchange a b` swaps the two: b is moved away as much as a is. A copy of a
+    # folder's contents (`rsync -a x/ d`, `cp -r x/. d`) lands anywhere under `d`.
+    deletes = (
+        any(flag.startswith("--delete") for flag, _ in found)
+        or (base == "mv" and has(found, "--exchange"))
+        or any(
+            w.endswith("/.") or (base == "rsync" and w.endswith("/")) for w in sources
+        )
+    )
     sink.path("remove" if deletes else "write", dest, f"`{base}` (destination)")
     if not has(found, "-T", "--no-target-directory"):
         for word in sources:
             sink.path("write", _into(dest, word), f"`{base}` (destination)")
+    if base == "ln" and has(found, "-s", "--symbolic"):
+        for (
+            word
+        ) in sources:  # later words that go through the new link reach its target
+            sink.link(word, dest)
+            sink.link(word, _into(dest, word))
 
 
 _PERMISSION_FLAGS = re.compile(r"-[RcfvhHLPV]+")
@@ -344,6 +392,7 @@ def _uniq(sink: Sink, base: str, args: list[str]) -> None:
         sink.path("write", positionals[1], "`uniq` (output)")
 
 
+_SED_RUNS = re.compile(r"(?:^|[;{}\n]|[0-9$/])\s*e\b|/[gpiImMw0-9]*e")
 _SED_INPLACE = re.compile(r"-[nErsuz]*i.*|--in-place(=.*)?")
 
 
@@ -360,7 +409,11 @@ def _sed(sink: Sink, base: str, args: list[str]) -> None:
             script = positionals.pop(0)
         scripts.append(script)
     for script in scripts:
-        sink.emit("code", script, "a `sed` script")  # `w file` and `e cmd` live here
+        # `w file` and `e cmd` live here; only `e` (a command or the `s///e` flag) runs
+        # programs, so a script that merely mentions `tether stop` does not.
+        sink.emit(
+            "code", script, "a `sed` script", runs=_SED_RUNS.search(script) is not None
+        )
     for word in positionals:
         sink.path(
             "write" if inplace else "mention", word, "`sed -i`" if inplace else "`sed`"
@@ -401,9 +454,9 @@ def _find(sink: Sink, base: str, args: list[str]) -> None:
 
 
 PROGRAMS: dict[str, _Handler] = {
-    "rm": _targets("remove", "--interactive"),
+    "rm": _targets("unlink", "--interactive"),
     "rmdir": _targets("remove", ""),
-    "unlink": _targets("remove", ""),
+    "unlink": _targets("unlink", ""),
     "shred": _targets("remove", "-n -s --iterations --size --random-source"),
     "setfacl": _targets(
         "remove",

@@ -1,48 +1,69 @@
-"""Bash command text, split the way the shell would split it, for the guard.
+"""Bash command text, split the way the shell would split it: the one shell model.
 
-The job: turn one command string into simple commands (words, redirections, whether stdin
-is a pipe, here-document bodies) and the code of every command substitution in it. It
-knows shell syntax only; what a program does with its words is `_effects`' job, and which
-paths matter is `_guard`'s.
+The job: turn one command string into simple commands (words after quote removal,
+redirections, whether stdin is a pipe, here-document bodies) and the code of every
+command substitution in it. It knows shell syntax only; what a program does with its
+words is `_effects`' job (the guard) and `tether.host._rules`' (the permission rules),
+and both read commands through this module, so one command is never split two ways.
 
-`shlex` does quoting, escapes and word splitting. Done by hand, because `shlex` does not
-know them: command and process substitution (`$(...)`, backticks, `<(...)`), `$'...'`,
-here-documents, comments and newlines as separators (`shlex` would end a comment in the
-middle of a word and join lines), file-descriptor prefixes (`2>`: `shlex` makes `2` a
-word), quoted or escaped operator characters (`\\;` after `find -exec` must stay a word,
-`shlex` returns it as a bare `;`), and splitting a run of operator characters (`;>`) into
-Bash's operators. Long strings are kept out of `shlex`, which builds each word one
-character at a time by concatenation (quadratic: a 1 MB word took 13 s); they travel as
-short keys and are put back into the words after the split.
+Written by hand, as one linear pass. Evaluated against it (2026-11-30, numbers in
+docs/benchmarks.md, "Guard hook start-up"): `shlex`, which builds each word one
+character at a time (a 4 MB word took minutes) and knows neither substitutions,
+here-documents nor Bash's operators; and tree-sitter-bash, which parses in linear time
+in C and knows functions and here-documents, but adds 15-25 ms and two compiled
+dependencies to a hook that runs before every agent command, parses 2 MB of `a;` in
+1.7 s before a node is walked, and still leaves quote removal, `$'...'` decoding and
+brace expansion to us. What the guard needs of a parser is that every input gets an
+answer within a bound; a scanner whose loops advance by regular-expression runs gives
+that with no dependency.
+
+Bounds: nesting deeper than `MAX_NESTING`, text past `MAX_TOKENS` tokens and a scan
+still running at its deadline raise `ShellTooComplex`, which callers must treat as
+"cannot tell" (the guard refuses).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 import attrs
 
 __all__ = (
+    "MAX_NESTING",
+    "MAX_TOKENS",
     "OPAQUE_WORD",
     "PROCESS_SUBSTITUTION_WORD",
+    "TEMP_WORD",
     "Redirect",
     "Script",
     "ShellSyntaxError",
+    "ShellTooComplex",
     "SimpleCommand",
+    "decode_ansi_c",
     "parse_script",
 )
 
 OPAQUE_WORD = "${__TETHER_OPAQUE__}"
-"""Stands for the output of a command substitution or a `$'...'` string: a value only
-the shell knows when the command runs."""
+"""Stands for the output of a command substitution: a value only the shell knows when
+the command runs."""
+
+TEMP_WORD = "${__TETHER_MKTEMP__}"
+"""Stands for the output of a plain `$(mktemp)` or `$(mktemp -d)`: a fresh name in the
+temporary directory."""
+_MKTEMP_RE = re.compile(
+    r"\s*mktemp(?:\s+(?:-[dqu]+|--directory|--quiet|--dry-run))*\s*"
+)
 
 PROCESS_SUBSTITUTION_WORD = "/dev/fd/63"
 """Stands for `<(...)` and `>(...)`: the shell passes such a path to the command."""
 
-_BLANKS = " \t"
-_OPERATOR_CHARS = frozenset(";&|<>()")
+MAX_NESTING = 200
+"""Deepest nesting of substitutions and quotes inside them that is judged."""
+MAX_TOKENS = 200_000
+"""Most words and operators in one command string that are judged."""
+
 # Longest first: a run of operator characters is split greedily, as Bash reads it.
 _OPERATORS = (
     ";;&",
@@ -69,20 +90,48 @@ _OPERATORS = (
     "(",
     ")",
 )
+_OPERATOR_RE = re.compile("|".join(re.escape(op) for op in _OPERATORS))
 _SEPARATORS = frozenset({";", "&", "&&", "||", "|", "|&", "(", ")", ";;", ";&", ";;&"})
 _PIPES = frozenset({"|", "|&"})
-_HEREDOC_KEY = "__TETHER_HEREDOC_{}__"
-_LITERAL_RE = re.compile(r"__TETHER_LITERAL_([0-9a-f]+)__")
-_FD_PREFIX_RE = re.compile(r"\d+(?=[<>])")
-_LONG = 2048
-"""Strings longer than this bypass `shlex` (see the module docstring)."""
-_PLAIN_RUN_RE = re.compile(rf"[\w./:,@%+=~-]{{{_LONG},}}")
-_STASH_RE = re.compile(r"__TETHER_STASH_(\d+)__")
+_HEREDOC_KEY = "\0heredoc-{}"
+"""A here-document's key; NUL cannot be in a command Bash runs, so no word collides."""
+
+_BLANKS_RE = re.compile(r"[ \t\r]+")
+_PLAIN_RE = re.compile(r"[^ \t\r\n'\"\\$`;&|<>()]+")
+_DOUBLE_PLAIN_RE = re.compile(r'[^"\\$`]+')
+_PAREN_PLAIN_RE = re.compile(r"[^\\'\"`()]+")
+_BACKTICK_PLAIN_RE = re.compile(r"[^\\`]+")
+_BODY_PLAIN_RE = re.compile(r"[^\\$`]+")
+_DELIMITER_END = frozenset(" \t\r\n;&|<>()")
 _DOUBLE_QUOTE_ESCAPES = frozenset('$`"\\')
+_ANSI_C_RE = re.compile(
+    r"\\(?:([abeEfnrtv\\'\"?])|([0-7]{1,3})|x([0-9A-Fa-f]{1,2})"
+    r"|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|c(.)|(.))",
+    re.DOTALL,
+)
+_ANSI_C_SIMPLE = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 class ShellSyntaxError(ValueError):
     """The command text cannot be split (an open quote, a here-document without a name)."""
+
+
+class ShellTooComplex(ValueError):
+    """The command is nested too deep or too long to judge; treat it as "cannot tell"."""
 
 
 @attrs.frozen
@@ -105,6 +154,9 @@ class SimpleCommand:
     """Every redirection, wherever it stood among the words."""
     piped_in: bool
     """Stdin is the output of the command before it (`|` or `|&`)."""
+    quoted: tuple[bool, ...] = ()
+    """For each word: some part of it was quoted or escaped (no brace expansion, no
+    word splitting of what it holds)."""
 
 
 @attrs.frozen
@@ -119,246 +171,275 @@ class Script:
     """Here-document bodies by the key that replaced their delimiter in a `<<` redirect."""
 
 
-def parse_script(text: str) -> Script:
+def parse_script(text: str, *, deadline: float | None = None) -> Script:
     """Split `text` into simple commands and the code of its substitutions.
+
+    Args:
+        text: the command string.
+        deadline: a `time.monotonic()` value the scan must finish by, or None.
 
     Raises:
         ShellSyntaxError: an open quote or substitution, or a here-document without a
             delimiter.
+        ShellTooComplex: nesting past `MAX_NESTING`, more than `MAX_TOKENS` tokens, or
+            the deadline passed.
     """
-    scanner = _Scanner(text)
-    clean = scanner.run()
-    lexer = shlex.shlex(clean, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = (
-        ""  # comments were removed by the scanner, which knows word starts
-    )
-    try:
-        raw = list(lexer)
-    except ValueError as exc:
-        raise ShellSyntaxError(str(exc)) from None
-
-    tokens: list[tuple[str, bool]] = []  # (text, is an operator)
-    for token in raw:
-        if token and all(ch in _OPERATOR_CHARS for ch in token):
-            tokens.extend((op, True) for op in _split_operators(token))
-            continue
-        literal = _LITERAL_RE.fullmatch(token)
-        if literal is not None:
-            token = bytes.fromhex(literal.group(1)).decode()
-        elif "__TETHER_STASH_" in token:
-            token = _STASH_RE.sub(lambda m: scanner.stash[int(m.group(1))], token)
-        tokens.append((token, False))
-
+    scanner = _Scanner(text, _Ticker(deadline))
+    scanner.run()
     commands: list[SimpleCommand] = []
     words: list[str] = []
+    quoted: list[bool] = []
     redirects: list[Redirect] = []
     piped_in = False
+    tokens = scanner.tokens
     k = 0
     while k < len(tokens):
-        token, is_operator = tokens[k]
+        token, kind = tokens[k]
         k += 1
-        if not is_operator:
+        if kind != _OP:
             words.append(token)
+            quoted.append(kind == _QUOTED)
         elif token in _SEPARATORS:
             if words or redirects:
-                commands.append(SimpleCommand(tuple(words), tuple(redirects), piped_in))
-            words, redirects = [], []
+                commands.append(
+                    SimpleCommand(
+                        tuple(words), tuple(redirects), piped_in, tuple(quoted)
+                    )
+                )
+            words, quoted, redirects = [], [], []
             piped_in = token in _PIPES
         else:
             target = ""
-            if k < len(tokens) and not tokens[k][1]:
+            if k < len(tokens) and tokens[k][1] != _OP:
                 target = tokens[k][0]
                 k += 1
             redirects.append(Redirect(token, target))
     if words or redirects:
-        commands.append(SimpleCommand(tuple(words), tuple(redirects), piped_in))
+        commands.append(
+            SimpleCommand(tuple(words), tuple(redirects), piped_in, tuple(quoted))
+        )
     return Script(tuple(commands), tuple(scanner.substitutions), scanner.heredocs)
 
 
-def _split_operators(run: str) -> list[str]:
-    out: list[str] = []
-    k = 0
-    while k < len(run):
-        op = next(op for op in _OPERATORS if run.startswith(op, k))
-        out.append(op)
-        k += len(op)
-    return out
+def decode_ansi_c(body: str) -> str:
+    """The value of a `$'...'` word's body, escapes decoded as Bash decodes them."""
+
+    def one(match: re.Match[str]) -> str:
+        simple, octal, hex2, hex4, hex8, control, other = match.groups()
+        if simple is not None:
+            return _ANSI_C_SIMPLE[simple]
+        if control is not None:
+            return chr(ord(control.upper()) ^ 0x40) if control != "?" else "\x7f"
+        if other is not None:
+            return "\\" + other
+        number = (
+            int(octal, 8)
+            if octal is not None
+            else int(hex2 or hex4 or hex8 or "0", 16)  # one of them is set
+        )
+        return chr(min(number & 0xFF if octal is not None else number, 0x10FFFF))
+
+    return _ANSI_C_RE.sub(one, body)
+
+
+_WORD, _QUOTED, _OP = 0, 1, 2
+
+
+class _Ticker:
+    """Counts steps of a scan and raises `ShellTooComplex` once its deadline passed."""
+
+    __slots__ = ("deadline", "steps")
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.steps = 0
+
+    def __call__(self) -> None:
+        self.steps += 1
+        if (
+            self.deadline is not None
+            and not self.steps & 1023
+            and time.monotonic() > self.deadline
+        ):
+            raise ShellTooComplex("judging the command took longer than its bound")
 
 
 class _Scanner:
-    """Rewrites command text into something `shlex` splits the way Bash would."""
+    """One pass over command text: tokens, substitutions, here-documents."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, tick: Callable[[], None]) -> None:
+        self.tick = tick
         self.text = text
         self.i = 0
-        self.out: list[str] = []
+        self.tokens: list[tuple[str, int]] = []
         self.substitutions: list[str] = []
         self.heredocs: dict[str, str] = {}
         # Here-documents waiting for their bodies: key, delimiter, strip tabs, quoted.
         self.pending: list[tuple[str, str, bool, bool]] = []
-        self.stash: list[str] = []
+        self.word: list[str] = []
+        self.started = False
+        self.was_quoted = False
+        self.digits_only = True
 
-    def _stash(self, literal: str) -> None:
-        """Emit a key that stands for `literal`, a piece of one word, past `shlex`."""
-        self.out.append(f"__TETHER_STASH_{len(self.stash)}__")
-        self.stash.append(literal)
+    # -- words -------------------------------------------------------------------------
 
-    def run(self) -> str:
+    def _add(self, piece: str, *, quoted: bool) -> None:
+        self.word.append(piece)
+        self.started = True
+        if quoted:
+            self.was_quoted = True
+        if quoted or not piece.isdigit():
+            self.digits_only = False
+
+    def _flush(self) -> None:
+        if self.started:
+            kind = _QUOTED if self.was_quoted else _WORD
+            self._token("".join(self.word), kind)
+        self.word = []
+        self.started = self.was_quoted = False
+        self.digits_only = True
+
+    def _token(self, text: str, kind: int) -> None:
+        if len(self.tokens) >= MAX_TOKENS:
+            raise ShellTooComplex(f"the command has more than {MAX_TOKENS} words")
+        self.tokens.append((text, kind))
+
+    # -- the pass ----------------------------------------------------------------------
+
+    def run(self) -> None:
         text = self.text
-        while self.i < len(text):
+        n = len(text)
+        while self.i < n:
+            self.tick()
             ch = text[self.i]
-            at_start = self._at_word_start()
-            if at_start and ch in "'\"\\" and self._literal_operator_word():
-                continue
-            if ch == "'":
-                end = text.find("'", self.i + 1)
-                if end < 0:
-                    raise ShellSyntaxError("a single quote is not closed")
-                if end - self.i > _LONG:
-                    self._stash(text[self.i + 1 : end])
-                else:
-                    self.out.append(text[self.i : end + 1])
-                self.i = end + 1
-            elif ch == '"':
-                self._double_quoted()
+            if (run := _PLAIN_RE.match(text, self.i)) is not None and not (
+                ch == "#" and not self.started
+            ):
+                self._add(run.group(0), quoted=False)
+                self.i = run.end()
+            elif ch in " \t\r":
+                self._flush()
+                blanks = _BLANKS_RE.match(text, self.i)
+                assert blanks is not None
+                self.i = blanks.end()
+            elif ch == "\n":
+                self._flush()
+                self._token(";", _OP)
+                self.i += 1
+                self._heredoc_bodies()
+            elif ch == "#":  # a comment: only at the start of a word
+                end = text.find("\n", self.i)
+                self.i = n if end < 0 else end
             elif ch == "\\":
                 if text.startswith("\\\n", self.i):  # a line continuation joins lines
                     self.i += 2
                 else:
-                    self.out.append(text[self.i : self.i + 2])
+                    self._add(text[self.i + 1 : self.i + 2] or "\\", quoted=True)
                     self.i += 2
-            elif ch == "#" and at_start:
-                end = text.find("\n", self.i)
-                self.i = len(text) if end < 0 else end
+            elif ch == "'":
+                end = text.find("'", self.i + 1)
+                if end < 0:
+                    raise ShellSyntaxError("a single quote is not closed")
+                self._add(text[self.i + 1 : end], quoted=True)
+                self.i = end + 1
+            elif ch == '"':
+                self._double_quoted()
             elif ch == "$":
                 self._dollar(in_double_quotes=False)
             elif ch == "`":
                 self._backtick()
             elif ch in "<>" and text.startswith("(", self.i + 1):
-                inner, self.i = _parenthesised(text, self.i + 2)
+                inner, self.i = _parenthesised(text, self.i + 2, self.tick)
                 self.substitutions.append(inner)
-                self.out.append(PROCESS_SUBSTITUTION_WORD)
-            elif text.startswith("<<", self.i) and not text.startswith("<<<", self.i):
-                self._heredoc_operator()
-            elif ch == "\n":
-                self.out.append(" ; ")
-                self.i += 1
-                self._heredoc_bodies()
-            elif at_start and (fd := _FD_PREFIX_RE.match(text, self.i)) is not None:
-                self.i = fd.end()  # `2>`: the descriptor number is not a word
-            elif (run := _PLAIN_RUN_RE.match(text, self.i)) is not None:
-                self._stash(run.group(0))
-                self.i = run.end()
+                self._add(PROCESS_SUBSTITUTION_WORD, quoted=False)
             else:
-                self.out.append(ch)
-                self.i += 1
+                self._operator()
+        self._flush()
         for key, _, _, _ in self.pending:  # a here-document cut off by the end of text
             self.heredocs[key] = ""
         self.pending.clear()
-        return "".join(self.out)
 
-    def _at_word_start(self) -> bool:
-        for piece in reversed(self.out):
-            if piece:
-                last = piece[-1]
-                return last in _BLANKS or last in _OPERATOR_CHARS
-        return True
-
-    def _literal_operator_word(self) -> bool:
-        """Keep a quoted or escaped word made only of operator characters as a word."""
+    def _operator(self) -> None:
         text = self.text
-        j = self.i
-        literal: list[str] = []
-        while (
-            j < len(text) and text[j] not in " \t\n" and text[j] not in _OPERATOR_CHARS
-        ):
-            ch = text[j]
-            if ch == "\\" and j + 1 < len(text) and text[j + 1] in _OPERATOR_CHARS:
-                literal.append(text[j + 1])
-                j += 2
-            elif ch in "'\"":
-                end = text.find(ch, j + 1)
-                segment = text[j + 1 : end] if end > 0 else ""
-                if not segment or any(c not in _OPERATOR_CHARS for c in segment):
-                    return False
-                literal.append(segment)
-                j = end + 1
-            else:
-                return False
-        if not literal:
-            return False
-        self.out.append(f" __TETHER_LITERAL_{''.join(literal).encode().hex()}__ ")
-        self.i = j
-        return True
+        match = _OPERATOR_RE.match(text, self.i)
+        assert match is not None  # every operator character starts an operator
+        op = match.group(0)
+        if op[0] in "<>" and self.started and self.digits_only:
+            self.word, self.started = [], False  # `2>`: the descriptor is not a word
+        self._flush()
+        self.i = match.end()
+        if op in ("<<", "<<-"):
+            self._heredoc_operator(strip_tabs=op == "<<-")
+        else:
+            self._token(op, _OP)
 
     def _double_quoted(self) -> None:
-        start = len(self.out)
-        self._double_quoted_pieces()
-        if sum(len(piece) for piece in self.out[start:]) > _LONG:
-            inner = "".join(self.out[start + 1 : -1])
-            del self.out[start:]
-            # Quote removal as Bash does it inside double quotes.
-            self._stash(re.sub(r"\\(.)", _unescape_double, inner, flags=re.DOTALL))
-
-    def _double_quoted_pieces(self) -> None:
         text = self.text
-        self.out.append('"')
+        n = len(text)
         self.i += 1
-        while self.i < len(text):
+        self._add("", quoted=True)
+        while self.i < n:
+            self.tick()
+            run = _DOUBLE_PLAIN_RE.match(text, self.i)
+            if run is not None:
+                self._add(run.group(0), quoted=True)
+                self.i = run.end()
+                continue
             ch = text[self.i]
-            if ch == "\\":
-                self.out.append(text[self.i : self.i + 2])
-                self.i += 2
-            elif ch == '"':
-                self.out.append('"')
+            if ch == '"':
                 self.i += 1
                 return
+            if ch == "\\":
+                nxt = text[self.i + 1 : self.i + 2]
+                if nxt == "\n":
+                    pass  # a line continuation inside double quotes
+                elif nxt in _DOUBLE_QUOTE_ESCAPES and nxt:
+                    self._add(nxt, quoted=True)
+                else:
+                    self._add("\\" + nxt, quoted=True)
+                self.i += 2
             elif ch == "$":
                 self._dollar(in_double_quotes=True)
-            elif ch == "`":
+            else:  # a backtick
                 self._backtick()
-            else:
-                self.out.append(ch)
-                self.i += 1
         raise ShellSyntaxError("a double quote is not closed")
 
     def _dollar(self, *, in_double_quotes: bool) -> None:
         text = self.text
         if text.startswith("$(", self.i):
-            inner, self.i = _parenthesised(text, self.i + 2)
+            inner, self.i = _parenthesised(text, self.i + 2, self.tick)
             self.substitutions.append(inner)
-            self.out.append(OPAQUE_WORD)
+            fresh = _MKTEMP_RE.fullmatch(inner) is not None
+            self._add(TEMP_WORD if fresh else OPAQUE_WORD, quoted=in_double_quotes)
         elif text.startswith("$'", self.i) and not in_double_quotes:
             j = self.i + 2
-            while j < len(text) and text[j] != "'":
-                j += 2 if text[j] == "\\" else 1
-            if j >= len(text):
+            end = _ANSI_C_END.match(text, j)
+            assert end is not None
+            j = end.end()
+            if j >= len(text) or text[j] != "'":
                 raise ShellSyntaxError("a $'...' string is not closed")
-            self.out.append(OPAQUE_WORD)
+            self._add(decode_ansi_c(text[self.i + 2 : j]), quoted=True)
             self.i = j + 1
         else:
-            self.out.append("$")
+            self._add("$", quoted=in_double_quotes)
             self.i += 1
 
     def _backtick(self) -> None:
-        inner, self.i = _backticked(self.text, self.i + 1)
+        inner, self.i = _backticked(self.text, self.i + 1, self.tick)
         self.substitutions.append(inner)
-        self.out.append(OPAQUE_WORD)
+        self._add(OPAQUE_WORD, quoted=False)
 
-    def _heredoc_operator(self) -> None:
+    # -- here-documents ----------------------------------------------------------------
+
+    def _heredoc_operator(self, *, strip_tabs: bool) -> None:
         text = self.text
-        j = self.i + 2
-        strip_tabs = text.startswith("-", j)
-        if strip_tabs:
-            j += 1
-        while j < len(text) and text[j] in _BLANKS:
-            j += 1
+        j = self.i
+        blanks = _BLANKS_RE.match(text, j)
+        if blanks is not None:
+            j = blanks.end()
         delimiter: list[str] = []
         quoted = False
-        while (
-            j < len(text) and text[j] not in " \t\n" and text[j] not in _OPERATOR_CHARS
-        ):
+        while j < len(text) and text[j] not in _DELIMITER_END:
             ch = text[j]
             if ch in "'\"":
                 end = text.find(ch, j + 1)
@@ -378,22 +459,23 @@ class _Scanner:
             raise ShellSyntaxError("a here-document has no delimiter")
         key = _HEREDOC_KEY.format(len(self.heredocs) + len(self.pending))
         self.pending.append((key, "".join(delimiter), strip_tabs, quoted))
-        self.out.append(f" << {key} ")
+        self._token("<<", _OP)
+        self._token(key, _WORD)
         self.i = j
 
     def _heredoc_bodies(self) -> None:
         text = self.text
         for key, delimiter, strip_tabs, quoted in self.pending:
-            lines: list[str] = []
-            while self.i < len(text):
-                end = text.find("\n", self.i)
-                end = len(text) if end < 0 else end
-                line = text[self.i : end]
-                self.i = min(end + 1, len(text))
-                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-                    break
-                lines.append(line)
-            body = "\n".join(lines)
+            start = self.i
+            tabs = r"\t*" if strip_tabs else ""
+            line = re.compile(rf"^{tabs}{re.escape(delimiter)}$", re.MULTILINE)
+            found = line.search(text, start)
+            if found is None:  # cut off by the end of text
+                body_end = self.i = len(text)
+            else:
+                body_end = found.start()
+                self.i = min(found.end() + 1, len(text))
+            body = text[start:body_end].removesuffix("\n")
             self.heredocs[key] = body if quoted else self._expand_body(body)
         self.pending.clear()
 
@@ -402,15 +484,20 @@ class _Scanner:
         out: list[str] = []
         j = 0
         while j < len(body):
-            if body[j] == "\\":
+            self.tick()
+            run = _BODY_PLAIN_RE.match(body, j)
+            if run is not None:
+                out.append(run.group(0))
+                j = run.end()
+            elif body[j] == "\\":
                 out.append(body[j : j + 2])
                 j += 2
             elif body.startswith("$(", j):
-                inner, j = _parenthesised(body, j + 2)
+                inner, j = _parenthesised(body, j + 2, self.tick)
                 self.substitutions.append(inner)
                 out.append(OPAQUE_WORD)
             elif body[j] == "`":
-                inner, j = _backticked(body, j + 1)
+                inner, j = _backticked(body, j + 1, self.tick)
                 self.substitutions.append(inner)
                 out.append(OPAQUE_WORD)
             else:
@@ -419,68 +506,89 @@ class _Scanner:
         return "".join(out)
 
 
-def _unescape_double(match: re.Match[str]) -> str:
-    escaped = match.group(1)
-    if escaped == "\n":
-        return ""
-    return escaped if escaped in _DOUBLE_QUOTE_ESCAPES else match.group(0)
+_ANSI_C_END = re.compile(r"(?:[^\\']|\\.)*", re.DOTALL)
 
 
-def _parenthesised(text: str, start: int) -> tuple[str, int]:
-    """Return the text up to the `)` that closes the `(` before `start`, and the end."""
-    depth = 1
+def _parenthesised(text: str, start: int, tick: Callable[[], None]) -> tuple[str, int]:
+    """Return the text up to the `)` that closes the `(` before `start`, and the end.
+
+    One loop with an explicit stack of what closes each open context (a parenthesis,
+    a double quote, a backtick), so depth costs no Python recursion.
+
+    Raises:
+        ShellSyntaxError: the substitution is not closed.
+        ShellTooComplex: nesting deeper than `MAX_NESTING`.
+    """
+    stack = [")"]
     j = start
-    while j < len(text):
+    n = len(text)
+    while j < n:
+        tick()
+        top = stack[-1]
+        if top == ")":
+            run = _PAREN_PLAIN_RE.match(text, j)
+            if run is not None:
+                j = run.end()
+                continue
+        elif top == '"':
+            run = _DOUBLE_PLAIN_RE.match(text, j)
+            if run is not None:
+                j = run.end()
+                continue
+        else:
+            run = _BACKTICK_PLAIN_RE.match(text, j)
+            if run is not None:
+                j = run.end()
+                continue
         ch = text[j]
         if ch == "\\":
             j += 2
             continue
-        if ch == "'":
+        if top == ")" and ch == "'":
             end = text.find("'", j + 1)
             if end < 0:
                 break
             j = end + 1
             continue
-        if ch == '"':
-            j = _after_double_quotes(text, j + 1)
+        if ch == top:
+            stack.pop()
+            j += 1
+            if not stack:
+                return text[start : j - 1], j
             continue
+        opened = None
         if ch == "`":
-            j = _backticked(text, j + 1)[1]
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return text[start:j], j + 1
+            opened = "`"
+        elif top != "`" and text.startswith("$(", j):
+            opened, j = ")", j + 1
+        elif top == ")" and ch == '"':
+            opened = '"'
+        elif top == ")" and ch == "(":
+            opened = ")"
+        if opened is not None:
+            if len(stack) >= MAX_NESTING:
+                raise ShellTooComplex(
+                    f"substitutions are nested more than {MAX_NESTING} deep"
+                )
+            stack.append(opened)
         j += 1
     raise ShellSyntaxError("a $( or <( substitution is not closed")
 
 
-def _after_double_quotes(text: str, start: int) -> int:
-    j = start
-    while j < len(text):
-        ch = text[j]
-        if ch == "\\":
-            j += 2
-        elif ch == '"':
-            return j + 1
-        elif text.startswith("$(", j):
-            j = _parenthesised(text, j + 2)[1]
-        elif ch == "`":
-            j = _backticked(text, j + 1)[1]
-        else:
-            j += 1
-    raise ShellSyntaxError("a double quote is not closed")
-
-
-def _backticked(text: str, start: int) -> tuple[str, int]:
+def _backticked(text: str, start: int, tick: Callable[[], None]) -> tuple[str, int]:
     """Return the code of a backtick substitution opened before `start`, and the end."""
     inner: list[str] = []
     j = start
-    while j < len(text):
+    n = len(text)
+    while j < n:
+        tick()
+        run = _BACKTICK_PLAIN_RE.match(text, j)
+        if run is not None:
+            inner.append(run.group(0))
+            j = run.end()
+            continue
         ch = text[j]
-        if ch == "\\" and j + 1 < len(text):
+        if ch == "\\" and j + 1 < n:
             nxt = text[j + 1]
             inner.append(nxt if nxt in "$`\\" else ch + nxt)
             j += 2
