@@ -70,7 +70,10 @@ class Config:
     image_command: str | None = None
     """GenerateImages command template with `{prompt}` and `{out}`; None: built-in."""
     model_url: str | None = None
-    """OpenAI-compatible endpoint base URL."""
+    """OpenAI-compatible endpoint base URL (`url` in the `[model]` table)."""
+    model: str | None = None
+    """The model `tether chat` uses when none is given (`name` in the `[model]` table),
+    such as `openai:gpt-4o` or `scripted:moves.jsonl`."""
     store_url: str | None = None
     """Claims and ledger store: SQLite path or PostgreSQL URL."""
     source: Path | None = None
@@ -117,6 +120,9 @@ def load_config(path: Path | None = None) -> Config:
     servers = data.get("mcpServers", data.get("mcp_servers", {}))
     if not isinstance(servers, dict):
         raise UsageError(f"{file}: mcpServers must be a table of servers")
+    model = data.get("model", {})
+    if not isinstance(model, dict):
+        raise UsageError(f"{file}: [model] must be a table with url and name")
     env = os.environ
     return Config(
         allow=_strings(perms, "allow", file),
@@ -129,7 +135,8 @@ def load_config(path: Path | None = None) -> Config:
             env.get(TetherEnv.ABORT_BOUND, data.get("abort_bound", 1.0)), "abort_bound"
         ),
         image_command=env.get(TetherEnv.IMAGE_COMMAND, data.get("image_command")),
-        model_url=env.get(TetherEnv.MODEL_URL, data.get("model_url")),
+        model_url=env.get(TetherEnv.MODEL_URL, model.get("url", data.get("model_url"))),
+        model=model.get("name"),
         store_url=env.get(TetherEnv.STORE_URL, data.get("store_url")),
         source=file_found,
     )

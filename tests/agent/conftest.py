@@ -12,7 +12,7 @@ import pytest
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Agent, AgentSession, Runtime
-from tether.models import Move, ScriptedModel, ToolCall
+from tether.models import Model, Move, ScriptedModel, ToolCall
 from tether.runtime import AbortReport, AgentEvent
 
 
@@ -87,7 +87,11 @@ def harness(
 ) -> Callable[..., Any]:
     @asynccontextmanager
     async def make(
-        moves: Iterable[Move], *, max_turn_requests: int = 50, **runtime_kw: Any
+        moves: Iterable[Move] = (),
+        *,
+        model: Model | None = None,
+        max_turn_requests: int = 50,
+        **runtime_kw: Any,
     ) -> AsyncIterator[Harness]:
         options: dict[str, Any] = {
             "workspace": workspace,
@@ -98,7 +102,8 @@ def harness(
             "guard": False,
         }
         options.update(runtime_kw)
-        model = ScriptedModel(moves)
+        if model is None:
+            model = ScriptedModel(moves)
         rec = Recorder()
         async with Runtime(**options) as runtime:
             agent = Agent(runtime, model, max_turn_requests=max_turn_requests)

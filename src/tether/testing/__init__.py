@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from ._model_server import ModelServer as ModelServer
+from ._model_server import Reply as Reply
+from ._model_server import error_reply as error_reply
+from ._model_server import text_reply as text_reply
+from ._model_server import tool_call_reply as tool_call_reply
 from ._tools import Echo as Echo
 from ._tools import Fail as Fail
 from ._tools import Hang as Hang
@@ -18,10 +23,15 @@ __all__ = (
     "Echo",
     "Fail",
     "Hang",
+    "ModelServer",
     "Obedient",
+    "Reply",
     "SlowExtension",
     "SlowWrite",
     "Stubborn",
     "Stuck",
     "Tree",
+    "error_reply",
+    "text_reply",
+    "tool_call_reply",
 )

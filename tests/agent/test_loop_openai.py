@@ -1,0 +1,85 @@
+"""The agent loop with the `openai:` model against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from tether.models import OpenAIModel
+from tether.runtime import MessageChunk
+from tether.testing import ModelServer, text_reply, tool_call_reply
+
+pytestmark = pytest.mark.anyio
+
+
+def model_for(server: ModelServer) -> OpenAIModel:
+    return OpenAIModel("stub-1", base_url=server.url, api_key="k")
+
+
+@pytest.mark.rule("S11")
+async def test_s11_a_stop_closes_the_stream_and_the_server_sees_the_close(
+    harness: Callable[..., Any],
+) -> None:
+    """S11: a stop while the endpoint streams closes the HTTP connection at once (the
+    server sees it); the text so far is kept, marked cut, and sent back next turn."""
+    replies = [text_reply(pieces=["Hel", "lo"], hold=True), text_reply("fine")]
+    async with ModelServer.open(replies) as server:
+        model = model_for(server)
+        async with harness(model=model) as h:
+            stamps: list[float] = []
+
+            def stop() -> None:
+                stamps.append(time.perf_counter())
+                h.abort_soon()
+
+            h.rec.when(lambda e: isinstance(e, MessageChunk) and e.text == "lo", stop)
+            ended = await h.session.prompt("go")
+            with anyio.fail_after(5):
+                await server.closed.wait()
+            assert ended.stop_reason == "cancelled"
+            assert ended.text == "Hello"
+            assert server.closed_at is not None
+            assert server.closed_at - stamps[0] < 1.0
+            await h.session.prompt("again")
+        await model.aclose()
+    assert server.requests[1]["messages"] == [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "again"},
+    ]
+
+
+async def test_the_loop_gives_the_endpoint_every_tool_result_in_wire_form(
+    harness: Callable[..., Any],
+) -> None:
+    """A tool call streamed in pieces runs, and the next request carries the assistant
+    message with its call and the tool result, as Chat Completions takes them."""
+    replies = [
+        tool_call_reply([("c1", "Echo", {"text": "pong"})], text="checking"),
+        text_reply("done"),
+    ]
+    async with ModelServer.open(replies) as server:
+        model = model_for(server)
+        async with harness(model=model) as h:
+            ended = await h.session.prompt("ping")
+        await model.aclose()
+    assert ended.stop_reason == "end_turn"
+    assert server.requests[1]["messages"] == [
+        {"role": "user", "content": "ping"},
+        {
+            "role": "assistant",
+            "content": "checking",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "Echo", "arguments": '{"text": "pong"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "pong"},
+    ]
