@@ -18,6 +18,7 @@ __all__ = ("cli", "main")
 
 # Command name -> "module:attribute" inside tether.cli. Each module defines one command.
 _COMMANDS: dict[str, str] = {
+    "chat": "chat:chat",
     "demo": "demo:demo",
     "guard": "guard:guard",
     "host": "host:host",

@@ -1,0 +1,255 @@
+"""`tether chat`: an agent session in the terminal, with a Stop that tells the truth.
+
+prompt_toolkit reads the person's lines and, while a turn runs, single keys (Esc and
+Ctrl-C stop the turn; y / a / n answer a permission prompt); rich prints the streamed
+answer, one status line per tool call change and the abort report while a stopped turn
+settles. The session and its transcript live in the account's ledger file, so
+`--resume ID` continues one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    import anyio.abc
+    from prompt_toolkit.input import Input
+    from rich.console import Console
+
+    from ..models import Model
+    from ..runtime import AgentEvent, AgentSession, PermissionRequest
+
+__all__ = ("chat",)
+
+_ANSWERS = {"y": "once", "a": "always", "n": "deny"}
+
+
+@click.command()
+@click.option(
+    "--model",
+    "model_spec",
+    metavar="SPEC",
+    help="openai:<model> (endpoint from TETHER_MODEL_URL, key from TETHER_MODEL_KEY)"
+    " or scripted:<file>; default: name in the [model] table of the config file.",
+)
+@click.option("--resume", "resume_id", metavar="ID", help="Continue a saved session.")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The directory the tools work in.",
+)
+def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None:
+    """Talk to an agent whose tool calls run through tether.
+
+    Esc or Ctrl-C during a turn stops it and shows what is still settling (a write
+    that started runs to its end). Ctrl-C or Ctrl-D at the prompt exits. Sessions are
+    kept in the account's ledger; the first line shows the session id.
+
+    \b
+    Examples:
+      TETHER_MODEL_URL=http://127.0.0.1:8000/v1 TETHER_MODEL_KEY=none \\
+        tether chat --model openai:qwen2.5-coder
+      tether chat --model scripted:moves.jsonl
+      tether chat --resume session_3f2a… --model openai:gpt-4o
+    """
+    import anyio
+
+    from .._config import load_config
+    from ..errors import UsageError
+    from ..models import model_from_spec
+
+    config = load_config()
+    spec = model_spec or config.model
+    if not spec:
+        raise UsageError(
+            "no model: pass --model openai:<model> or --model scripted:<file>,"
+            " or set name in the [model] table of the config file"
+        )
+    model = model_from_spec(spec, config=config)
+    anyio.run(_chat, model, resume_id, workspace)
+
+
+def ledger_path() -> Path:
+    """The account's ledger file of chat sessions."""
+    from .._config import paths
+
+    return paths().state_dir / "sessions.sqlite"
+
+
+class _Terminal:
+    """The chat's screen and keys: renders agent events, asks for permission, stops."""
+
+    def __init__(self, console: Console, keys: Input) -> None:
+        self.console = console
+        self.keys = keys
+        self.session: AgentSession | None = None
+        self.always: set[str] = set()
+        self.question: tuple[anyio.Event, list[str]] | None = None
+        self.stopping = False
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self.in_text = False
+        self.titles: dict[str, str] = {}
+        self.shown: dict[str, anyio.Event] = {}
+        """Per call id: its request line is on the screen (a prompt comes after it)."""
+
+    # -- rendering ----------------------------------------------------------------
+
+    def _line(self, text: str, style: str = "") -> None:
+        if self.in_text:
+            self.console.print()
+            self.in_text = False
+        self.console.print(text, style=style, markup=False, highlight=False)
+
+    async def on_event(self, event: AgentEvent) -> None:
+        from ..runtime import (
+            MessageChunk,
+            ToolCallEnded,
+            ToolCallProgress,
+            ToolCallRequested,
+            ToolCallStarted,
+            TurnEnded,
+        )
+
+        match event:
+            case MessageChunk(text=text):
+                self.console.print(text, end="", markup=False, highlight=False)
+                self.in_text = True
+            case ToolCallRequested(call_id=call_id, title=title, stop_class=stop_class):
+                word = str(stop_class) if stop_class is not None else "unknown"
+                self._line(f"● {title}  ({word})", "bold")
+                self.titles[call_id] = title
+                self._shown(call_id).set()
+            case ToolCallStarted(tool=tool):
+                self._line(f"  {tool}: running", "cyan")
+            case ToolCallProgress(text=text):
+                for line in text.splitlines()[:20]:
+                    self._line(f"  │ {line[:200]}", "dim")
+            case ToolCallEnded(tool=tool, state=state, code=code, content=content):
+                first = content.splitlines()[0][:160] if content else ""
+                mark = "✓" if code is None else "✗"
+                style = "green" if code is None else "red"
+                label = "stopped:" if self.stopping else ""
+                self._line(f"  {mark} {label}{tool}: {state}  {first}".rstrip(), style)
+            case TurnEnded(stop_reason=reason, error=error):
+                if reason == "cancelled":
+                    self._line("stopped: the turn has settled", "yellow")
+                elif reason == "error":
+                    self._line(f"error: {error}", "red")
+                elif reason != "end_turn":
+                    self._line(f"turn ended: {reason}", "yellow")
+                elif self.in_text:
+                    self._line("")
+
+    def _shown(self, call_id: str) -> anyio.Event:
+        import anyio
+
+        return self.shown.setdefault(call_id, anyio.Event())
+
+    # -- keys ---------------------------------------------------------------------
+
+    def on_keys(self) -> None:
+        """Read the keys typed while a turn runs (prompt_toolkit's reader callback)."""
+        from prompt_toolkit.keys import Keys
+
+        pressed = self.keys.read_keys() + self.keys.flush_keys()
+        for key in pressed:
+            if key.key in (Keys.Escape, Keys.ControlC):
+                assert self.task_group is not None
+                self.task_group.start_soon(self.stop)
+            elif self.question is not None and key.data.lower() in _ANSWERS:
+                answered, choice = self.question
+                choice.append(_ANSWERS[key.data.lower()])
+                answered.set()
+
+    async def stop(self) -> None:
+        """Stop the turn and show what still settles, then what it became."""
+        if self.stopping or self.session is None:
+            return
+        self.stopping = True
+        self._line("stopping…", "yellow")
+        report = await self.session.abort(reason="Esc pressed")
+        for pending in report.pending:
+            self._line(
+                f"stopping: waiting for {pending.tool} to finish ({pending.why})",
+                "yellow",
+            )
+
+    async def approve(self, request: PermissionRequest) -> bool:
+        """Ask the person whether a call may run: once, always (this tool), or not."""
+        import anyio
+
+        if request.tool in self.always:
+            return True
+        # The call's request line is printed first (events arrive on their own task);
+        # bounded, so a prompt is never held back by the screen.
+        with anyio.move_on_after(1.0):
+            await self._shown(request.call_id).wait()
+        answered = anyio.Event()
+        choice: list[str] = []
+        self.question = (answered, choice)
+        subject = self.titles.get(request.call_id, request.tool)
+        self._line(f"? allow {subject}  [y] once  [a] always  [n] deny", "bold magenta")
+        try:
+            await answered.wait()
+        finally:
+            self.question = None
+        if choice[0] == "always":
+            self.always.add(request.tool)
+        self._line(f"  {choice[0]}", "magenta")
+        return choice[0] != "deny"
+
+    async def run_turn(self, session: AgentSession, text: str) -> None:
+        """Run one turn with the keys in raw mode, so Esc and Ctrl-C stop it."""
+        import anyio
+
+        self.stopping = False
+        async with anyio.create_task_group() as tg:
+            self.task_group = tg
+            with self.keys.raw_mode(), self.keys.attach(self.on_keys):
+                await session.prompt(text)
+        self.task_group = None
+
+
+async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.input import create_input
+    from rich.console import Console
+
+    from ..runtime import Agent, Runtime
+
+    console = Console(highlight=False)
+    keys = create_input()
+    terminal = _Terminal(console, keys)
+    lines: PromptSession[str] = PromptSession()
+    async with Runtime(
+        workspace=workspace, ledger=ledger_path(), approver=terminal.approve
+    ) as runtime:
+        for problem in runtime.problems:
+            console.print(f"note: {problem}", style="yellow", markup=False)
+        agent = Agent(runtime, model)
+        if resume_id:
+            session = agent.resume(resume_id, on_event=terminal.on_event)
+        else:
+            session = agent.session(on_event=terminal.on_event)
+        terminal.session = session
+        console.print(
+            f"session {session.id} · {model.name}"
+            " · Esc or Ctrl-C stops a turn · Ctrl-D exits",
+            style="dim",
+            markup=False,
+        )
+        while True:
+            try:
+                text = await lines.prompt_async("you: ")
+            except (KeyboardInterrupt, EOFError):
+                break
+            if text.strip():
+                await terminal.run_turn(session, text)
+        console.print(
+            f"bye: resume with tether chat --resume {session.id}", style="dim"
+        )

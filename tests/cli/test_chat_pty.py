@@ -1,0 +1,148 @@
+"""`tether chat` as a person uses it: through a real pseudo-terminal, keys and all."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+SCRIPT = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Hello from the script."}',
+        '{"text": "Running it.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "echo begun; sleep 30"}}]}',
+        '{"text": "Understood, stopped."}',
+    ]
+)
+
+
+class Pty:
+    """A child on a pseudo-terminal, read until an expected text shows."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tether", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.raw = b""
+        self.seen = 0
+
+    @property
+    def text(self) -> str:
+        return _ANSI.sub("", self.raw.decode(errors="replace"))
+
+    def expect(self, needle: str, timeout: float = 20.0) -> str:
+        """Wait until `needle` appears after what earlier expects consumed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            at = self.text.find(needle, self.seen)
+            if at >= 0:
+                self.seen = at + len(needle)
+                return self.text
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{needle!r} not shown; the screen:\n{self.text}")
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.5))
+            if ready:
+                try:
+                    data = os.read(self.master, 65536)
+                except OSError as exc:
+                    if exc.errno != errno.EIO:
+                        raise
+                    data = b""
+                if not data:
+                    raise AssertionError(f"exited before {needle!r}:\n{self.text}")
+                self.raw += data
+
+    def send(self, data: str) -> None:
+        os.write(self.master, data.encode())
+
+    def wait(self, timeout: float = 20.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.raw += os.read(self.master, 65536)
+                except OSError:
+                    break
+        return self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+
+
+@pytest.fixture
+def chat_dir(tmp_path: Path) -> Path:
+    (tmp_path / "moves.jsonl").write_text(SCRIPT + "\n")
+    return tmp_path
+
+
+def test_chat_a_turn_a_stop_with_esc_the_report_and_an_exit(chat_dir: Path) -> None:
+    """A turn answers; a Bash call is allowed once, then Esc stops it: the report shows
+    what it waits for and that the turn settled; Ctrl-D at the prompt exits (code 0)."""
+    pty = Pty(["chat", "--model", "scripted:moves.jsonl"], chat_dir)
+    try:
+        pty.expect("Ctrl-D exits")
+        pty.expect("you:")
+        pty.send("hi\r")
+        pty.expect("Hello from the script.")
+        pty.expect("you:")
+        pty.send("run it\r")
+        pty.expect("Bash: echo begun; sleep 30  (process)")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("begun")
+        pty.send("\x1b")
+        pty.expect("stopping")
+        pty.expect("stopping: waiting for Bash to finish (process: terminating")
+        pty.expect("TOOL_ABORTED: stopped while running")
+        pty.expect("stopped: the turn has settled")
+        pty.expect("you:")
+        pty.send("\x04")
+        pty.expect("bye: resume with tether chat --resume session")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+
+
+def test_chat_refuses_without_a_model_in_one_line(tmp_path: Path) -> None:
+    """No --model and none configured: exit 2 with one line that says what to pass."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "chat"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "tether: no model: pass --model openai:<model> or --model scripted:<file>,"
+        " or set name in the [model] table of the config file"
+    ]
