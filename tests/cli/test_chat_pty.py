@@ -146,3 +146,60 @@ def test_chat_refuses_without_a_model_in_one_line(tmp_path: Path) -> None:
         "tether: no model: pass --model openai:<model> or --model scripted:<file>,"
         " or set name in the [model] table of the config file"
     ]
+
+
+def test_chat_ctrl_c_at_the_empty_prompt_exits_and_resume_continues(
+    chat_dir: Path,
+) -> None:
+    """Ctrl-C at an empty prompt exits (code 0) with the session id; `--resume` with that
+    id continues the session from the account's ledger."""
+    pty = Pty(["chat", "--model", "scripted:moves.jsonl"], chat_dir)
+    try:
+        pty.expect("you:")
+        pty.send("hi\r")
+        pty.expect("Hello from the script.")
+        pty.expect("you:")
+        pty.send("\x03")
+        screen = pty.expect("bye: resume with tether chat --resume ")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+    session_id = re.findall(r"--resume (session_\S+)", screen)[-1]
+    pty = Pty(
+        ["chat", "--model", "scripted:moves.jsonl", "--resume", session_id], chat_dir
+    )
+    try:
+        pty.expect(f"session {session_id}")
+        pty.expect("you:")
+        pty.send("\x04")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+    pty = Pty(
+        ["chat", "--model", "scripted:moves.jsonl", "--resume", "session_nope"],
+        chat_dir,
+    )
+    try:
+        pty.expect("tether: no session session_nope in the ledger")
+        assert pty.wait() == 2
+    finally:
+        pty.close()
+
+
+def test_chat_refuses_without_a_terminal(chat_dir: Path) -> None:
+    """Without a terminal on stdin, chat refuses (exit 2, one line) and names the ways
+    programs drive sessions."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "chat", "--model", "scripted:moves.jsonl"],
+        cwd=chat_dir,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "tether: tether chat needs a terminal on stdin; programs drive sessions"
+        " with tether acp or the Agent API"
+    ]

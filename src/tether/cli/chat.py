@@ -9,6 +9,7 @@ settles. The session and its transcript live in the account's ledger file, so
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,7 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
     import anyio
 
     from .._config import load_config
-    from ..errors import UsageError
+    from ..errors import Refused, UsageError
     from ..models import model_from_spec
 
     config = load_config()
@@ -71,7 +72,28 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
             " or set name in the [model] table of the config file"
         )
     model = model_from_spec(spec, config=config)
-    anyio.run(_chat, model, resume_id, workspace)
+    if not sys.stdin.isatty():
+        raise Refused(
+            "tether chat needs a terminal on stdin; programs drive sessions"
+            " with tether acp or the Agent API"
+        )
+    try:
+        anyio.run(_chat, model, resume_id, workspace)
+    except BaseExceptionGroup as group:
+        # The runtime's task group wraps an error of the session; show it as itself.
+        raise _only_error(group) from None
+
+
+def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def ledger_path() -> Path:

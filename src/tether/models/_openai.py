@@ -120,15 +120,17 @@ class OpenAIModel:
                 }
                 for t in request.tools
             ]
-        completions = self.client.chat.completions.with_streaming_response
         try:
-            async with completions.create(**params) as response:
+            chunks = cast(
+                "openai.AsyncStream[Any]",
+                await self.client.chat.completions.create(**params),
+            )
+            async with chunks:
                 limits = {
                     k: v
-                    for k, v in response.headers.items()
+                    for k, v in chunks.response.headers.items()
                     if k.lower().startswith(_RATE_HEADERS)
                 }
-                chunks = cast("openai.AsyncStream[Any]", await response.parse())
                 events = _events(chunks, limits)
                 async with aclosing(events):
                     yield events

@@ -106,15 +106,20 @@ class Agent:
         self.model = model
         self.system = system
         self.max_turn_requests = max_turn_requests
+        self._specs: tuple[int, tuple[ToolSpec, ...]] | None = None
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """The runtime's tools as the model is told about them."""
-        return tuple(
-            ToolSpec(
-                name=t.name, description=t.description, parameters=t.input_schema()
+        """The runtime's tools as the model is told about them (built once per set)."""
+        tools = self.runtime.tools
+        if self._specs is None or self._specs[0] != len(tools):
+            specs = tuple(
+                ToolSpec(
+                    name=t.name, description=t.description, parameters=t.input_schema()
+                )
+                for t in tools
             )
-            for t in self.runtime.tools
-        )
+            self._specs = (len(tools), specs)
+        return self._specs[1]
 
     def session(self, *, on_event: EventCallback | None = None) -> AgentSession:
         """Start a session with a fresh id."""
