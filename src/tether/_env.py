@@ -19,6 +19,8 @@ class TetherEnv(enum.StrEnum):
     inherits it, so they can all be found if the host dies."""
     AGENT = "TETHER_AGENT"
     """Set to `1` in every process an agent tool starts; the verbs refuse such callers."""
+    CONTAINMENT = "TETHER_CONTAINMENT"
+    """How process trees are contained: `auto` (default), `namespace` or `subreaper`."""
     GRACE = "TETHER_GRACE"
     """PROCESS grace window in seconds."""
     ABORT_BOUND = "TETHER_ABORT_BOUND"

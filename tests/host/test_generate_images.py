@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import psutil
 import pytest
 from PIL import Image
 
@@ -15,7 +14,7 @@ from tether._config import Config
 from tether.errors import ErrorCode, InvalidInput, ToolFailed, UsageError
 from tether.host._tool import StopClass, ToolContext
 from tether.host.tools.generate_images import GenerateImages, fill, tools
-from tether.testing._trees import tree_pids
+from tether.testing._trees import alive, announce, tree_pids, tree_procs
 
 
 def _ctx(workspace: Path, chunks: list[str], call_id: str = "call/1") -> ToolContext:
@@ -91,8 +90,9 @@ async def test_s13_stopping_generate_images_reclaims_the_command_tree(
     workspace: Path,
 ) -> None:
     """S13: a stopped image command that ignores SIGTERM is killed with its escaped child."""
-    inner = shlex.quote("echo tree-pid $$; exec sleep 300")
-    template = f"trap '' TERM; setsid sh -c {inner} & echo tree-pid $$; exec sleep 300 # {{out}}"
+    say = announce()
+    inner = shlex.quote(f"{say}; exec sleep 300")
+    template = f"trap '' TERM; setsid sh -c {inner} & {say}; exec sleep 300 # {{out}}"
     tool = GenerateImages(command=template)
     chunks: list[str] = []
     up = anyio.Event()
@@ -117,7 +117,7 @@ async def test_s13_stopping_generate_images_reclaims_the_command_tree(
         tg.start_soon(call)
         with anyio.fail_after(10):
             await up.wait()
-        procs = [psutil.Process(p) for p in tree_pids("".join(chunks))]
+        procs = tree_procs("".join(chunks))
         ctx.cancelled.set()
         with anyio.move_on_after(0.3):
             await done.wait()
@@ -125,7 +125,7 @@ async def test_s13_stopping_generate_images_reclaims_the_command_tree(
         with anyio.fail_after(10):
             await done.wait()
     assert scope.cancelled_caught
-    assert [p.pid for p in procs if p.is_running()] == []
+    assert alive(procs) == []
 
 
 @pytest.mark.anyio

@@ -12,27 +12,36 @@ import anyio
 import psutil
 import pytest
 
-from tether.host._proctree import BoundedOutput, ProcessTree
-from tether.testing._trees import tree_pids
+from tether._bounded import BoundedOutput
+from tether.host._proctree import ProcessTree
+from tether.testing._trees import alive, tree_pids, tree_procs
 
+_SAY = "echo tree-pid $$ $(readlink /proc/self/ns/pid)"
 _ESCAPEES = (
-    'setsid sh -c \'trap "echo escapee-term; exit 0" TERM; echo tree-pid $$; '
+    f'setsid sh -c \'trap "echo escapee-term; exit 0" TERM; {_SAY}; '
     "sleep 300 & wait' & "
-    "( sh -c 'echo tree-pid $$; exec sleep 300' & ) ; "
-    "echo tree-pid $$; exec sleep 300"
+    f"( sh -c '{_SAY}; exec sleep 300' & ) ; "
+    f"{_SAY}; exec sleep 300"
 )
+
+
+@pytest.fixture(params=["namespace", "subreaper"], autouse=True)
+def containment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs under both containments."""
+    kind = str(request.param)
+    monkeypatch.setenv("TETHER_CONTAINMENT", kind)
+    return kind
 
 
 async def _read_until_pids(
     tree: ProcessTree, count: int
-) -> tuple[list[str], list[int]]:
+) -> tuple[list[str], list[psutil.Process]]:
     chunks: list[str] = []
     with anyio.fail_after(10):
         async for chunk in tree.output():
             chunks.append(chunk.decode())
-            pids = tree_pids("".join(chunks))
-            if len(pids) >= count:
-                return chunks, pids
+            if len(tree_pids("".join(chunks))) >= count:
+                return chunks, tree_procs("".join(chunks))
     raise AssertionError("the tree ended before announcing its pids")
 
 
@@ -43,7 +52,7 @@ async def test_process_tree_reports_the_command_pid_and_its_exit_code(
     """The command runs in its own process group below the supervisor; its code comes back."""
     async with ProcessTree() as tree:
         await tree.start(
-            ["bash", "-c", "echo tree-pid $$; ps -o pgid= -p $$; exit 5"],
+            ["bash", "-c", f"{_SAY}; ps -o pgid= -p $$; exit 5"],
             cwd=workspace,
             env=dict(os.environ),
         )
@@ -66,15 +75,14 @@ async def test_s13_kill_reaps_setsid_and_double_forked_descendants(
     """S13: kill() leaves no process of the tree, escaped ones included, and reaps them."""
     async with ProcessTree() as tree:
         await tree.start(["bash", "-c", _ESCAPEES], cwd=workspace, env=dict(os.environ))
-        _, pids = await _read_until_pids(tree, 3)
-        procs = [psutil.Process(p) for p in pids]
-        alive = set(tree.alive_pids())
-        assert set(pids) <= alive
-        assert tree.supervisor_pid in alive
+        _, procs = await _read_until_pids(tree, 3)
+        found = set(tree.alive_pids())
+        assert {p.pid for p in procs} <= found
+        assert tree.supervisor_pid in found
         with anyio.fail_after(5):
             code = await tree.kill()
     assert code == -signal.SIGKILL
-    assert [p.pid for p in procs if p.is_running()] == []
+    assert alive(procs) == []
     assert tree.alive_pids() == []
 
 
@@ -86,12 +94,11 @@ async def test_s13_terminate_reaches_descendants_outside_the_process_group(
     """S13: terminate() sends SIGTERM to a setsid escapee too, whose TERM trap runs."""
     # The main shell ignores SIGTERM (set after the escapees started, so they can still
     # trap it) so the escapee's trap can report before the kill.
-    head, _, main = _ESCAPEES.rpartition("echo tree-pid $$;")
-    command = f"{head}trap '' TERM; echo tree-pid $$;{main}"
+    head, _, main = _ESCAPEES.rpartition(f"{_SAY};")
+    command = f"{head}trap '' TERM; {_SAY};{main}"
     async with ProcessTree() as tree:
         await tree.start(["bash", "-c", command], cwd=workspace, env=dict(os.environ))
-        chunks, pids = await _read_until_pids(tree, 3)
-        procs = [psutil.Process(p) for p in pids]
+        chunks, procs = await _read_until_pids(tree, 3)
         await tree.terminate()
         assert tree.terminated
         with anyio.fail_after(10):
@@ -101,7 +108,7 @@ async def test_s13_terminate_reaches_descendants_outside_the_process_group(
                     break
             code = await tree.kill()
     assert code == -signal.SIGKILL
-    assert [p.pid for p in procs if p.is_running()] == []
+    assert alive(procs) == []
 
 
 @pytest.mark.rule("S13")
@@ -123,6 +130,7 @@ async def main():
 anyio.run(main)
 """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    assert env["TETHER_CONTAINMENT"] in ("namespace", "subreaper")
     host = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True
     )
@@ -133,7 +141,7 @@ anyio.run(main)
             line = host.stdout.readline()
             assert line, "the host ended before its tree was up"
             seen += line
-        procs = [psutil.Process(p) for p in tree_pids(seen)]
+        procs = tree_procs(seen)
         host.kill()
         host.wait(timeout=10)
         gone, alive = psutil.wait_procs(procs, timeout=10)

@@ -141,14 +141,15 @@ async def test_s13_a_dead_host_settles_process_calls_only_once_their_trees_are_g
 ) -> None:
     """S13 (regression): when the stdio host dies mid-call, a Bash call's turn settles
     only after every process the host started is gone, escaped ones included."""
-    import psutil
-
     from tether.host.tools import default_tools
 
     tools = [t for t in default_tools() if t.name == "Bash"]
+    from tether.testing._trees import alive, announce, tree_pids, tree_procs
+
+    say = announce()
     command = (
-        "(trap '' TERM; sleep 300) & echo tree-pid $!; "
-        "setsid sleep 301 & echo tree-pid $!; sleep 302"
+        f"(trap '' TERM; sh -c '{say}; exec sleep 300') & "
+        f"setsid sh -c '{say}; exec sleep 301' & sleep 302"
     )
     async with (
         Runtime(
@@ -170,22 +171,16 @@ async def test_s13_a_dead_host_settles_process_calls_only_once_their_trees_are_g
                 results.append(await turn.call("Bash", {"command": command}))
 
             tg.start_soon(call)
-            seen: list[int] = []
-            while len(seen) < 2:
+            seen = ""
+            while len(tree_pids(seen)) < 2:
                 event = await events.wait(
                     lambda e: "tree-pid" in getattr(e, "text", "")
                 )
                 events.seen.remove(event)
-                seen += [int(w) for w in event.text.split() if w.isdigit()]  # type: ignore[attr-defined]
+                seen += event.text  # type: ignore[attr-defined]
+            procs = tree_procs(seen)
             os.kill(rt.host.process.pid, signal.SIGKILL)
         with anyio.fail_after(10):
             await session.settled()
-        alive = []
-        for pid in seen:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        assert alive == []
+        assert alive(procs) == []
         assert results[0].code is ErrorCode.TOOL_FAILED

@@ -1,9 +1,11 @@
 """Adversarial process trees: bash commands that try to outlive a stop (S13 tests).
 
 Each tree is a bash command whose processes announce themselves on stdout with a line
-`tree-pid <pid>` once they run, before they close their output or hide. A test counts
-these lines (`tree_pids()`) to know the whole tree is up (no sleeping), records the
-pids, stops the call, and checks that none of them is alive afterwards.
+`tree-pid <pid> <pid namespace>` once they run, before they close their output or hide.
+The pid is the one the process sees (`$$`), which under the `namespace` containment is a
+pid of the tree's own namespace; `tree_procs()` finds the same processes from outside
+(by namespace and pid), so a test can count the whole tree up (no sleeping), stop the
+call, and check that none of them is alive afterwards.
 
 Every tree ends by `exec sleep 300` in its main shell (the shell's pid then names the
 sleep), so the command runs until stopped.
@@ -11,23 +13,98 @@ sleep), so the command runs until stopped.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
 from typing import final
 
 import attrs
+import psutil
 
-__all__ = ("TREES", "Tree", "flood", "tree_pids")
+__all__ = (
+    "ESCAPE_TREES",
+    "TREES",
+    "Tree",
+    "alive",
+    "announce",
+    "flood",
+    "tree_pids",
+    "tree_procs",
+)
 
-_PID = re.compile(r"tree-pid (\d+)")
-_ANNOUNCE = "echo tree-pid $$"
+_PID = re.compile(r"tree-pid (\d+) (pid:\[\d+\])\n")
+"""A whole announcement line (a line cut between two chunks is not counted yet)."""
+_ANNOUNCE = "echo tree-pid $$ $(readlink /proc/self/ns/pid)"
 _MAIN = f"{_ANNOUNCE}; exec sleep 300"
 
 
+def announce() -> str:
+    """The shell command that announces the current shell (`tree-pid <pid> <ns>`)."""
+    return _ANNOUNCE
+
+
 def tree_pids(output: str) -> list[int]:
-    """Return the pids a tree announced in `output`, in order."""
-    return [int(m) for m in _PID.findall(output)]
+    """Return the pids a tree announced in `output`, in order, as the tree saw them."""
+    return [int(m[0]) for m in _PID.findall(output)]
+
+
+def _ns_of(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _nspid(pid: int) -> int | None:
+    """The innermost pid of `pid` (the one it sees itself)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def tree_procs(output: str) -> list[psutil.Process]:
+    """Return the announced processes as seen from here, in order (call while alive).
+
+    Raises:
+        LookupError: an announced process is not found (already gone).
+    """
+    wanted = [(int(pid), ns) for pid, ns in _PID.findall(output)]
+    mine = _ns_of("self")
+    found: dict[tuple[int, str], psutil.Process] = {}
+    if any(ns != mine for _, ns in wanted):
+        for proc in psutil.process_iter():
+            ns = _ns_of(proc.pid)
+            if ns != mine and ns is not None:
+                inner = _nspid(proc.pid)
+                if inner is not None:
+                    found[(inner, ns)] = proc
+    procs = []
+    for pid, ns in wanted:
+        if ns == mine:
+            procs.append(psutil.Process(pid))
+        elif (pid, ns) in found:
+            procs.append(found[(pid, ns)])
+        else:
+            raise LookupError(f"announced process {pid} in {ns} is not found")
+    return procs
+
+
+def alive(procs: list[psutil.Process]) -> list[int]:
+    """Return the pids of `procs` still running and not zombies."""
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc.pid)
+        except psutil.Error:
+            pass
+    return out
 
 
 @final
@@ -45,20 +122,24 @@ class Tree:
     """Whether SIGTERM alone ends the main command."""
 
 
-def _bg(inner: str) -> str:
+def _bg(inner: str, *, env_i: bool = False) -> str:
     """A `sh -c` that announces its pid, then runs `inner` in its place."""
-    return f"sh -c {shlex.quote(f'{_ANNOUNCE}; exec {inner}')}"
+    clear = "env -i " if env_i else ""
+    return f"{clear}sh -c {shlex.quote(f'{_ANNOUNCE}; exec {inner}')}"
 
 
 _PY = shlex.quote(sys.executable)
 _FORKER = """
 import os, sys
+def say():
+    print("tree-pid", os.getpid(), os.readlink("/proc/self/ns/pid"), flush=True)
 pid = os.fork()
 if pid == 0:
     os.setsid()
     os.execv(sys.executable, [sys.executable, "-c",
-        "import os, signal; print('tree-pid', os.getpid(), flush=True); signal.pause()"])
-print("tree-pid", os.getpid(), flush=True)
+        "import os, signal; print('tree-pid', os.getpid(), "
+        "os.readlink('/proc/self/ns/pid'), flush=True); signal.pause()"])
+say()
 os.execv("/bin/sh", ["sh", "-c", "exec sleep 300"])
 """
 
@@ -105,8 +186,33 @@ TREES: tuple[Tree, ...] = (
         pids=2,
         obeys_term=True,
     ),
+    Tree(
+        name="env-i-setsid-trap",
+        command=(
+            f"( trap '' TERM HUP; env -i setsid "
+            f"{_bg('sleep 300', env_i=True)} & ) & {_MAIN}"
+        ),
+        pids=2,
+        obeys_term=True,
+    ),
 )
-"""The trees every process tool must reclaim."""
+"""The trees every process tool must reclaim, under either containment."""
+
+ESCAPE_TREES: tuple[Tree, ...] = (
+    Tree(
+        name="kill-supervisor-env-i",
+        command=(
+            f"trap '' TERM HUP; setsid {_bg('sleep 300', env_i=True)} & "
+            f"( trap '' TERM HUP; {_bg('sleep 300')} ) & "
+            f"kill -9 $PPID; {_MAIN}"
+        ),
+        pids=3,
+        obeys_term=False,
+    ),
+)
+"""Trees that kill their supervisor. The namespace reclaims them like any other; under
+the subreaper fallback the call ends with the supervisor and the process that cleared
+its environment escapes (a documented limit)."""
 
 
 def flood(*, obeys_term: bool) -> str:

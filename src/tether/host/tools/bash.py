@@ -1,8 +1,8 @@
 """The Bash tool: a shell command run as a reclaimable process tree (PROCESS, S13).
 
-The command runs as `bash -c <command>` in the workspace, under the subreaping
-supervisor of `tether.host._proctree`, with stdin `/dev/null` and `TETHER_AGENT=1` in
-its environment. Its merged stdout and stderr stream out as progress; the result keeps
+The command runs as `bash -c <command>` in the workspace, in the containment of
+`tether.host._proctree` (its own PID namespace, the stop folders read-only, where the
+kernel allows it), with stdin `/dev/null` and `TETHER_AGENT=1` in its environment. Its merged stdout and stderr stream out as progress; the result keeps
 the first and last bytes of it with a marker counting what was dropped between.
 
 Choices, written down:
@@ -16,6 +16,8 @@ Choices, written down:
   grace window closes first, the task is cancelled and every process of the tree is
   killed and reaped before the cancellation propagates.
 - Past its timeout the tree is killed and the call fails with `TOOL_TIMEOUT`.
+- If the tree's supervisor is killed (from outside, or by the command itself under the
+  fallback containment), the call fails: how the command ended is not known.
 
 This module does not decide permissions or grace windows; the host and runtime do.
 """
@@ -32,10 +34,10 @@ import pydantic
 from ..._config import Config
 from ..._env import TetherEnv
 from ...errors import ErrorCode, InvalidInput, ToolFailed
-from .._proctree import CommandOutcome, run_stoppable
+from .._proctree import CommandOutcome, run_command
 from .._tool import StopClass, Tool, ToolContext, validate_with
 
-__all__ = ("Bash", "agent_env", "describe_exit", "tools")
+__all__ = ("Bash", "agent_env", "describe_exit", "lost_supervisor_message", "tools")
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds a command may run when the call names no timeout."""
@@ -79,6 +81,21 @@ def describe_exit(code: int) -> str:
             name = str(-code)
         return f"[killed by signal {name}]"
     return f"[exit code {code}]"
+
+
+def lost_supervisor_message(outcome: CommandOutcome) -> str:
+    """Say that a tree's supervisor was killed, and what that means for its processes."""
+    held = outcome.containment is not None and outcome.containment.kind == "namespace"
+    fate = (
+        "its namespace ended with it, so no process of the command is left"
+        if held
+        else "every process still carrying the tree's marker was killed; one that "
+        "cleared its environment may have escaped (subreaper containment)"
+    )
+    return (
+        f"the command's supervisor was killed before the command ended; {fate}\n"
+        f"{outcome.output}"
+    )
 
 
 def _result_text(outcome: CommandOutcome) -> str:
@@ -137,7 +154,7 @@ class Bash(Tool):
         """
         timeout = args.get("timeout") or self.default_timeout
         try:
-            outcome = await run_stoppable(
+            outcome = await run_command(
                 ["bash", "-c", args["command"]],
                 cwd=ctx.workspace,
                 env=agent_env(),
@@ -148,6 +165,8 @@ class Bash(Tool):
             )
         except OSError as exc:
             raise ToolFailed(f"the command could not start: {exc}") from None
+        if outcome.supervisor_lost and not outcome.stopped:
+            raise ToolFailed(lost_supervisor_message(outcome))
         if outcome.timed_out and not outcome.stopped:
             raise ToolFailed(
                 f"the command timed out after {timeout:g} s and was killed\n"

@@ -3,8 +3,8 @@
 `image_command` in the config (or `TETHER_IMAGE_COMMAND`) is a shell command template
 with `{prompt}` and `{out}`; both are replaced shell-quoted, so a prompt can never add
 words to the command. Each image is one run of the command, through the same process
-machinery as Bash (subreaper, SIGTERM on a stop, SIGKILL of the whole tree when the
-grace window closes), with the workspace as working directory. Files land in the
+machinery as Bash (the same containment, SIGTERM on a stop, SIGKILL of the whole tree
+when the grace window closes), with the workspace as working directory. Files land in the
 workspace as `images/<call id>-<n>.png`; the result lists their paths.
 
 With no `image_command`, a built-in command renders the prompt's text into a PNG with
@@ -25,9 +25,9 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ErrorCode, ToolFailed, UsageError
-from .._proctree import run_stoppable
+from .._proctree import run_command
 from .._tool import StopClass, Tool, ToolContext, validate_with
-from .bash import agent_env, describe_exit
+from .bash import agent_env, describe_exit, lost_supervisor_message
 
 __all__ = ("BUILTIN_COMMAND", "GenerateImages", "tools")
 
@@ -127,7 +127,7 @@ class GenerateImages(Tool):
             out = folder / f"{stem}-{n}.png"
             command = fill(self.command, out=out)
             try:
-                outcome = await run_stoppable(
+                outcome = await run_command(
                     ["bash", "-c", command],
                     cwd=ctx.workspace,
                     env={**agent_env(), PROMPT_VARIABLE: args["prompt"]},
@@ -138,6 +138,8 @@ class GenerateImages(Tool):
                 )
             except OSError as exc:
                 raise ToolFailed(f"the image command could not start: {exc}") from None
+            if outcome.supervisor_lost and not outcome.stopped:
+                raise ToolFailed(lost_supervisor_message(outcome))
             if outcome.stopped:
                 done = "\n".join(written) or "(none)"
                 return f"stopped; images written before the stop:\n{done}\n{outcome.output}"
