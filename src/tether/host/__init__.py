@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ._contain import CommandOutcome as CommandOutcome
+from ._contain import Containment as Containment
+from ._contain import containment as containment
 from ._protocol import Approver as Approver
 from ._protocol import PermissionRequest as PermissionRequest
 from ._rules import PermissionRules as PermissionRules
@@ -13,11 +16,14 @@ from ._tool import tool as tool
 
 __all__ = (
     "Approver",
+    "CommandOutcome",
+    "Containment",
     "FunctionTool",
     "PermissionRequest",
     "PermissionRules",
     "StopClass",
     "Tool",
     "ToolContext",
+    "containment",
     "tool",
 )

@@ -28,6 +28,7 @@ from ..errors import UsageError
 
 __all__ = (
     "SUPERVISOR",
+    "CommandOutcome",
     "Containment",
     "ContainmentKind",
     "containment",
@@ -64,6 +65,25 @@ class Containment:
         return self.kind == "namespace"
 
 
+@final
+@attrs.frozen
+class CommandOutcome:
+    """How a contained command ended (`ToolContext.run_process()`, `run_command()`)."""
+
+    output: str
+    """Merged stdout and stderr, bounded (head and tail with a marker)."""
+    returncode: int
+    """Exit code; negative when a signal ended the command."""
+    stopped: bool
+    """A stop arrived before the command ended (SIGTERM was sent)."""
+    timed_out: bool
+    """The command ran past its timeout and was killed."""
+    supervisor_lost: bool = False
+    """The tree's supervisor was killed before it could report how the command ended."""
+    containment: Containment | None = None
+    """The containment the command ran in."""
+
+
 _lock = threading.Lock()
 _probed: dict[str, tuple[bool, str]] = {}
 
@@ -90,7 +110,7 @@ def _probe() -> tuple[bool, str]:
                     f"exit status {done.returncode}",
                 )
                 kind, _, rest = last.partition(" ")
-                if kind == "refused":
+                if kind in ("refused", "error"):
                     result = (False, rest.partition(" ")[2] or rest)
                 elif kind == "exit":
                     result = (False, f"the probe found the wall open (code {rest})")

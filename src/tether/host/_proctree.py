@@ -44,7 +44,14 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._bounded import BoundedOutput
 from ..errors import UsageError
-from ._contain import Containment, containment, probed, supervisor_argv, wall_paths
+from ._contain import (
+    CommandOutcome,
+    Containment,
+    containment,
+    probed,
+    supervisor_argv,
+    wall_paths,
+)
 from ._sweep import TREE_MARKER, marked_pids, sweep_marked
 
 __all__ = (
@@ -343,24 +350,6 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
-
-
-@attrs.frozen
-class CommandOutcome:
-    """How a command run by `run_command()` ended."""
-
-    output: str
-    """Merged stdout and stderr, bounded (head and tail with a marker)."""
-    returncode: int
-    """Exit code; negative when a signal ended the command."""
-    stopped: bool
-    """A stop arrived before the command ended (SIGTERM was sent)."""
-    timed_out: bool
-    """The command ran past its timeout and was killed."""
-    supervisor_lost: bool = False
-    """The tree's supervisor was killed before it could report how the command ended."""
-    containment: Containment | None = None
-    """The containment the command ran in."""
 
 
 def _progress_pump(

@@ -22,6 +22,9 @@ __all__ = ("TREE_MARKER", "marked_pids", "sweep_marked")
 
 TREE_MARKER = "TETHER_TREE"
 """Environment variable naming the tree a process belongs to (an unguessable token)."""
+SUPERVISOR_GRACE = 1.0
+"""Seconds a sweep lets a live tree supervisor finish on its own first: one whose host
+is gone kills its whole tree (`env -i` processes included, which no marker finds)."""
 EXIT_WAIT = 0.05
 """Seconds one round of a sweep waits for the processes it killed to exit (through
 their pidfds) before it scans again for processes they started meanwhile."""
@@ -77,18 +80,46 @@ def _wait_exited(fds: list[int], timeout: float) -> None:
             pending -= 1
 
 
+def _is_supervisor(pid: int) -> bool:
+    from ._contain import SUPERVISOR
+
+    try:
+        return str(SUPERVISOR) in psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+
+
+def _wait_for_supervisors(found: list[int], timeout: float) -> None:
+    """Let the tree supervisors among `found` end their trees and exit, up to `timeout`."""
+    fds = []
+    for pid in found:
+        if _is_supervisor(pid):
+            with contextlib.suppress(OSError):
+                fds.append(os.pidfd_open(pid))
+    try:
+        _wait_exited(fds, timeout)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def sweep_marked(
     token: str, *, name: str = TREE_MARKER, limit: float = 2.0
 ) -> list[int]:
     """SIGKILL every process marked `name=token` until none is left; blocking.
 
-    Each round kills what a scan finds, waits (on pidfds) for those processes to exit,
-    then scans again: a process may fork while it is killed. At most `limit` seconds.
+    Tree supervisors found alive first get a bounded moment to end their own trees
+    (they kill processes no marker finds). Then each round kills what a scan finds,
+    waits (on pidfds) for those processes to exit, and scans again: a process may fork
+    while it is killed. At most `limit` seconds.
 
     Returns:
         The marked pids still alive when the time ran out (empty when all are gone).
     """
     deadline = time.monotonic() + limit
+    _wait_for_supervisors(
+        marked_pids(token, name=name), min(SUPERVISOR_GRACE, limit / 2)
+    )
     while True:
         found = marked_pids(token, name=name)
         if not found or time.monotonic() > deadline:

@@ -10,16 +10,21 @@ from __future__ import annotations
 import abc
 import enum
 import inspect
+import os
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import anyio
 import attrs
 import pydantic
 
+from .._env import TetherEnv
 from ..errors import InvalidInput, ToolFailed, UsageError
+
+if TYPE_CHECKING:
+    from ._contain import CommandOutcome
 
 __all__ = (
     "FunctionTool",
@@ -59,6 +64,20 @@ class ToolContext:
     _on_progress: Callable[[str], None] | None = attrs.field(
         default=None, alias="on_progress"
     )
+    _processes: int = attrs.field(default=0, init=False)
+    _processes_gone: anyio.Event | None = attrs.field(default=None, init=False)
+
+    @property
+    def processes_running(self) -> int:
+        """How many process trees started by `run_process()` are not reaped yet."""
+        return self._processes
+
+    async def wait_processes_gone(self) -> None:
+        """Wait until every process tree this call started is reaped."""
+        while self._processes:
+            if self._processes_gone is None:
+                self._processes_gone = anyio.Event()
+            await self._processes_gone.wait()
 
     def progress(self, text: str) -> None:
         """Report progress output of the call (never blocks; dropped after a stop)."""
@@ -69,6 +88,68 @@ class ToolContext:
         """Return `path` made absolute against the workspace (no checks)."""
         p = Path(path).expanduser()
         return p if p.is_absolute() else self.workspace / p
+
+    async def run_process(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limit: int = 30_000,
+        stream: bool = False,
+    ) -> CommandOutcome:
+        """Run a program as a process tree tied to this call; return how it ended.
+
+        The program runs in the same containment as Bash (its own PID namespace, the
+        stop folders read-only, where the kernel allows it), in `cwd` (default: the
+        workspace), with `env` (default: this process's environment) plus
+        `TETHER_AGENT=1`, and stdin `/dev/null`. The call is not over while any of its
+        processes runs: a stop sends SIGTERM to the tree and waits for its end; when
+        the call is cancelled (the grace window closed, or a READ_ONLY call abandoned)
+        every process of the tree is killed and reaped before the cancellation goes on.
+        Output is kept bounded (`limit` bytes, head and tail); with `stream` it is also
+        reported as progress.
+
+        ```python
+        @tool(stop_class=StopClass.READ_ONLY)
+        async def git_log(ctx: ToolContext, n: int = 10) -> str:
+            done = await ctx.run_process(["git", "log", f"-{n}", "--oneline"])
+            return done.output
+        ```
+
+        Raises:
+            ToolFailed: the program could not start (the message says why).
+        """
+        from ._proctree import run_command
+
+        base = dict(os.environ if env is None else env)
+        base[TetherEnv.AGENT] = "1"
+        self._processes += 1
+        try:
+            return await run_command(
+                argv,
+                cwd=self.workspace if cwd is None else cwd,
+                env=base,
+                stop=self.cancelled,
+                on_output=self.progress if stream else _ignore,
+                timeout=timeout,
+                limit=limit,
+            )
+        except OSError as exc:
+            raise ToolFailed(
+                f"{argv[0] if argv else 'the program'} could not start: {exc}"
+            ) from None
+        finally:
+            # run_command returns (or raises) only once its tree is reaped.
+            self._processes -= 1
+            if not self._processes and self._processes_gone is not None:
+                self._processes_gone.set()
+                self._processes_gone = None
+
+
+def _ignore(text: str) -> None:
+    del text
 
 
 class Tool(abc.ABC):

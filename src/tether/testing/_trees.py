@@ -17,8 +17,10 @@ import os
 import re
 import shlex
 import sys
+from pathlib import Path
 from typing import final
 
+import anyio
 import attrs
 import psutil
 
@@ -29,6 +31,8 @@ __all__ = (
     "alive",
     "announce",
     "flood",
+    "make_gate",
+    "open_gate",
     "tree_pids",
     "tree_procs",
 )
@@ -120,6 +124,9 @@ class Tree:
     """How many `tree-pid` lines it prints once every process is up."""
     obeys_term: bool
     """Whether SIGTERM alone ends the main command."""
+    gated: bool = False
+    """Once every process announced, the tree waits for a line on the fifo `go` in its
+    working directory (see `open_gate()`), then kills its own supervisor."""
 
 
 def _bg(inner: str, *, env_i: bool = False) -> str:
@@ -204,15 +211,30 @@ ESCAPE_TREES: tuple[Tree, ...] = (
         command=(
             f"trap '' TERM HUP; setsid {_bg('sleep 300', env_i=True)} & "
             f"( trap '' TERM HUP; {_bg('sleep 300')} ) & "
-            f"kill -9 $PPID; {_MAIN}"
+            f"{_ANNOUNCE}; read _ < go; kill -9 $PPID; exec sleep 300"
         ),
         pids=3,
         obeys_term=False,
+        gated=True,
     ),
 )
-"""Trees that kill their supervisor. The namespace reclaims them like any other; under
-the subreaper fallback the call ends with the supervisor and the process that cleared
-its environment escapes (a documented limit)."""
+"""Trees that kill their supervisor (`kill -9 $PPID`) after starting a process that
+cleared its environment. The namespace reclaims them like any other (its first process
+cannot be killed from inside); under the subreaper fallback the call ends with the
+supervisor and the `env -i` process escapes: a documented limit of the fallback."""
+
+
+def make_gate(cwd: Path) -> Path:
+    """Make the fifo a gated tree waits on in `cwd`; return its path."""
+    gate = cwd / "go"
+    os.mkfifo(gate)
+    return gate
+
+
+async def open_gate(gate: Path) -> None:
+    """Let a gated tree go on (it reads one line from the fifo)."""
+    async with await anyio.open_file(gate, "w") as fifo:
+        await fifo.write("go\n")
 
 
 def flood(*, obeys_term: bool) -> str:
