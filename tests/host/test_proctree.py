@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tether._bounded import BoundedOutput
-from tether.host._proctree import ProcessTree
+from tether.host._proctree import ProcessTree, run_command
 from tether.testing._trees import alive, tree_pids, tree_procs
 
 _SAY = "echo tree-pid $$ $(readlink /proc/self/ns/pid)"
@@ -117,7 +117,7 @@ def test_s13_a_host_that_dies_takes_its_trees_with_it(tmp_path: Path) -> None:
     script = f"""
 import anyio, os, sys
 from pathlib import Path
-from tether.host._proctree import ProcessTree
+from tether.host._proctree import ProcessTree, run_command
 
 async def main():
     tree = ProcessTree()
@@ -183,3 +183,45 @@ def test_bounded_output_keeps_head_and_tail_and_counts_the_rest() -> None:
     assert kept.total == 26
     assert kept.dropped == 16
     assert kept.text() == "abcde\n[... 16 bytes of output dropped ...]\nvwxyz"
+
+
+@pytest.mark.rule("S13b")
+def test_s13b_bounded_output_never_holds_more_than_its_limit() -> None:
+    """S13b: one huge chunk, or many, never make the kept bytes exceed the limit."""
+    kept = BoundedOutput(1000)
+    kept.add(b"h" * 10)
+    kept.add(b"x" * 5_000_000)
+    assert kept.kept == 1000
+    for _ in range(100):
+        kept.add(b"y" * 70_000)
+        assert kept.kept == 1000
+    kept.add(b"tail")
+    text = kept.text()
+    assert text.startswith("h" * 10 + "x" * 490)
+    assert text.endswith("y" * 496 + "tail")
+    assert kept.dropped == kept.total - 1000
+
+
+@pytest.mark.rule("S13b")
+@pytest.mark.anyio
+async def test_s13b_a_flood_streams_at_most_the_progress_limit(workspace: Path) -> None:
+    """S13b: a command printing without end streams at most `progress_limit` bytes (then
+    one marker), and its result keeps only head and tail."""
+    streamed: list[str] = []
+    command = "head -c 3000000 /dev/zero | tr '\\0' y; echo END"
+    with anyio.fail_after(30):
+        outcome = await run_command(
+            ["bash", "-c", command],
+            cwd=workspace,
+            env=dict(os.environ),
+            stop=anyio.Event(),
+            on_output=streamed.append,
+            limit=2000,
+            progress_limit=100_000,
+        )
+    text = "".join(streamed)
+    assert text.endswith("\n[... streaming paused after 100000 bytes ...]\n")
+    assert len(text) < 100_100
+    assert outcome.output.endswith("yyyEND\n")
+    assert "[... 2998004 bytes of output dropped ...]" in outcome.output
+    assert outcome.returncode == 0
