@@ -50,3 +50,12 @@ def store_factory(
 @pytest.fixture
 def store(store_factory: StoreFactory) -> Store:
     return store_factory()
+
+
+@pytest.fixture(autouse=True)
+def _close_opened() -> Iterator[None]:
+    """Every process a test started is reaped and every store closed."""
+    from .support import close_opened
+
+    yield
+    close_opened()

@@ -32,4 +32,9 @@ RULES: dict[str, str] = {
     # spec 03: unattended runs
     "plan-file": "plan errors name the line and the field",
     "claims": "a claim is taken atomically, leased and fenced by its epoch",
+    "halt-order": "the halt: calls finish, receipts, save aside, then release; a failed save holds",
+    "save-aside": "uncommitted work, untracked included, saved aside touching nothing",
+    "halted-stays": "a halted run stays halted after a lift; only a take-over steps on",
+    "hold": "HOLD makes no move and lets nothing go",
+    "status-runs": "tether status lists this account's runs with their state",
 }

@@ -25,9 +25,12 @@ _COMMANDS: dict[str, str] = {
     "lift": "lift:lift",
     "permissions": "permissions:permissions",
     "queue": "queue:queue",
+    "run": "run:run",
+    "runs": "runs:runs",
     "setup": "setup:setup",
     "status": "status:status",
     "stop": "stop:stop",
+    "takeover": "takeover:takeover",
 }
 
 

@@ -43,11 +43,15 @@ def status(as_json: bool) -> None:
             person_uid=os.geteuid(),
             stop_path=setup_path(),
         )
+    from ..runs import account_runs
+
+    runs = account_runs()
     if as_json:
-        sys.stdout.write(json.dumps(status_json(reading)) + "\n")
+        sys.stdout.write(json.dumps({**status_json(reading), "runs": runs}) + "\n")
         return
     lines = reading_lines(reading)
     if store is not None:
         lines += binding_lines(store)
-    lines.append(("info", "runs: none"))
+    shown = ", ".join(f"{r['id']} {r['state']}" for r in runs) or "none"
+    lines.append(("info", f"runs: {shown}"))
     emit(lines)

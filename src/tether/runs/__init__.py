@@ -23,6 +23,7 @@ from ._values import Receipt as Receipt
 from ._values import RunRow as RunRow
 from ._values import RunState as RunState
 from ._values import StaleClaim as StaleClaim
+from ._views import account_runs as account_runs
 
 __all__ = (
     "Claim",
@@ -39,6 +40,7 @@ __all__ = (
     "Stage",
     "StaleClaim",
     "Store",
+    "account_runs",
     "load_plan",
     "open_store",
     "store_url",

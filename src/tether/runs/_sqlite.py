@@ -447,10 +447,17 @@ class SqliteStore:
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""
+        return self._lane_rows("run", run)
+
+    def item_lanes(self, item: str) -> list[LaneRow]:
+        """Every lane (of any run) that worked on `item`, in the order they opened."""
+        return self._lane_rows("item", item)
+
+    def _lane_rows(self, column: str, value: str) -> list[LaneRow]:
         rows = self._conn.execute(
             "SELECT id, run, item, state, branch, worktree, stage, saved_ref, "
-            "saved_commit, note FROM lanes WHERE run = ? ORDER BY seq",
-            (run,),
+            f"saved_commit, note FROM lanes WHERE {column} = ? ORDER BY seq",
+            (value,),
         ).fetchall()
         return [
             LaneRow(

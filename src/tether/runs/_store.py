@@ -149,6 +149,9 @@ class Store(Protocol):
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""
 
+    def item_lanes(self, item: str) -> list[LaneRow]:
+        """Every lane (of any run) that worked on `item`, in the order they opened."""
+
     def record_receipt(self, claim: Claim, receipt: Receipt) -> None:
         """Record an agent's receipt under a current claim.
 

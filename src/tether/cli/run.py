@@ -1,0 +1,78 @@
+"""`tether run PLAN`: work through the plan's items without a person (spec 03)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+__all__ = ("run",)
+
+
+@click.command()
+@click.argument("plan", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--takeover",
+    "takeover",
+    metavar="RUN",
+    default=None,
+    help="First take over RUN (halted or dead): restore its saved work, then go on.",
+)
+@click.option(
+    "--store",
+    "store_opt",
+    default=None,
+    help="A SQLite file or postgresql:// URL [env var: TETHER_STORE; default: the plan's, "
+    "else the embedded SQLite file].",
+)
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between reads of the stop while nothing moves [default: the plan's, 2].",
+)
+@click.option(
+    "--save-retry",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds a failed save is retried before the run ends with the lane held.",
+)
+def run(
+    plan: Path,
+    takeover: str | None,
+    store_opt: str | None,
+    poll: float | None,
+    save_retry: float,
+) -> None:
+    """Run PLAN: a lane (git worktree) per item, its stages handed to agents in order.
+
+    The stop is read before every move. Exit codes: 0 every item done; 3 halted (a
+    stop or Ctrl-C); 4 halted with a lane held (its save failed); 130 killed by a
+    second Ctrl-C; 2 refused or bad usage; 1 a failure. Reads TETHER_HOME and
+    TETHER_STORE.
+
+    \b
+    Examples:
+      tether run plan.toml
+      tether run plan.toml --takeover run_3f9a0c1b2d4e-1
+      TETHER_STORE=/srv/tether/runs.sqlite3 tether run plan.toml
+    """
+    import anyio
+
+    from ..runs._entry import run_plan
+    from ._runview import run_view
+
+    with run_view() as say:
+        code = anyio.run(
+            lambda: run_plan(
+                plan,
+                say=say,
+                store_option=store_opt,
+                takeover=takeover,
+                poll=poll,
+                save_retry=save_retry,
+            )
+        )
+    sys.exit(int(code))

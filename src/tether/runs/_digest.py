@@ -1,0 +1,70 @@
+"""The dated digest: items done, receipts, halts, holds and lifts of the day's runs.
+
+One Markdown file a day, `digest-YYYY-MM-DD.md`, in the person's directory of the stop
+folder when this account may write there (the own store, or the person's own account),
+else in the account's state dir. Each run appends its section; the file is rewritten
+atomically (spec 02: owner-only, temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .._config import paths
+from .._fs import write_atomic
+from ..stop import StopWatch
+from ._store import Store
+
+__all__ = ("digest_dir", "write_digest")
+
+_SHOWN = {
+    "stop-observed": "stop observed",
+    "hold": "hold",
+    "hold-ended": "hold ended",
+    "lift-seen": "lift seen",
+    "saved": "saved aside",
+    "released": "released",
+    "held": "lane held",
+    "kill": "agents killed",
+}
+
+
+def digest_dir(watch: StopWatch) -> Path:
+    """Where this account's digest goes (see the module docstring)."""
+    place = watch.store.place
+    if place.person_uid == os.geteuid() and os.access(place.uid_dir, os.W_OK):
+        return place.uid_dir
+    return paths().state_dir
+
+
+def write_digest(store: Store, run: str, watch: StopWatch) -> Path:
+    """Append `run`'s section to today's digest and return the file's path."""
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    path = digest_dir(watch) / f"digest-{day}.md"
+    row = store.run(run)
+    lines = [f"## run {run} — {row.state.value if row else 'unknown'}", ""]
+    done = [lane for lane in store.lanes(run) if lane.state.value == "done"]
+    lines.append(
+        "Items done: " + (", ".join(lane.item for lane in done) if done else "none")
+    )
+    lines.append("")
+    lines.extend(
+        f"- receipt {r.item} / {r.stage}: exit {r.exit_status}, "
+        f"{len(r.commits)} commit(s)"
+        for r in store.receipts(run)
+    )
+    for event in store.events(run):
+        if event.kind in _SHOWN:
+            when = datetime.fromtimestamp(event.at, UTC).strftime("%H:%M:%S")
+            what = _SHOWN[event.kind]
+            lines.append(f"- {when} {what} {event.detail}".rstrip())
+    try:
+        old = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old = f"# tether digest {day}\n"
+    text = old.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(path, text.encode())
+    return path

@@ -1,0 +1,138 @@
+"""`tether run` and `tether takeover` as one function: set up, run, write the digest.
+
+The signal handling lives here too: the first SIGINT is a stop for this run (a halt in
+the spec's order), the second kills every agent tree at once, the worktrees are then
+saved aside within a bound, and the run exits 130 with its claims left for the restart
+path.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from .._config import paths
+from .._ids import new_id
+from ..errors import UsageError
+from ..stop import StopStore
+from ._digest import write_digest
+from ._plan import load_plan
+from ._run import ExitCode, Run
+from ._store import open_store, store_url
+from ._takeover import prepare_takeover
+from ._values import LaneRow, RunState
+
+__all__ = ("KILL_BOUND", "run_plan")
+
+KILL_BOUND = 5.0
+"""Seconds the saves after a second Ctrl-C may take before the run exits."""
+
+
+async def run_plan(
+    plan_path: Path | None,
+    *,
+    say: Callable[[str], None],
+    store_option: str | None = None,
+    takeover: str | None = None,
+    poll: float | None = None,
+    save_retry: float = 10.0,
+    handle_sigint: bool = True,
+    on_start: Callable[[Run], None] | None = None,
+) -> ExitCode:
+    """Run a plan (or take over a run) to its end; returns the exit code.
+
+    `say` gets the run's lines, the first being `run <id>`.
+
+    Raises:
+        UsageError: the plan or the store cannot be used.
+        Refused: the take-over is not allowed now.
+    """
+    # A fresh account has no state dir yet; the own store of stops lives inside it.
+    paths().state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stop_store = StopStore.from_setup()
+    watch = stop_store.watch()
+    store = None
+    try:
+        if takeover is not None and plan_path is None:
+            probe = open_store(store_url(store_option))
+            row = probe.run(takeover)
+            probe.close()
+            if row is None:
+                raise UsageError(f"no run {takeover}; see `tether runs`")
+            plan_path = Path(row.plan)
+        assert plan_path is not None
+        plan = load_plan(plan_path)
+        for stage in plan.stages:
+            if stage.agent is None:
+                raise UsageError(
+                    f"{plan.path}: stage {stage.name!r}: the builtin agent is not in "
+                    "this build yet; give a command line as agent"
+                )
+        store = open_store(store_url(store_option, plan.store))
+        for item in plan.items:
+            store.add_item(item.id, item.brief)
+        inherited: list[LaneRow] = []
+        if takeover is not None:
+            _, inherited = await prepare_takeover(store, takeover, watch, say)
+        run = Run(
+            plan=plan,
+            store=store,
+            watch=watch,
+            say=say,
+            id=new_id("run"),
+            takeover_of=takeover,
+            poll=poll if poll is not None else plan.poll,
+            heartbeat=plan.heartbeat,
+            lease=plan.lease,
+            save_retry=save_retry,
+        )
+        run.start_record()
+        say(f"run {run.id}")
+        if takeover is not None:
+            store.set_run_state(takeover, RunState.TAKEN_OVER)
+            store.log(takeover, "taken-over", detail=f"by {run.id}")
+            run.inherit(inherited)
+            say(f"taking over {takeover}: {len(inherited)} lane(s) to restore")
+        if on_start is not None:
+            on_start(run)
+        code = await _execute(run, handle_sigint)
+        try:
+            where = write_digest(store, run.id, watch)
+        except OSError as exc:
+            say(f"the digest could not be written: {exc}")
+        else:
+            say(f"digest: {where}")
+        return code
+    finally:
+        if store is not None:
+            store.close()
+
+
+async def _execute(run: Run, handle_sigint: bool) -> ExitCode:
+    result: list[ExitCode] = []
+    async with anyio.create_task_group() as tg:
+
+        async def work() -> None:
+            result.append(await run.execute())
+            tg.cancel_scope.cancel()
+
+        async def sigint() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                presses = 0
+                async for _ in signals:
+                    presses += 1
+                    if presses == 1:
+                        run.request_halt("ctrl-c")
+                    else:
+                        await run.kill()
+                        tg.cancel_scope.deadline = anyio.current_time() + KILL_BOUND
+
+        tg.start_soon(work)
+        if handle_sigint:
+            tg.start_soon(sigint)
+    if run.killed:
+        return ExitCode.KILLED
+    return result[0] if result else ExitCode.FAILED

@@ -1,0 +1,603 @@
+"""The run: lanes through stages, the stop read before every move, the halt in order.
+
+Before every move (opening a lane, handing out a stage, starting an agent) the run reads
+the stop through its `StopWatch` and also reads it every poll interval on its own:
+
+- `CLEAR`: the move is made;
+- `HOLD`: no move, nothing let go; the reason is recorded and shown, and the read is
+  repeated every poll interval;
+- `STOPPED`: the halt, in spec 03's order: no new move; an agent in a call finishes it
+  and its receipt is recorded; each lane whose tree is gone is saved aside; only then
+  are its claims released and the lane halted. A save that fails holds that lane and
+  its claims; the save is retried for a while, then the run exits with the lane held.
+
+A halted run stays halted: nothing here resumes it (a take-over is a new run). The
+second Ctrl-C is `kill()`: every agent tree is killed at once, the worktrees are saved
+aside within a bound, and claims are left for the restart path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import assert_never, final
+
+import anyio
+import attrs
+
+from ..host._proctree import ProcessTree
+from ..stop import ReadOutcome, StopReading, StopWatch
+from ._agents import AgentOutcome, expand, run_command_agent
+from ._lanes import (
+    GitFailed,
+    SaveFailed,
+    branch_name,
+    commits_since,
+    git,
+    head,
+    lane_dir,
+    open_worktree,
+    remove_worktree,
+    restore,
+    save_aside,
+    saved_ref,
+)
+from ._liveness import here, process_start
+from ._plan import Plan
+from ._store import Store, crash_point
+from ._values import Claim, LaneRow, LaneState, Receipt, RunRow, RunState, StaleClaim
+
+__all__ = ("ExitCode", "Run")
+
+
+class ExitCode(enum.IntEnum):
+    """How `tether run` ends (spec 03, fixed)."""
+
+    DONE = 0
+    """Every item done."""
+    FAILED = 1
+    """A failure (an agent failed a stage, or the run could not go on)."""
+    REFUSED = 2
+    """Refused or a usage error."""
+    HALTED = 3
+    """Halted by a stop or a Ctrl-C."""
+    HALT_HELD = 4
+    """Halted with a lane held (its save failed)."""
+    KILLED = 130
+    """Killed by a second Ctrl-C."""
+
+
+_Say = Callable[[str], None]
+
+
+@attrs.define(eq=False)
+class _Lane:
+    row: LaneRow
+    claim: Claim
+    worktree: Path
+    stage: int
+    tree: ProcessTree | None = None
+    fenced: bool = False
+    failed: bool = False
+
+
+@final
+@attrs.define(eq=False)
+class Run:
+    """One run of a plan; `execute()` works until done or halted."""
+
+    plan: Plan
+    """What to do."""
+    store: Store
+    """Claims and ledger."""
+    watch: StopWatch
+    """The stop, read before every move."""
+    say: _Say
+    """Where progress lines go."""
+    id: str
+    """`run_...`."""
+    takeover_of: str | None = None
+    """The run whose work this one took over."""
+    poll: float = 2.0
+    """Seconds between reads of the stop."""
+    heartbeat: float = 10.0
+    """Seconds between claim renewals."""
+    lease: float = 60.0
+    """Seconds a claim lives without a renewal."""
+    save_retry: float = 10.0
+    """Seconds a failed save is retried before the run ends with the lane held."""
+    _halt: anyio.Event = attrs.field(factory=anyio.Event)
+    _halt_source: str | None = None
+    _held_reason: str | None = None
+    _killed: bool = False
+    _lanes: dict[str, _Lane] = attrs.field(factory=dict)
+    _inherit: list[LaneRow] = attrs.field(factory=list)
+    _failed: bool = False
+    _any_held: bool = False
+
+    @property
+    def halting(self) -> bool:
+        """Whether a stop (or Ctrl-C) was taken."""
+        return self._halt.is_set()
+
+    @property
+    def killed(self) -> bool:
+        """Whether `kill()` was called (a second Ctrl-C)."""
+        return self._killed
+
+    def agents_in_call(self) -> int:
+        """How many agents are running now."""
+        return sum(1 for lane in self._lanes.values() if lane.tree is not None)
+
+    def inherit(self, lanes: list[LaneRow]) -> None:
+        """Lanes of a previous run this run takes over first (saved work restored)."""
+        self._inherit = list(lanes)
+
+    # -- the ledger --------------------------------------------------------------------
+    def _log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
+        self.store.log(self.id, kind, lane=lane, detail=detail)
+
+    def _state(self, state: RunState) -> None:
+        self.store.set_run_state(self.id, state)
+
+    # -- the stop ----------------------------------------------------------------------
+    def request_halt(self, source: str, detail: str = "") -> None:
+        """Take a stop: no move from now on; lanes are saved and released as they settle."""
+        if self._halt.is_set():
+            return
+        self._halt_source = source
+        self._halt.set()
+        self._log("stop-observed", detail=f"{source}: {detail}".rstrip(": "))
+        self._state(RunState.HALTING)
+        waiting = self.agents_in_call()
+        self.say(
+            f"stopping ({source}): waiting for {waiting} agent"
+            f"{'' if waiting == 1 else 's'} to finish their calls"
+            + (" — press Ctrl-C again to kill now" if source == "ctrl-c" else "")
+        )
+
+    def _observe(self, reading: StopReading) -> bool:
+        """Act on a reading; True when a move may be made."""
+        if self.halting:
+            return False
+        match reading.outcome:
+            case ReadOutcome.CLEAR:
+                if self._held_reason is not None:
+                    self._held_reason = None
+                    self._log("hold-ended")
+                    self._state(RunState.RUNNING)
+                    self.say("the stop reads clear again: going on")
+                for note in reading.notes:
+                    self._log("lift-seen", detail=note)
+                return True
+            case ReadOutcome.STOPPED:
+                who = (
+                    f"set by uid {reading.set_by_uid}"
+                    if reading.set_by_uid is not None
+                    else ""
+                )
+                self.request_halt("stop", who)
+                return False
+            case ReadOutcome.HOLD:
+                reason = reading.reason or "the stop could not be read clearly"
+                if reason != self._held_reason:
+                    self._held_reason = reason
+                    self._log("hold", detail=reason)
+                    self._state(RunState.HELD)
+                    self.say(f"holding: {reason}")
+                return False
+            case _:
+                assert_never(reading.outcome)
+
+    async def _gate(self, move: str, lane: str | None = None) -> bool:
+        """Read the stop before `move`; wait out a HOLD; False once halting."""
+        while True:
+            if self.halting:
+                return False
+            if self._observe(self.watch.read()):
+                self._log("move", lane=lane, detail=move)
+                return True
+            if self.halting:
+                return False
+            with anyio.move_on_after(self.poll):
+                await self._halt.wait()
+
+    async def _watch_stop(self) -> None:
+        while not self.halting:
+            with anyio.move_on_after(self.poll):
+                await self._halt.wait()
+            if not self.halting:
+                self._observe(self.watch.read())
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await anyio.sleep(self.heartbeat)
+            for lane in list(self._lanes.values()):
+                if lane.fenced:
+                    continue
+                try:
+                    lane.claim = self.store.renew(lane.claim, self.lease)
+                except StaleClaim as exc:
+                    lane.fenced = True
+                    self._log("fenced", lane=lane.row.id, detail=str(exc))
+                    self.say(f"{lane.row.item}: {exc}")
+
+    # -- killing -----------------------------------------------------------------------
+    async def kill(self) -> None:
+        """Kill every agent tree at once (the second Ctrl-C); the lanes then save aside."""
+        if self._killed:
+            return
+        self._killed = True
+        if not self.halting:
+            self.request_halt("kill")
+        trees = [lane.tree for lane in self._lanes.values() if lane.tree is not None]
+        self._log("kill", detail=f"{len(trees)} agent trees")
+        self.say(f"killing {len(trees)} agent trees now")
+        async with anyio.create_task_group() as tg:
+            for tree in trees:
+                tg.start_soon(tree.kill)
+
+    # -- lanes -------------------------------------------------------------------------
+    async def _open_lane(self, claim: Claim, previous: LaneRow | None) -> _Lane:
+        lane_id = claim.lane
+        repo = self.plan.repo
+        worktree = lane_dir(self.id, lane_id)
+        stage = 0
+        commit: str | None = None
+        if previous is not None:
+            stage = previous.stage
+            commit = previous.saved_commit
+            old = Path(previous.worktree)
+            if await anyio.Path(old).exists():
+                # Nothing is deleted before it is saved aside: save the old worktree
+                # again (the ref keeps the earlier save in its reflog), then remove it.
+                ref = previous.saved_ref or saved_ref(previous.run, previous.id)
+                commit = await save_aside(
+                    old, ref, message=f"{previous.run} {previous.id}"
+                )
+                self.store.update_lane(previous.id, saved=(ref, commit))
+                await remove_worktree(repo, old)
+        await open_worktree(repo, worktree, branch_name(claim.item))
+        row = LaneRow(
+            id=lane_id,
+            run=self.id,
+            item=claim.item,
+            state=LaneState.OPEN,
+            branch=branch_name(claim.item),
+            worktree=str(worktree),
+            stage=stage,
+        )
+        self.store.add_lane(row)
+        self._log("lane-open", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}")
+        if commit is not None:
+            await restore(worktree, commit)
+            self._log("restored", lane=lane_id, detail=commit)
+            self.say(f"{claim.item}: saved work {commit[:12]} restored")
+        lane = _Lane(row=row, claim=claim, worktree=worktree, stage=stage)
+        self._lanes[lane_id] = lane
+        return lane
+
+    async def _call(self, lane: _Lane, index: int) -> AgentOutcome:
+        stage = self.plan.stages[index]
+        assert stage.agent is not None  # builtin stages are refused at the start
+        brief = self._brief(lane.row.item)
+        argv = expand(
+            stage.agent, {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
+        )
+
+        def on_tree(tree: ProcessTree | None) -> None:
+            lane.tree = tree
+            if tree is not None:
+                crash_point("stage")
+
+        return await run_command_agent(
+            argv,
+            cwd=lane.worktree,
+            log=self._log_path(lane.row.id),
+            run=self.id,
+            lane=lane.row.id,
+            item=lane.row.item,
+            timeout=stage.timeout,
+            on_tree=on_tree,
+        )
+
+    def _log_path(self, lane: str) -> Path:
+        return lane_dir(self.id, lane).parent / f"{lane}.log"
+
+    def _brief(self, item: str) -> str:
+        for it in self.plan.items:
+            if it.id == item:
+                return it.brief
+        for queued in self.store.items():
+            if queued.id == item:
+                return queued.brief
+        return ""
+
+    async def _stages(self, lane: _Lane) -> None:
+        for index in range(lane.stage, len(self.plan.stages)):
+            name = self.plan.stages[index].name
+            if not await self._gate(f"hand out {name}", lane.row.id):
+                return
+            if not await self._gate(f"start agent for {name}", lane.row.id):
+                return
+            self.store.update_lane(lane.row.id, state=LaneState.IN_CALL)
+            self._log("stage-start", lane=lane.row.id, detail=name)
+            self.say(f"{lane.row.item}: {name} started")
+            base = await head(lane.worktree)
+            outcome = await self._call(lane, index)
+            if self._killed:
+                # A killed call is not a receipt: the stage runs again after a take-over.
+                self._log("killed-in-call", lane=lane.row.id, detail=name)
+                return
+            commits: tuple[str, ...] = ()
+            with contextlib.suppress(GitFailed):
+                commits = await commits_since(lane.worktree, base)
+            receipt = Receipt(
+                run=self.id,
+                lane=lane.row.id,
+                item=lane.row.item,
+                stage=name,
+                exit_status=outcome.exit_status,
+                log_tail=outcome.log_tail,
+                commits=commits,
+            )
+            try:
+                self.store.record_receipt(lane.claim, receipt)
+            except StaleClaim as exc:
+                lane.fenced = True
+                self._log("fenced", lane=lane.row.id, detail=str(exc))
+                return
+            self._log(
+                "receipt", lane=lane.row.id, detail=f"{name} exit {outcome.exit_status}"
+            )
+            lane.stage = index + 1
+            self.store.update_lane(lane.row.id, state=LaneState.OPEN, stage=lane.stage)
+            self.say(
+                f"{lane.row.item}: {name} ended, exit {outcome.exit_status}, "
+                f"{len(commits)} commit{'' if len(commits) == 1 else 's'}"
+            )
+            if outcome.exit_status != 0:
+                lane.failed = True
+                return
+
+    async def _lane(
+        self, claim: Claim, previous: LaneRow | None, slots: anyio.Semaphore
+    ) -> None:
+        try:
+            try:
+                lane = await self._open_lane(claim, previous)
+            except (GitFailed, SaveFailed) as exc:
+                self._failed = True
+                self._log("lane-failed", lane=claim.lane, detail=str(exc))
+                self.say(f"{claim.item}: cannot open a lane: {exc}")
+                with contextlib.suppress(StaleClaim):
+                    self.store.release(claim)
+                return
+            await self._stages(lane)
+            if lane.fenced:
+                await self._save(lane)
+                return
+            if self.halting and (
+                lane.stage < len(self.plan.stages) and not lane.failed
+            ):
+                await self._halt_lane(lane)
+                return
+            await self._finish_lane(lane)
+        finally:
+            slots.release()
+
+    async def _finish_lane(self, lane: _Lane) -> None:
+        try:
+            self.store.finish(lane.claim, failed=lane.failed)
+        except StaleClaim as exc:
+            self._log("fenced", lane=lane.row.id, detail=str(exc))
+            return
+        self.store.update_lane(
+            lane.row.id, state=LaneState.DONE, note="failed" if lane.failed else None
+        )
+        if lane.failed:
+            self._failed = True
+        verdict = "failed" if lane.failed else "done"
+        self._log("lane-done", lane=lane.row.id, detail=verdict)
+        self.say(
+            f"{lane.row.item}: {verdict}; its branch {lane.row.branch} is left for you"
+        )
+        # The branch stays for the person; uncommitted leftovers are saved first.
+        try:
+            dirty = await git("status", "--porcelain", cwd=lane.worktree)
+        except GitFailed as exc:
+            self._log("save-failed", lane=lane.row.id, detail=str(exc))
+            return
+        if dirty:
+            ref = saved_ref(self.id, lane.row.id)
+            try:
+                commit = await save_aside(
+                    lane.worktree, ref, message=f"{self.id} {lane.row.id}"
+                )
+            except SaveFailed as exc:
+                self._log("save-failed", lane=lane.row.id, detail=str(exc))
+                return
+            self.store.update_lane(lane.row.id, saved=(ref, commit))
+            self._log("saved", lane=lane.row.id, detail=f"{ref} {commit}")
+        await remove_worktree(self.plan.repo, lane.worktree)
+        del self._lanes[lane.row.id]
+
+    async def _save(self, lane: _Lane) -> str | None:
+        ref = saved_ref(self.id, lane.row.id)
+        try:
+            commit = await save_aside(
+                lane.worktree, ref, message=f"{self.id} {lane.row.id}"
+            )
+        except SaveFailed as exc:
+            self._log("save-failed", lane=lane.row.id, detail=str(exc))
+            return None
+        self.store.update_lane(lane.row.id, state=LaneState.SAVED, saved=(ref, commit))
+        self._log("saved", lane=lane.row.id, detail=f"{ref} {commit}")
+        return commit
+
+    async def _halt_lane(self, lane: _Lane) -> None:
+        """Steps 3 and 4 of the halt for one lane whose agent is gone."""
+        assert lane.tree is None  # spec 03: its process tree is checked empty first
+        commit = await self._save(lane)
+        if commit is None and not self._killed:
+            self.store.update_lane(
+                lane.row.id, state=LaneState.HELD, note="save failed"
+            )
+            self.say(
+                f"{lane.row.item}: holding the lane and its claim: its save failed"
+            )
+            with anyio.move_on_after(self.save_retry):
+                while commit is None:
+                    await anyio.sleep(self.poll)
+                    commit = await self._save(lane)
+            if commit is None:
+                self._any_held = True
+                events = [
+                    e for e in self.store.events(self.id) if e.lane == lane.row.id
+                ]
+                why = next(
+                    (e.detail for e in reversed(events) if e.kind == "save-failed"), ""
+                )
+                self.store.update_lane(lane.row.id, state=LaneState.HELD, note=why)
+                self._log("held", lane=lane.row.id, detail=why)
+                self.say(f"{lane.row.item}: held: {why}")
+                return
+        if commit is None or self._killed:
+            # After a kill the claims are left for the restart path.
+            return
+        self.say(f"{lane.row.item}: saved aside as {commit[:12]}")
+        crash_point("save-release")
+        try:
+            self.store.release(lane.claim)
+        except StaleClaim as exc:
+            self._log("fenced", lane=lane.row.id, detail=str(exc))
+            return
+        self._log("released", lane=lane.row.id, detail=lane.row.item)
+        self.store.update_lane(lane.row.id, state=LaneState.HALTED)
+        self._log("lane-halted", lane=lane.row.id)
+        del self._lanes[lane.row.id]
+
+    # -- the run -----------------------------------------------------------------------
+    def start_record(self) -> None:
+        """Record the run in the store (state running)."""
+        self.store.create_run(
+            RunRow(
+                id=self.id,
+                state=RunState.RUNNING,
+                host=here(),
+                pid=os.getpid(),
+                pid_start=process_start(),
+                started_at=anyio_time(),
+                plan=str(self.plan.path),
+                repo=str(self.plan.repo),
+                takeover_of=self.takeover_of,
+            )
+        )
+        self._log("run-start", detail=str(self.plan.path))
+
+    async def _dispatch(self) -> None:
+        slots = anyio.Semaphore(self.plan.lanes)
+        only = None if not self.plan.items else [i.id for i in self.plan.items]
+        async with anyio.create_task_group() as lanes:
+            for previous in self._inherit:
+                await slots.acquire()
+                if not await self._gate("open a lane", previous.id):
+                    slots.release()
+                    return
+                lane_id = new_lane_id()
+                claim = self.store.take_over_claim(
+                    previous.item,
+                    self.id,
+                    lane_id,
+                    previous=previous.run,
+                    host=here(),
+                    pid=os.getpid(),
+                    lease=self.lease,
+                )
+                if claim is None:
+                    slots.release()
+                    self.say(f"{previous.item}: held by another run now; left to it")
+                    continue
+                self._log(
+                    "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
+                )
+                lanes.start_soon(self._lane, claim, previous, slots)
+            while True:
+                await slots.acquire()
+                if not await self._gate("open a lane"):
+                    slots.release()
+                    return
+                lane_id = new_lane_id()
+                claim = self.store.take_claim(
+                    self.id,
+                    lane_id,
+                    only=only,
+                    host=here(),
+                    pid=os.getpid(),
+                    lease=self.lease,
+                )
+                if claim is None:
+                    slots.release()
+                    return
+                self._log(
+                    "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
+                )
+                prior = last_saved_lane(self.store, claim.item, self.id)
+                lanes.start_soon(self._lane, claim, prior, slots)
+
+    async def execute(self) -> ExitCode:
+        """Work until every item is done or the run halts; returns the exit code."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_stop)
+            tg.start_soon(self._heartbeat)
+            await self._dispatch()
+            tg.cancel_scope.cancel()
+        if self._killed:
+            self._log("killed")
+            return ExitCode.KILLED
+        if self.halting:
+            state = RunState.HALT_HELD if self._any_held else RunState.HALTED
+            self._state(state)
+            self._log(state.value)
+            self.say(
+                f"run {self.id} {state.value}: it stays halted until `tether takeover {self.id}`"
+            )
+            return ExitCode.HALT_HELD if self._any_held else ExitCode.HALTED
+        self._state(RunState.DONE)
+        self._log("done", detail="failed" if self._failed else "")
+        self.say(f"run {self.id} done" + (" (a stage failed)" if self._failed else ""))
+        return ExitCode.FAILED if self._failed else ExitCode.DONE
+
+
+def anyio_time() -> float:
+    """Wall-clock seconds (runs record when they started)."""
+    import time
+
+    return time.time()
+
+
+def new_lane_id() -> str:
+    """A fresh lane id."""
+    from .._ids import new_id
+
+    return new_id("lane")
+
+
+def last_saved_lane(store: Store, item: str, run: str) -> LaneRow | None:
+    """The latest saved-aside lane of `item` in another run, whose work a new lane restores."""
+    found = None
+    for lane in store.item_lanes(item):
+        if (
+            lane.run != run
+            and lane.saved_commit is not None
+            and lane.state
+            in (
+                LaneState.HALTED,
+                LaneState.SAVED,
+            )
+        ):
+            found = lane
+    return found

@@ -1,0 +1,136 @@
+"""Helpers of the run tests: a real git repository, plans, `tether run` as a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tether.runs import Store
+from tether.runs._sqlite import SqliteStore
+from tether.runs._store import default_store_path
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_repo(root: Path) -> Path:
+    """A person's repository with one commit and a tracked file."""
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "person@example.com")
+    git(repo, "config", "user.name", "Person")
+    (repo / "README.md").write_text("hello\n", encoding="utf-8")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-qm", "init")
+    return repo
+
+
+WAIT_FOR_GO = (
+    'touch "$MARKS/$TETHER_ITEM.{stage}"; n=0; '
+    'while [ ! -e "$MARKS/go" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done'
+)
+"""A busy agent: marks that it started, then waits (bounded) for the test's go file."""
+
+
+def write_plan(
+    root: Path,
+    repo: Path,
+    *,
+    items: list[str],
+    stages: list[tuple[str, str]],
+    lanes: int = 2,
+    extra: str = "",
+) -> Path:
+    """A plan whose stages are `sh -c SCRIPT` command lines."""
+    parts = [f'repo = "{repo}"', f"lanes = {lanes}", "poll = 0.1", extra, ""]
+    for name, script in stages:
+        parts += [
+            "[[stage]]",
+            f'name = "{name}"',
+            f"agent = ['sh', '-c', '''{script}''']",
+            "",
+        ]
+    for item in items:
+        parts += ["[[item]]", f'id = "{item}"', f'brief = "Work on {item}"', ""]
+    plan = root / "plan.toml"
+    plan.write_text(textwrap.dedent("\n".join(parts)), encoding="utf-8")
+    return plan
+
+
+OPENED: list[subprocess.Popen[str] | Store] = []
+"""Processes and stores a test opened; the autouse fixture closes them."""
+
+
+def close_opened() -> None:
+    while OPENED:
+        thing = OPENED.pop()
+        if isinstance(thing, subprocess.Popen):
+            if thing.poll() is None:
+                thing.kill()
+            thing.communicate(timeout=30)
+        else:
+            thing.close()
+
+
+def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `tether ARGS` as a process of its own, output captured."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    OPENED.append(proc)
+    return proc
+
+
+def tether(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def wait_for(
+    check: Callable[[], bool], *, timeout: float = 30.0, what: str = ""
+) -> None:
+    """Poll `check` until true; fail after `timeout` seconds (a bound, never a hope)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(0.02)
+
+
+def open_default_store() -> Store:
+    store = SqliteStore.open(default_store_path())
+    OPENED.append(store)
+    return store
+
+
+def kinds(store: Store, run: str) -> list[tuple[str, str | None]]:
+    return [(e.kind, e.lane) for e in store.events(run)]
+
+
+def run_id_of(proc: subprocess.Popen[str]) -> str:
+    """Read the first line of a run's output: `run <id>`."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("run "), line
+    return line.split()[1]

@@ -1,0 +1,303 @@
+"""`tether run` end to end: real git, real agent processes, the real stop path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tether.runs import LaneState, RunState
+from tether.stop import lift_stop, set_stop
+
+from .support import (
+    WAIT_FOR_GO,
+    git,
+    kinds,
+    make_repo,
+    open_default_store,
+    run_id_of,
+    start,
+    tether,
+    wait_for,
+    write_plan,
+)
+
+COMMIT = (
+    "echo {brief} > work.txt; git add work.txt; "
+    'git -c user.email=a@b -c user.name=agent commit -qm "work on {item}"'
+)
+
+
+def test_a_run_takes_every_item_through_its_stages_and_leaves_the_branches(
+    tmp_path: Path,
+) -> None:
+    """Exit 0; `run <id>` first; each agent sees TETHER_AGENT/RUN/LANE and the expanded
+    brief; receipts name the commits; branches stay; the person's checkout is untouched."""
+    repo = make_repo(tmp_path)
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["one", "two", "three"],
+        stages=[
+            ("implement", COMMIT),
+            ("review", 'echo "agent=$TETHER_AGENT run=$TETHER_RUN lane=$TETHER_LANE"'),
+        ],
+    )
+    result = tether("run", str(plan))
+    assert result.returncode == 0, result.stderr
+    first, *_rest = result.stdout.splitlines()
+    assert first.startswith("run run_")
+    run = first.split()[1]
+    store = open_default_store()
+    receipts = store.receipts(run)
+    assert sorted((r.item, r.stage, r.exit_status) for r in receipts) == sorted(
+        (item, stage, 0)
+        for item in ("one", "two", "three")
+        for stage in ("implement", "review")
+    )
+    for r in receipts:
+        if r.stage == "implement":
+            assert len(r.commits) == 1
+            assert git(repo, "show", f"tether/{r.item}:work.txt") == f"Work on {r.item}"
+        else:
+            assert f"agent=1 run={run} lane={r.lane}" in r.log_tail
+    assert [i.state for i in store.items()] == ["done"] * 3
+    assert store.claims() == []
+    assert store.run(run).state is RunState.DONE  # type: ignore[union-attr]
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+@pytest.mark.rule("status-runs")
+def test_status_lists_the_runs_of_this_account_with_their_state(tmp_path: Path) -> None:
+    """`tether status --json` names each run and its state; the plain view too."""
+    repo = make_repo(tmp_path)
+    plan = write_plan(tmp_path, repo, items=["one"], stages=[("only", "true")])
+    before = json.loads(tether("status", "--json").stdout)
+    assert before["runs"] == []
+    result = tether("run", str(plan))
+    assert result.returncode == 0, result.stderr
+    run = result.stdout.split()[1]
+    status = tether("status", "--json")
+    assert status.returncode == 0
+    assert json.loads(status.stdout)["runs"] == [{"id": run, "state": "done"}]
+    assert f"runs: {run} done" in tether("status").stdout
+    listed = tether("runs", "--json")
+    assert json.loads(listed.stdout) == [{"id": run, "state": "done"}]
+
+
+def _busy_plan(tmp_path: Path, repo: Path, marks: Path) -> Path:
+    marks.mkdir()
+    work = (
+        'echo changed >> README.md; echo "untracked $TETHER_ITEM" > notes.txt; '
+        "mkdir -p sub; echo deep > sub/deep.txt; "
+    )
+    return write_plan(
+        tmp_path,
+        repo,
+        items=["one", "two"],
+        stages=[
+            ("implement", work + WAIT_FOR_GO.format(stage="implement")),
+            ("review", COMMIT),
+        ],
+    )
+
+
+@pytest.mark.rule("halt-order")
+def test_the_halt_goes_in_the_spec_order_for_every_lane(tmp_path: Path) -> None:
+    """A stop while two agents are in calls: no move after it; each call finishes and
+    its receipt is recorded; then that lane is saved aside; only then released and
+    halted; the run halts last and exits 3. Read from the ledger."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    plan = _busy_plan(tmp_path, repo, marks)
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    set_stop("test")
+    store = open_default_store()
+    wait_for(lambda: ("stop-observed", None) in kinds(store, run), what="stop seen")
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 3, proc.communicate()
+    events = store.events(run)
+    order = [(e.kind, e.lane) for e in events]
+    stop_at = order.index(("stop-observed", None))
+    assert not [k for k, _ in order[stop_at:] if k in ("move", "stage-start", "claim")]
+    lanes = store.lanes(run)
+    assert len(lanes) == 2
+    for lane in lanes:
+        mine = [k for k, lane_id in order if lane_id == lane.id]
+        steps = ["receipt", "saved", "released", "lane-halted"]
+        at = [order.index((k, lane.id)) for k in steps]
+        assert at == sorted(at), mine
+        assert at[0] > stop_at
+        assert lane.state is LaneState.HALTED
+        assert lane.saved_ref == f"refs/tether/saved/{run}/{lane.id}"
+        assert lane.stage == 1
+    assert order[-1] == ("halted", None)
+    assert store.claims() == []
+    assert store.run(run).state is RunState.HALTED  # type: ignore[union-attr]
+    stage_starts = [e.detail for e in events if e.kind == "stage-start"]
+    assert stage_starts == ["implement", "implement"]
+
+
+@pytest.mark.rule("save-aside")
+def test_saving_aside_keeps_tracked_and_untracked_work_and_touches_nothing(
+    tmp_path: Path,
+) -> None:
+    """The saved commit holds the changed tracked file and the untracked files; the
+    lane's branch, index and files are untouched, and so is the person's checkout."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    plan = _busy_plan(tmp_path, repo, marks)
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 3
+    store = open_default_store()
+    for lane in store.lanes(run):
+        ref = lane.saved_ref
+        assert ref is not None
+        assert git(repo, "show", f"{ref}:README.md") == "hello\nchanged"
+        assert git(repo, "show", f"{ref}:notes.txt") == f"untracked {lane.item}"
+        assert git(repo, "show", f"{ref}:sub/deep.txt") == "deep"
+        wt = Path(lane.worktree)
+        assert git(wt, "status", "--porcelain").splitlines() == [
+            "M README.md",  # the first line lost its leading space to strip()
+            "?? notes.txt",
+            "?? sub/",
+        ]
+        assert git(repo, "rev-parse", f"tether/{lane.item}") == git(
+            repo, "rev-parse", "main"
+        )
+        assert "refs/stash" not in git(repo, "for-each-ref")
+    assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.rule("halted-stays")
+def test_a_lift_alone_resumes_nothing_and_a_takeover_restores_and_finishes(
+    tmp_path: Path,
+) -> None:
+    """After a halt and a lift the run stays halted with nothing claimed; a take-over is
+    refused while the stop stands, and once lifted restores the saved work into fresh
+    worktrees (untracked files too) and finishes the remaining stage."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    plan = _busy_plan(tmp_path, repo, marks)
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 3
+    refused = tether("takeover", run)
+    assert refused.returncode == 2
+    assert "a stop stands" in refused.stderr
+    lift_stop()
+    shown = json.loads(tether("runs", "show", run, "--json").stdout)
+    assert shown["state"] == "halted"
+    assert {(lane["state"], lane["claimed"]) for lane in shown["lanes"]} == {
+        ("halted", False)
+    }
+    assert set(shown) == {"id", "state", "lanes"}
+    assert set(shown["lanes"][0]) == {"item", "state", "saved_ref", "claimed"}
+    taken = tether("takeover", run, env={"MARKS": str(marks)})
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    new_run = taken.stdout.splitlines()[0].split()[1]
+    assert new_run != run
+    store = open_default_store()
+    assert store.run(run).state is RunState.TAKEN_OVER  # type: ignore[union-attr]
+    stages = [(r.item, r.stage) for r in store.receipts(new_run)]
+    assert sorted(stages) == [("one", "review"), ("two", "review")]
+    for item in ("one", "two"):
+        # The review stage committed work.txt only; the restored files are there too.
+        wt_files = git(repo, "show", "--stat", "--format=", f"tether/{item}")
+        assert "work.txt" in wt_files
+    for lane in store.lanes(new_run):
+        saved = lane.saved_ref
+        assert saved is not None  # leftovers (restored, uncommitted) saved at the end
+        assert git(repo, "show", f"{saved}:notes.txt") == f"untracked {lane.item}"
+        assert git(repo, "show", f"{saved}:README.md") == "hello\nchanged"
+    assert [i.state for i in store.items()] == ["done", "done"]
+
+
+@pytest.mark.rule("hold")
+def test_hold_lets_nothing_go_and_moves_nothing_until_the_read_is_clear(
+    tmp_path: Path,
+) -> None:
+    """A stop folder that breaks the rule (uid dir group-writable) holds: the state is
+    held, the claims and worktrees stay, no stage starts; once fixed the run goes on."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    plan = _busy_plan(tmp_path, repo, marks)
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    from tether.stop import StopStore
+
+    uid_dir = StopStore.from_setup().place.uid_dir
+    uid_dir.chmod(0o770)
+    store = open_default_store()
+    wait_for(lambda: store.run(run).state is RunState.HELD, what="held")  # type: ignore[union-attr]
+    (marks / "go").touch()
+    wait_for(
+        lambda: sum(1 for k, _ in kinds(store, run) if k == "receipt") == 2,
+        what="both receipts",
+    )
+    # Held: both claims kept, no review stage started, lanes still there.
+    assert len(store.claims(run)) == 2
+    assert [e.detail for e in store.events(run) if e.kind == "stage-start"] == [
+        "implement",
+        "implement",
+    ]
+    assert all(Path(lane.worktree).is_dir() for lane in store.lanes(run))
+    hold = next(e for e in store.events(run) if e.kind == "hold")
+    assert "writ" in hold.detail
+    uid_dir.chmod(0o700)
+    assert proc.wait(timeout=60) == 0
+    assert [i.state for i in store.items()] == ["done", "done"]
+    assert ("hold-ended", None) in kinds(store, run)
+
+
+@pytest.mark.rule("halt-order")
+def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """An agent that leaves a worktree git cannot read: its save fails, the lane and its
+    claim are held (the other lane halts normally), the run exits 4 as halt-held."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    breaks = (
+        'if [ "$TETHER_ITEM" = one ]; then echo "gitdir: /nonexistent" > .git; fi; '
+    )
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["one", "two"],
+        stages=[
+            (
+                "implement",
+                "echo x > x.txt; " + breaks + WAIT_FOR_GO.format(stage="impl"),
+            ),
+            ("review", "true"),
+        ],
+    )
+    proc = start("run", str(plan), "--save-retry", "0.3", env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_for(lambda: len(list(marks.glob("*.impl"))) == 2, what="both agents busy")
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 4
+    store = open_default_store()
+    lanes = {lane.item: lane for lane in store.lanes(run)}
+    assert lanes["one"].state is LaneState.HELD
+    assert "cannot save" in (lanes["one"].note or "")
+    assert lanes["two"].state is LaneState.HALTED
+    assert [c.item for c in store.claims(run)] == ["one"]
+    assert store.run(run).state is RunState.HALT_HELD  # type: ignore[union-attr]
+    assert ("released", lanes["one"].id) not in kinds(store, run)
