@@ -1,8 +1,9 @@
 """Command-line stage agents, contained exactly as Bash calls are.
 
-An agent runs in the lane's worktree under the process-tree supervisor
-(`tether.host._proctree`): its own process group, a subreaper holding every descendant,
-the tree killed whole when the run dies or kills it. Its environment carries
+An agent runs in the lane's worktree through `run_command`, the one entry point for
+whatever tether runs as a process tree (the Bash tool uses it too): the same
+containment (a PID namespace with the stop folders read-only, or the subreaper), the
+tree killed whole when the run dies or kills it. Its environment carries
 `TETHER_AGENT=1`, `TETHER_RUN`, `TETHER_LANE` (so the stop verbs refuse it); its output
 goes to the lane's log. This module runs one agent and reports how it ended; when and
 whether to start one is the run's business.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import final
@@ -21,7 +23,7 @@ import anyio
 import attrs
 
 from .._env import TetherEnv
-from ..host._proctree import BoundedOutput, ProcessTree
+from ..host._proctree import run_command
 
 __all__ = ("AgentOutcome", "expand", "run_command_agent")
 
@@ -56,7 +58,7 @@ class AgentOutcome:
     exit_status: int
     """Its exit code; negative for a signal; 127 when it could not start."""
     log_tail: str
-    """The end of its output."""
+    """The start and the end of its output."""
     killed: bool = False
     """The run killed its tree (a second Ctrl-C)."""
 
@@ -70,12 +72,13 @@ async def run_command_agent(
     lane: str,
     item: str,
     timeout: float | None,
-    on_tree: Callable[[ProcessTree | None], None],
+    on_call: Callable[[anyio.CancelScope | None], None],
 ) -> AgentOutcome:
     """Run one command-line agent to its end, its output appended to `log`.
 
-    `on_tree` is told the agent's tree once it started (so the run can kill it) and
-    None once it is gone. Returns when every process of the tree is gone.
+    `on_call` is told the call's cancel scope once it starts (cancelling it kills and
+    reaps the agent's whole tree) and None once the call is over. Returns when every
+    process of the tree is gone.
     """
     env = {
         **os.environ,
@@ -84,38 +87,36 @@ async def run_command_agent(
         "TETHER_LANE": lane,
         "TETHER_ITEM": item,
     }
-    kept = BoundedOutput(_TAIL)
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with log.open("ab") as sink:
-        async with ProcessTree() as tree:
+
+        def on_output(text: str) -> None:
+            sink.write(text.encode("utf-8", "replace"))
+            sink.flush()
+
+        with anyio.CancelScope() as scope:
+            on_call(scope)
             try:
-                await tree.start(argv, cwd=cwd, env=env)
+                outcome = await run_command(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stop=anyio.Event(),  # spec 03: a stop never cuts an agent's call
+                    on_output=on_output,
+                    timeout=timeout,
+                    limit=_TAIL,
+                    progress_limit=sys.maxsize,
+                )
             except OSError as exc:
-                line = f"tether: the agent could not start: {exc}\n".encode()
-                sink.write(line)
-                kept.add(line)
-                return AgentOutcome(exit_status=127, log_tail=kept.text())
-            on_tree(tree)
-            try:
-                async with anyio.create_task_group() as tg:
-
-                    async def pump() -> None:
-                        async for chunk in tree.output():
-                            kept.add(chunk)
-                            sink.write(chunk)
-                            sink.flush()
-
-                    tg.start_soon(pump)
-                    with anyio.move_on_after(
-                        timeout if timeout else float("inf")
-                    ) as scope:
-                        code = await tree.wait()
-                    if scope.cancelled_caught:
-                        killed_code = await tree.kill()
-                        code = -9 if killed_code is None else killed_code
-                        note = f"\ntether: the agent ran past its {timeout} s and was killed\n"
-                        kept.add(note.encode())
-                        sink.write(note.encode())
+                line = f"tether: the agent could not start: {exc}\n"
+                sink.write(line.encode())
+                return AgentOutcome(exit_status=127, log_tail=line)
             finally:
-                on_tree(None)
-    return AgentOutcome(exit_status=code, log_tail=kept.text())
+                on_call(None)
+        if scope.cancelled_caught:
+            sink.write(b"\ntether: the agent's tree was killed\n")
+            return AgentOutcome(exit_status=-9, log_tail="killed", killed=True)
+    tail = outcome.output
+    if outcome.timed_out:
+        tail += f"\ntether: the agent ran past its {timeout} s and was killed\n"
+    return AgentOutcome(exit_status=outcome.returncode, log_tail=tail)

@@ -28,7 +28,6 @@ from typing import assert_never, final
 import anyio
 import attrs
 
-from ..host._proctree import ProcessTree
 from ..stop import ReadOutcome, StopReading, StopWatch
 from ._agents import AgentOutcome, expand, run_command_agent
 from ._lanes import (
@@ -79,7 +78,7 @@ class _Lane:
     claim: Claim
     worktree: Path
     stage: int
-    tree: ProcessTree | None = None
+    call: anyio.CancelScope | None = None
     fenced: bool = False
     failed: bool = False
 
@@ -130,7 +129,7 @@ class Run:
 
     def agents_in_call(self) -> int:
         """How many agents are running now."""
-        return sum(1 for lane in self._lanes.values() if lane.tree is not None)
+        return sum(1 for lane in self._lanes.values() if lane.call is not None)
 
     def inherit(self, lanes: list[LaneRow]) -> None:
         """Lanes of a previous run this run takes over first (saved work restored)."""
@@ -233,12 +232,12 @@ class Run:
         self._killed = True
         if not self.halting:
             self.request_halt("kill")
-        trees = [lane.tree for lane in self._lanes.values() if lane.tree is not None]
-        self._log("kill", detail=f"{len(trees)} agent trees")
-        self.say(f"killing {len(trees)} agent trees now")
-        async with anyio.create_task_group() as tg:
-            for tree in trees:
-                tg.start_soon(tree.kill)
+        calls = [lane.call for lane in self._lanes.values() if lane.call is not None]
+        self._log("kill", detail=f"{len(calls)} agent trees")
+        self.say(f"killing {len(calls)} agent trees now")
+        for call in calls:
+            # Each agent's call kills and reaps its whole tree (bounded) as it ends.
+            call.cancel()
 
     # -- lanes -------------------------------------------------------------------------
     async def _open_lane(self, claim: Claim, previous: LaneRow | None) -> _Lane:
@@ -288,9 +287,9 @@ class Run:
             stage.agent, {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
         )
 
-        def on_tree(tree: ProcessTree | None) -> None:
-            lane.tree = tree
-            if tree is not None:
+        def on_call(call: anyio.CancelScope | None) -> None:
+            lane.call = call
+            if call is not None:
                 crash_point("stage")
 
         return await run_command_agent(
@@ -301,7 +300,7 @@ class Run:
             lane=lane.row.id,
             item=lane.row.item,
             timeout=stage.timeout,
-            on_tree=on_tree,
+            on_call=on_call,
         )
 
     def _log_path(self, lane: str) -> Path:
@@ -440,7 +439,7 @@ class Run:
 
     async def _halt_lane(self, lane: _Lane) -> None:
         """Steps 3 and 4 of the halt for one lane whose agent is gone."""
-        assert lane.tree is None  # spec 03: its process tree is checked empty first
+        assert lane.call is None  # spec 03: its process tree is checked empty first
         commit = await self._save(lane)
         if commit is None and not self._killed:
             self.store.update_lane(
