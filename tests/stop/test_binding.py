@@ -424,3 +424,25 @@ def test_system_binding_a_user_namespace_of_the_account_reads_no_clear(
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["outcome"] == "HOLD", status
+
+
+@pytest.mark.rule("system-binding")
+def test_system_binding_board_json_and_status_text_name_the_binding(
+    system_dir: Path, folder: Path, agent_home: Path
+) -> None:
+    """`setup --system --json` lists each bound account with its install verdict, and
+    the bound account's `tether status` says it is bound, by which file."""
+    from tether.stop._render import system_board_json
+
+    board = bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT, 1003])
+    data = system_board_json(board)
+    assert data["binding_file"] == str(system_dir / "binding.json")
+    bindings = data["bindings"]
+    assert isinstance(bindings, list)
+    assert [b["account_uid"] for b in bindings] == [AGENT, 1003]
+    assert all(b["person_uid"] == PERSON and b["install_ok"] for b in bindings)
+    _write_record(agent_home, None, AGENT)
+    done = _as_agent(system_dir, "status", env=_env(TETHER_HOME=str(agent_home)))
+    assert done.returncode == 0, done.stderr
+    assert f"bound by {system_dir / 'binding.json'}" in done.stdout
+    assert f"uid {PERSON}'s stop in {folder}" in done.stdout

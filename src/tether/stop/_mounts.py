@@ -22,6 +22,8 @@ import threading
 
 import attrs
 
+from ._folder import untrusted_fs_why
+
 __all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan")
 
 LOCAL_TYPES = frozenset(
@@ -59,6 +61,8 @@ class MountPlan:
     """Names in the folder that are (or hold) mount points: the scan never enters them."""
     local: bool
     """Every crossed mount is local: the reading may run inline."""
+    untrusted: tuple[Mount, str] | None = None
+    """The first crossed mount whose owners cannot be trusted, and why (spec 02)."""
 
 
 def _unescape(field: bytes) -> str:
@@ -153,7 +157,15 @@ def _make_plan(mounts: tuple[Mount, ...], folder: str, uid_dir: str) -> MountPla
         elif _at_or_under(mount.point, folder) and mount.point != folder:
             skip.add(mount.point[len(folder.rstrip("/")) + 1 :].split("/", 1)[0])
     local = all(mount.kind in LOCAL_TYPES for mount in crossed)
-    return MountPlan(tuple(crossed), frozenset(skip), local)
+    untrusted = next(
+        (
+            (mount, why)
+            for mount in crossed
+            if (why := untrusted_fs_why(mount.kind, mount.options))
+        ),
+        None,
+    )
+    return MountPlan(tuple(crossed), frozenset(skip), local, untrusted)
 
 
 def plan(folder: str, uid_dir: str) -> MountPlan | None:

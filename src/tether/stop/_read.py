@@ -247,19 +247,27 @@ def read_place(
     try:
         mounts = plan(str(place.store_dir), str(place.uid_dir))
         judged = check_fs and place.folder is not None and not place.allow_untrusted_fs
-        for mount in mounts.crossed if mounts is not None and judged else ():
+        if judged and mounts is not None and mounts.untrusted is not None:
             # Judged from the table, before any system call into the mount.
-            if why := _untrusted_fs_why(mount.kind, mount.options):
-                reason = (
-                    f"{why} (mounted at {mount.point}); choose another folder, "
-                    "or opt in at setup"
-                )
-                return RawRead(reading=_reading(place, ReadOutcome.HOLD, reason=reason))
+            mount, why = mounts.untrusted
+            reason = (
+                f"{why} (mounted at {mount.point}); choose another folder, "
+                "or opt in at setup"
+            )
+            return RawRead(reading=_reading(place, ReadOutcome.HOLD, reason=reason))
         skip = frozenset() if mounts is None else mounts.skip
+        # The table judged every mount at or under the uid dir; without it the uid
+        # dir's own descriptor is judged (issue 12).
+        judge_uid_fs = mounts is None
 
         def read(progress: Progress | None) -> RawRead:
             return _read_now(
-                place, pins, check_fs, (after_gate, after_open), skip, progress
+                place,
+                pins,
+                (check_fs, judge_uid_fs),
+                (after_gate, after_open),
+                skip,
+                progress,
             )
 
         key = (place.store_dir, place.person_uid)
@@ -296,11 +304,12 @@ def _errtext(exc: OSError) -> str:
 def _read_now(
     place: Place,
     pins: tuple[Identity | None, Identity | None],
-    check_fs: bool,
+    checks: tuple[bool, bool],
     hooks: tuple[Hook, Hook],
     skip: frozenset[str],
     progress: Progress | None,
 ) -> RawRead:
+    check_fs, judge_uid_fs = checks
     fds: list[int] = []
     folder_id: Identity | None = None
     uid_id: Identity | None = None
@@ -338,7 +347,7 @@ def _read_now(
                 f"the setting changed: {place.uid_dir} was replaced since this run "
                 "started; restart the run"
             )
-        if judge_fs:
+        if judge_fs and judge_uid_fs:
             _judge_fs(uid_fd, place.uid_dir)  # issue 12: a mount on the uid dir too
         reading, stop_id = _judge_stop(place, uid_fd, hooks, fds, progress)
     except (RuleBroken, _Hold) as exc:
