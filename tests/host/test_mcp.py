@@ -184,7 +184,7 @@ async def test_broken_servers_reported_and_skipped(
         "a__b": STDIO,
         "off": {"command": "nothing", "disabled": True},
     }
-    async with _open(servers, startup_timeout=1.5) as (mcp, tools):
+    async with _open(servers, startup_timeout=6.0) as (mcp, tools):
         reasons = {p.server: p.reason for p in mcp.problems}
         assert set(reasons) == {
             "missing",
@@ -197,7 +197,7 @@ async def test_broken_servers_reported_and_skipped(
         }
         assert "No such file" in reasons["missing"]
         assert "bad config" in reasons["crashes"]
-        assert "no answer within 1.5 s" in reasons["mute"]
+        assert "no answer within 6 s" in reasons["mute"]
         assert "command" in reasons["shapeless"]
         assert "SSE" in reasons["old"]
         assert "args" in reasons["wrongargs"]
