@@ -543,3 +543,37 @@ def test_domain_rules_compare_normalised_hosts(tmp_path: Path, url: str) -> None
         allow=["WebFetch"], ask=[], deny=["WebFetch(domain:localhost)"]
     )
     assert rules.decide(WebFetch(), {"url": url}, workspace=tmp_path) == "deny"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("strace -f rm -rf x", "deny"),
+        ("taskset -c 0 rm x", "deny"),
+        ("sudo -u root rm x", "deny"),
+        ("parallel rm ::: a b", "deny"),
+        ("$'rm' -rf x", "deny"),
+        ("$'\\x72m' -rf x", "deny"),
+        ("git status # ; rm x", "allow"),
+        ("git status\nrm x", "deny"),
+        ("cat <<'EOF'\nrm x\nEOF", "allow"),
+        ("echo 'unterminated", "ask"),
+    ],
+)
+def test_rules_read_commands_with_the_guards_shell_model(
+    tmp_path: Path, command: str, expected: str
+) -> None:
+    """Rules and guard split a command one way (one shell model, one wrapper table):
+    `$'...'` is decoded, comments end at the line, here-document bodies are not
+    commands, and deny rules look past every wrapper the guard knows (issue: one
+    shell model)."""
+    from tether.host.tools.bash import Bash
+
+    rules = PermissionRules.from_lists(allow=["Bash"], ask=[], deny=["Bash(rm:*)"])
+    assert rules.decide(Bash(), {"command": command}, workspace=tmp_path) == expected
+
+
+def test_rule_with_more_than_one_command_is_refused() -> None:
+    """A rule names one simple command; `Bash(a; b)` says which part is wrong."""
+    with pytest.raises(UsageError, match="one simple command"):
+        PermissionRules.from_lists(allow=["Bash(git status; rm x)"])

@@ -20,11 +20,15 @@ Paths are resolved (`..` and symlinks) before they are matched, and a call whose
 lies outside the workspace is at least `ask` unless an allow rule *names* that path (a
 bare `Read` allows reads inside the workspace only; `Read(/etc/**)` reaches outside).
 
-Shell commands are matched part by part. A command is split with `shlex` on `;`, `&&`,
-`||`, `|`, `&`, parentheses and newlines; a deny or ask rule applies when it matches
-any part, and an allow rule with a specifier allows the command only when every part
-is matched by some allow rule: `Bash(git status:*)` does not allow
-`git status; rm -rf x`. Command substitution (`$(...)`, backquotes, `<(...)`) and
+Shell commands are matched part by part. A command is split by the one shell model
+the stop guard also uses (`tether.stop._shell`: quotes, escapes, `$'...'`, comments,
+here-documents, Bash's operators) into simple commands separated by `;`, `&&`, `||`,
+`|`, `&`, parentheses and newlines; a deny or ask rule applies when it matches any
+part, and an allow rule with a specifier allows the command only when every part is
+matched by some allow rule: `Bash(git status:*)` does not allow `git status; rm -rf x`.
+Deny and ask rules also look past the words of the one wrapper table
+(`tether.stop._programs.WRAPPERS`, and reserved words such as `if` and `{`), trying
+every later position. Command substitution (`$(...)`, backquotes, `<(...)`) and
 redirection to a file are never allowed by a specifier: such commands fall through to
 the default (ask) unless a bare `Bash` rule allows them. So does a command that does
 not parse.
@@ -33,9 +37,9 @@ not parse.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,6 +48,8 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..errors import UsageError
+from ..stop._programs import SHELL_KEYWORDS, WRAPPERS
+from ..stop._shell import ShellSyntaxError, ShellTooComplex, parse_script
 from ._tool import StopClass, Tool
 from .tools.glob import compile_glob as _glob_regex
 
@@ -59,35 +65,11 @@ _ListName = Literal["allow", "ask", "deny"]
 
 _RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.*-]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 _PATH_FIELDS = ("file_path", "path", "notebook_path")
-_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"})
 _OPAQUE = ("$(", "`", "<(", ">(", "${", "$[")
 """Text whose meaning only the shell knows (substitutions, parameter expansions that can
 run code such as `${x@P}`, arithmetic): a command holding any is never matched word by
 word, so no allow rule with a specifier can allow it."""
-_WRAPPERS = frozenset(
-    {
-        "{",
-        "}",
-        "!",
-        "if",
-        "then",
-        "elif",
-        "else",
-        "do",
-        "while",
-        "until",
-        "time",
-        "exec",
-        "command",
-        "builtin",
-        "env",
-        "nohup",
-        "nice",
-        "setsid",
-        "stdbuf",
-        "timeout",
-    }
-)
+_WRAPPERS = SHELL_KEYWORDS | WRAPPERS
 """Words that run what follows them: deny and ask rules look past them."""
 _SAFE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
@@ -153,9 +135,22 @@ def _check_specifier(text: str, name: str, spec: str) -> None:
         raise UsageError(f"malformed permission rule {text!r}: empty prefix before :*")
     if name == "Bash" or spec.endswith(":*"):
         try:
-            shlex.split(spec.removesuffix(":*"))
+            _spec_words(spec.removesuffix(":*"))
         except ValueError as exc:
             raise UsageError(f"malformed permission rule {text!r}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _spec_words(spec: str) -> tuple[str, ...]:
+    """The words of a rule's command, split as commands are.
+
+    Raises:
+        ValueError: the text does not parse, or holds more than one command.
+    """
+    commands = parse_script(spec).commands
+    if len(commands) > 1 or any(c.redirects for c in commands):
+        raise ValueError("a rule names one simple command")
+    return commands[0].words if commands else ()
 
 
 # --- commands -----------------------------------------------------------------------
@@ -172,40 +167,27 @@ def _split_command(command: str) -> list[_Part] | None:
     """Split a shell command into simple commands; None when it cannot be matched."""
     if any(marker in command for marker in _OPAQUE):
         return None
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    lexer.commenters = ""
     try:
-        tokens = list(lexer)
-    except ValueError:
+        script = parse_script(command)
+    except (ShellSyntaxError, ShellTooComplex):
         return None
-    parts: list[_Part] = []
-    words: list[str] = []
-    plain = True
-    pending_redirect = False
-    for token in tokens:
-        if token in _SEPARATORS:
-            if words:
-                parts.append(_Part(tuple(words), plain))
-            words, plain, pending_redirect = [], True, False
-        elif ">" in token and set(token) <= set("<>&|"):
-            pending_redirect = True
-        elif token == "<":
-            continue  # input redirection reads; its target stays a word
-        elif pending_redirect:
-            pending_redirect = False
-            if token not in _SAFE_TARGETS and not token.isdigit():
-                plain = False
-            if words and words[-1].isdigit():
-                words.pop()  # the fd number of `2>`
-        else:
-            words.append(token)
-    if pending_redirect:
-        plain = False
-    if words:
-        parts.append(_Part(tuple(words), plain))
-    return parts
+    if script.substitutions:
+        return None
+    return [
+        _Part(
+            words=part.words,
+            plain=all(_reads_or_safe(r.op, r.target) for r in part.redirects),
+        )
+        for part in script.commands
+    ]
+
+
+def _reads_or_safe(op: str, target: str) -> bool:
+    """A redirection that reads, duplicates a descriptor, or writes where nothing
+    stays (`/dev/null`)."""
+    if ">" not in op:
+        return True  # `<`, `<<`, `<<<`: input
+    return target in _SAFE_TARGETS or target.isdigit() or target == "-"
 
 
 def _core_words(words: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -230,9 +212,9 @@ def _core_words(words: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 def _command_matches(spec: str, part: _Part) -> bool:
     if spec.endswith(":*"):
-        prefix = tuple(shlex.split(spec[:-2]))
+        prefix = _spec_words(spec[:-2])
         return part.words[: len(prefix)] == prefix
-    return part.words == tuple(shlex.split(spec))
+    return part.words == _spec_words(spec)
 
 
 # --- paths and URLs ------------------------------------------------------------------
