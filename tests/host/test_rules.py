@@ -395,13 +395,18 @@ def test_cli_check_decides_a_call(tether_home: Path, workspace: Path) -> None:
         ["--check", "Bash", '{"command": "git status -s"}'],
         catch_exceptions=False,
     )
-    assert ok.output == 'Bash {"command": "git status -s"} (process): allow\n'
+    assert ok.output == (
+        'Bash {"command": "git status -s"} (process): allow '
+        "(allow rule Bash(git status:*))\n"
+    )
     compound = runner.invoke(
         permissions,
         ["--json", "--check", "Bash", '{"command": "git status; rm -rf x"}'],
         catch_exceptions=False,
     )
-    assert json.loads(compound.output)["decision"] == "ask"
+    shown = json.loads(compound.output)
+    assert (shown["decision"], shown["rules"]) == ("ask", [])
+    assert shown["why"] == "default for process: no rule matches"
     outside = runner.invoke(
         permissions,
         [
@@ -413,13 +418,59 @@ def test_cli_check_decides_a_call(tether_home: Path, workspace: Path) -> None:
         ],
         catch_exceptions=False,
     )
-    assert outside.output.endswith("(read_only): ask\n")
+    assert outside.output.endswith(
+        "(read_only): ask (outside the workspace, and no allow rule names the path)\n"
+    )
     mcp = runner.invoke(permissions, ["--check", "mcp__x__y"], catch_exceptions=False)
-    assert mcp.output == "mcp__x__y {} (extension): ask\n"
+    assert mcp.output == (
+        "mcp__x__y {} (extension): ask (default for extension: no rule matches)\n"
+    )
     with pytest.raises(UsageError, match="unknown tool"):
         runner.invoke(permissions, ["--check", "Nope"], catch_exceptions=False)
     with pytest.raises(UsageError, match="JSON"):
         runner.invoke(permissions, ["--check", "Bash", "{nope"], catch_exceptions=False)
+
+
+def test_cli_check_refuses_input_the_tool_would_refuse(tether_home: Path) -> None:
+    """`{"cmd": "ls"}` is no Bash call: `--check` says which field is wrong and what the
+    tool takes, instead of answering `ask` for a call that could never run."""
+    from click.testing import CliRunner
+
+    from tether.cli.permissions import permissions
+
+    runner = CliRunner()
+    with pytest.raises(UsageError, match=r"does not fit Bash's input.*takes command"):
+        runner.invoke(
+            permissions, ["--check", "Bash", '{"cmd": "ls"}'], catch_exceptions=False
+        )
+
+
+def test_cli_check_names_the_rule_that_decided(tether_home: Path) -> None:
+    """The answer names the deny rule that won, and every allow rule a compound used."""
+    from click.testing import CliRunner
+
+    from tether.cli.permissions import permissions
+
+    _write_config(
+        tether_home,
+        '[permissions]\nallow = ["Bash(git status:*)", "Bash(git diff:*)"]\n'
+        'deny = ["Bash(rm:*)"]\n',
+    )
+    runner = CliRunner()
+    denied = runner.invoke(
+        permissions,
+        ["--json", "--check", "Bash", '{"command": "git status; sudo rm x"}'],
+        catch_exceptions=False,
+    )
+    assert json.loads(denied.output)["rules"] == ["Bash(rm:*)"]
+    both = runner.invoke(
+        permissions,
+        ["--json", "--check", "Bash", '{"command": "git status && git diff"}'],
+        catch_exceptions=False,
+    )
+    shown = json.loads(both.output)
+    assert shown["decision"] == "allow"
+    assert shown["rules"] == ["Bash(git status:*)", "Bash(git diff:*)"]
 
 
 def test_cli_malformed_config_rule(tether_home: Path) -> None:

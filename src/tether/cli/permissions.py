@@ -111,6 +111,9 @@ def permissions(
 ) -> None:
     """Show the permission rules in force, or what they decide for one call.
 
+    With --check, the input is first checked against the tool's own schema, and the
+    answer names the rule that decided (or the default for the tool's stop class).
+
     Rules come from the [permissions] table of the config file
     (`$TETHER_HOME/config/config.toml`; the TETHER_CONFIG variable names another
     file). Deny wins over ask, ask over allow; with no matching rule READ_ONLY
@@ -148,17 +151,42 @@ def permissions(
     if not isinstance(args, dict):
         raise UsageError("INPUT_JSON must be a JSON object")
     tool = _find_tool(check_tool)
+    _check_input(tool, args)
     ws = workspace.resolve()
-    decision = rules.decide(tool, args, workspace=ws)
+    why = rules.explain(tool, args, workspace=ws)
     if as_json:
         out = {
             "tool": tool.name,
             "input": args,
             "stop_class": tool.stop_class.value,
             "workspace": str(ws),
-            "decision": decision,
+            "decision": why.decision,
+            "rules": list(why.rules),
+            "why": why.why,
         }
         click.echo(json.dumps(out, indent=2))
     else:
         shown = json.dumps(args, ensure_ascii=False)
-        click.echo(f"{tool.name} {shown} ({tool.stop_class.value}): {decision}")
+        by = f"{why.why} {', '.join(why.rules)}" if why.rules else why.why
+        click.echo(
+            f"{tool.name} {shown} ({tool.stop_class.value}): {why.decision} ({by})"
+        )
+
+
+def _check_input(tool: Tool, args: dict[str, Any]) -> None:
+    """Refuse an input the tool itself would refuse: its decision would mislead.
+
+    Raises:
+        UsageError: the input does not fit the tool's schema; the message names the
+            field and the fields the tool takes.
+    """
+    from ..errors import InvalidInput
+
+    try:
+        tool.validate(args)
+    except InvalidInput as exc:
+        fields = sorted(tool.input_schema().get("properties", {}))
+        takes = f"; {tool.name} takes {', '.join(fields)}" if fields else ""
+        raise UsageError(
+            f"INPUT_JSON does not fit {tool.name}'s input: {exc}{takes}"
+        ) from None

@@ -56,7 +56,7 @@ from .tools.glob import compile_glob as _glob_regex
 if TYPE_CHECKING:
     from .._config import Config
 
-__all__ = ("Decision", "PermissionRules", "Rule", "default_for")
+__all__ = ("Decision", "Explanation", "PermissionRules", "Rule", "default_for")
 
 Decision = Literal["allow", "ask", "deny"]
 """What a permission check concludes for one call."""
@@ -77,6 +77,22 @@ _SAFE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 def default_for(stop_class: StopClass) -> Decision:
     """Return the decision when no rule matches: READ_ONLY allows, the rest ask."""
     return "allow" if stop_class is StopClass.READ_ONLY else "ask"
+
+
+@attrs.frozen
+class Explanation:
+    """A decision with the rules that made it and why, for a person to read."""
+
+    decision: Decision
+    rules: tuple[str, ...]
+    """The rules that decided, as written; empty when the class default did."""
+    why: str
+    """What kind of reason: `deny rule`, `default for process: no rule matches`, ..."""
+
+
+def _default(stop_class: StopClass) -> Explanation:
+    decision = default_for(stop_class)
+    return Explanation(decision, (), f"default for {stop_class.value}: no rule matches")
 
 
 @attrs.frozen
@@ -395,24 +411,39 @@ class PermissionRules:
         ):
             # No rule at all and nothing a path rule could judge: the class default.
             return default_for(tool.stop_class)
+        return self.explain(tool, args, workspace=workspace).decision
+
+    def explain(
+        self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
+    ) -> Explanation:
+        """Return the decision for a call with the rules that made it, and why."""
         call = _call_of(tool, args, workspace)
         if call.command is not None:
             return self._decide_command(call)
-        if self._any(self.deny, call):
-            return "deny"
-        if self._any(self.ask, call):
-            return "ask"
+        for decision, rules in self._strict():
+            found = self._first(rules, call)
+            if found is not None:
+                return Explanation(decision, (found.text,), f"{decision} rule")
         if call.outside:
-            named = [r for r in self.allow if r.specifier is not None]
-            return "allow" if self._any(tuple(named), call) else "ask"
-        if self._any(self.allow, call):
-            return "allow"
-        return default_for(tool.stop_class)
+            named = self._first(tuple(r for r in self.allow if r.specifier), call)
+            if named is not None:
+                return Explanation("allow", (named.text,), "allow rule naming the path")
+            return Explanation(
+                "ask", (), "outside the workspace, and no allow rule names the path"
+            )
+        found = self._first(self.allow, call)
+        if found is not None:
+            return Explanation("allow", (found.text,), "allow rule")
+        return _default(tool.stop_class)
 
-    def _any(self, rules: tuple[Rule, ...], call: _Call) -> bool:
-        return any(_matches(rule, call) for rule in rules)
+    def _strict(self) -> tuple[tuple[Decision, tuple[Rule, ...]], ...]:
+        """The lists that win over allow, strongest first."""
+        return (("deny", self.deny), ("ask", self.ask))
 
-    def _decide_command(self, call: _Call) -> Decision:
+    def _first(self, rules: tuple[Rule, ...], call: _Call) -> Rule | None:
+        return next((rule for rule in rules if _matches(rule, call)), None)
+
+    def _decide_command(self, call: _Call) -> Explanation:
         assert call.command is not None
         parts = _split_command(call.command)
         name = call.tool.name
@@ -423,40 +454,55 @@ class PermissionRules:
             for words in _core_words(p.words)
         ]
 
-        def hit(rules: tuple[Rule, ...]) -> bool:
+        def hit(rules: tuple[Rule, ...]) -> Rule | None:
             for rule in rules:
                 if not rule.names(name):
                     continue
                 if rule.specifier is None:
-                    return True
+                    return rule
                 spec = rule.specifier
                 if any(_command_matches(spec, p) for p in [*(parts or ()), *cores]):
-                    return True
-            return False
+                    return rule
+            return None
 
-        if hit(self.deny):
-            return "deny"
-        if hit(self.ask):
-            return "ask"
-        guarded = any(
-            r.names(name) and r.specifier is not None for r in (*self.deny, *self.ask)
-        )
+        for decision, rules in self._strict():
+            found = hit(rules)
+            if found is not None:
+                return Explanation(decision, (found.text,), f"{decision} rule")
+        guarded = [r for r in (*self.deny, *self.ask) if r.names(name) and r.specifier]
         if parts is None and guarded:
             # A command the rules cannot read might be one they deny: ask, never allow.
-            return "ask"
-        mine = [r for r in self.allow if r.names(name)]
-        if any(r.specifier is None for r in mine):
-            return "allow"
-        if (
-            parts
-            and all(p.plain for p in parts)
-            and all(
-                any(_command_matches(r.specifier, p) for r in mine if r.specifier)
-                for p in parts
+            return Explanation(
+                "ask",
+                tuple(r.text for r in guarded),
+                "the command cannot be read word by word, and these rules might match",
             )
-        ):
-            return "allow"
-        return default_for(call.tool.stop_class)
+        mine = [r for r in self.allow if r.names(name)]
+        bare = next((r for r in mine if r.specifier is None), None)
+        if bare is not None:
+            return Explanation("allow", (bare.text,), "allow rule")
+        if parts and all(p.plain for p in parts):
+            used: list[str] = []
+            for part in parts:
+                match = next(
+                    (
+                        r
+                        for r in mine
+                        if r.specifier and _command_matches(r.specifier, part)
+                    ),
+                    None,
+                )
+                if match is None:
+                    break
+                used.append(match.text)
+            else:
+                why = (
+                    "allow rules, one for every part"
+                    if len(parts) > 1
+                    else "allow rule"
+                )
+                return Explanation("allow", tuple(dict.fromkeys(used)), why)
+        return _default(call.tool.stop_class)
 
     def describe(self) -> str:
         """Return the rules and the defaults as lines for a person to read."""
