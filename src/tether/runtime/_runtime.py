@@ -94,6 +94,8 @@ class Runtime:
             check_stdio_loadable(self.tools)
         self._classes = {t.name: t.stop_class for t in self.tools}
         self.rules = _rules(permissions, self.config)
+        if host == "stdio":
+            _refuse_what_cannot_cross(guard, self.rules)
         self.approver = approver
         self.grace = grace
         self.abort_bound = abort_bound
@@ -233,6 +235,27 @@ class Runtime:
             tombstone_ttl=self.tombstone_ttl,
             sink=self.executor.on_host_event,
             on_lost=self.executor.host_lost,
+        )
+
+
+def _refuse_what_cannot_cross(guard: Guard | bool, rules: RuleSet) -> None:
+    """Refuse settings the stdio host would have to replace: never downgrade in silence.
+
+    The host process rebuilds the guard and the rules from what crosses its command
+    line: `guard=True`/`False` and the allow / ask / deny lists of `PermissionRules`.
+    """
+    from ..host._rules import PermissionRules
+
+    if not isinstance(guard, bool):
+        raise UsageError(
+            "a custom guard cannot cross to the stdio host (it would run the default "
+            "guard instead); pass guard=True, or use host='inprocess'"
+        )
+    if type(rules) is not PermissionRules:
+        raise UsageError(
+            f"permission rules of type {type(rules).__name__} cannot cross to the stdio "
+            "host (only allow / ask / deny lists can); pass the lists, or use "
+            "host='inprocess'"
         )
 
 
