@@ -27,11 +27,22 @@ from ..host.tools import open_mcp_tools, standard_tools
 from ._executor import Executor
 from ._ledger import Ledger
 from ._session import Session
-from ._values import RuntimeEvent
+from ._values import RuntimeEvent, ToolProgress
 
-__all__ = ("Runtime", "RuntimeStatistics")
+__all__ = ("MIN_ABORT_BOUND", "Runtime", "RuntimeStatistics")
 
 HostKind = Literal["inprocess", "stdio"]
+
+EVENT_BACKLOG = 256
+"""Unread events a subscriber may hold before progress events for it are skipped (state
+changes and `turn.settled` are always queued): a tool's flood of output never grows the
+runtime's memory through a subscriber that reads slowly."""
+
+MIN_ABORT_BOUND = 0.05
+"""The smallest `abort_bound` accepted, in seconds. Below it the bound is not met on a
+loaded 2-core machine: an abort waits for one event-loop turn, and over stdio for a
+round trip to the host, each of which took up to tens of milliseconds there
+(`benchmarks/random_stops.py` measures the abort time's p99 under load)."""
 
 
 @attrs.frozen
@@ -44,6 +55,8 @@ class RuntimeStatistics:
     """Results that came after their call had ended, and were discarded (S3)."""
     dropped_progress: int
     """Progress of abandoned calls that was dropped (S4)."""
+    unread_progress: int = 0
+    """Progress events not queued for a subscriber that had `EVENT_BACKLOG` unread."""
 
 
 @final
@@ -83,6 +96,12 @@ class Runtime:
         abort_bound = self.config.abort_bound if abort_bound is None else abort_bound
         if grace <= 0 or abort_bound <= 0:
             raise UsageError("grace and abort_bound must be more than 0 seconds")
+        if abort_bound < MIN_ABORT_BOUND:
+            raise UsageError(
+                f"abort_bound {abort_bound:g} s is below what this runtime can honour "
+                f"({MIN_ABORT_BOUND:g} s: a stdio round trip on a loaded machine); "
+                f"pass abort_bound={MIN_ABORT_BOUND:g} or more"
+            )
         self.problems: list[str] = []
         """Plugins and MCP servers that were skipped, and why."""
         self._use_defaults = tools is None
@@ -106,6 +125,7 @@ class Runtime:
         self.ledger = Ledger(Path(ledger) if ledger is not None else None)
         self.sessions: list[Session] = []
         self._subscribers: list[MemoryObjectSendStream[RuntimeEvent]] = []
+        self._unread_progress = 0
         self.executor = Executor(
             ledger=self.ledger,
             grace=grace,
@@ -123,6 +143,7 @@ class Runtime:
             active_calls=len(self.executor.active),
             late_results=self.executor.late_results,
             dropped_progress=self.executor.dropped_progress,
+            unread_progress=self._unread_progress,
         )
 
     def _add_tools(self, tools: Sequence[Tool]) -> None:
@@ -155,7 +176,11 @@ class Runtime:
 
     def emit(self, event: RuntimeEvent) -> None:
         """Deliver an event to every subscriber (never blocks)."""
+        progress = isinstance(event, ToolProgress)
         for stream in list(self._subscribers):
+            if progress and stream.statistics().current_buffer_used >= EVENT_BACKLOG:
+                self._unread_progress += 1
+                continue
             try:
                 stream.send_nowait(event)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
