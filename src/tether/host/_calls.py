@@ -8,6 +8,7 @@ very same key is blocked by it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +39,8 @@ class HostCall:
     tool_scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
     """Covers the tool's own run; cancelled (or given a deadline) by a stop."""
     stop_requested: bool = False
+    registered_at: float = attrs.field(factory=time.time)
+    """Wall-clock time the host registered the call."""
     output: BoundedOutput = attrs.field(factory=lambda: BoundedOutput(PARTIAL_LIMIT))
     """Progress reported so far, head and tail only: a killed process's partial output."""
 

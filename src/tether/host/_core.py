@@ -13,6 +13,7 @@ JSON-RPC. It does not know about JSON-RPC or the runtime's ledger; it reports th
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -118,6 +119,17 @@ class HostCore:
         while len(self.calls):
             await self._idle.wait()
             self._idle = anyio.Event()
+
+    def describe_active(self) -> list[str]:
+        """Name each call the host still runs: tool, call id, since when, and its state."""
+        out = []
+        for call in self.calls:
+            since = time.strftime("%H:%M:%S", time.localtime(call.registered_at))
+            state = "stopped, still running" if call.stop_requested else call.phase
+            out.append(
+                f"{call.key.tool} call {call.key.call_id} ({state}, since {since})"
+            )
+        return out
 
     def statistics(self) -> HostStatistics:
         """Return the host's current load."""
@@ -234,9 +246,9 @@ class HostCore:
             self._release(key)
             self.calls.remove(key)
             call.phase = "finished"
+            if not len(self.calls):
+                self._idle.set()
         emit(result)
-        if not len(self.calls):
-            self._idle.set()
 
     async def _attempt(self, call: HostCall, emit: Emit) -> ResultEvent:
         key = call.key

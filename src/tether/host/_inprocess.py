@@ -7,7 +7,7 @@ thread that ignores the stop) keeps running there; such tools belong in the stdi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -39,11 +39,37 @@ class InProcessHost:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, core: HostCore, sink: Sink) -> AsyncIterator[InProcessHost]:
-        """Run the core for the lifetime of the block."""
+    async def open(
+        cls,
+        core: HostCore,
+        sink: Sink,
+        *,
+        notice_after: float = 1.0,
+        say: Callable[[str], None] | None = None,
+    ) -> AsyncIterator[InProcessHost]:
+        """Run the core for the lifetime of the block.
+
+        Closing cancels every tool; a tool that ignores cancellation (a shielded task, a
+        worker thread) keeps the block open until it ends. After `notice_after` seconds
+        `say` is told which calls it waits for: tools that cannot be cancelled belong in
+        the stdio host, whose closing is bounded.
+        """
         async with anyio.create_task_group() as tg:
             await tg.start(core.serve)
             try:
                 yield cls(core, sink)
             finally:
                 tg.cancel_scope.cancel()
+                if say is not None:
+                    with anyio.CancelScope(shield=True):
+                        await _notice_waits(core, notice_after, say)
+
+
+async def _notice_waits(
+    core: HostCore, after: float, say: Callable[[str], None]
+) -> None:
+    with anyio.move_on_after(after):
+        await core.wait_idle()
+    left = core.describe_active()
+    if left:
+        say("closing waits for tools that ignore cancellation: " + "; ".join(left))

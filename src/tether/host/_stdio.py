@@ -266,12 +266,15 @@ class StdioHostClient:
         tombstone_ttl: float,
         sink: Sink,
         on_lost: Callable[[str], None] | None = None,
+        close_bound: float = EOF_DRAIN + 2,
     ) -> AsyncIterator[StdioHostClient]:
         """Start the host process and connect to it for the lifetime of the block.
 
         `tools=None` lets the host process load the standard tools (built-in, plugins,
         MCP servers from config) itself; otherwise each tool is loaded by reference.
         `on_lost(reason)` is called if the host process goes away before the block ends.
+        Closing is bounded: the host is killed `close_bound` seconds after its input
+        closes (the runtime reaps its process trees and reports the calls it left).
         """
         argv = [
             sys.executable,
@@ -345,9 +348,9 @@ class StdioHostClient:
                     yield cls(conn, process, host_id)
                 finally:
                     closing = True
-                    # The host lets calls in flight finish for EOF_DRAIN s after stdin
-                    # closes; wait a little longer before the kill below.
-                    with anyio.move_on_after(EOF_DRAIN + 2, shield=True):
+                    # The host lets calls in flight finish after stdin closes; after
+                    # `close_bound` it is killed, and its trees die with it.
+                    with anyio.move_on_after(close_bound, shield=True):
                         await process.stdin.aclose()
                         await process.wait()
                     tg.cancel_scope.cancel()

@@ -51,6 +51,9 @@ from ._values import (
 
 __all__ = ("ActiveCall", "Executor")
 
+_AWAITED = (StopClass.MUTATING, StopClass.EXTENSION, None)
+"""Classes whose started operation is never abandoned (an unknown tool counts as one)."""
+
 _PHASE_STATE: dict[HostPhase, CallState] = {
     "pending_permission": CallState.PENDING_PERMISSION,
     "queued": CallState.QUEUED,
@@ -429,6 +432,64 @@ class Executor:
             assert self.task_group is not None
             assert self.host is not None
             self.task_group.start_soon(self._settle_after_reaping, self.host, processes)
+
+    async def end_at_close(self, host: HostConnection, reason: str) -> None:
+        """The runtime closes with calls unsettled: each ends with what is known.
+
+        A write or extension whose operation had started ends END_UNKNOWN (the host never
+        said how it ended); a stopped call ends TOOL_ABORTED, any other TOOL_FAILED.
+        Process calls settle once the host's processes are reaped. Callers waiting in
+        `turn.call` get their answer; nothing is left RUNNING.
+        """
+        processes: list[ActiveCall] = []
+        for call in list(self.active.values()):
+            if call.outcome is None:
+                started = call.host_phase in ("running", "finished")
+                if started and call.stop_class in _AWAITED:
+                    self._finish(
+                        call,
+                        CallState.END_UNKNOWN,
+                        self._failure(
+                            call,
+                            f"{reason} while it ran; whether it completed is unknown",
+                        ),
+                        ErrorCode.TOOL_FAILED,
+                    )
+                elif call.stop is not None:
+                    self._finish_aborted(call, partial=call.streamed.text())
+                else:
+                    self._finish(
+                        call,
+                        CallState.FAILED,
+                        self._failure(call, reason),
+                        ErrorCode.TOOL_FAILED,
+                    )
+            if call.stop_class is StopClass.PROCESS:
+                processes.append(call)
+            else:
+                self._settle(call)
+        if processes:
+            await self._settle_after_reaping(host, processes)
+
+    def _failure(self, call: ActiveCall, text: str) -> ToolResult:
+        return ToolResult(
+            output=text,
+            is_error=True,
+            code=ErrorCode.TOOL_FAILED,
+            call_id=call.key.call_id,
+            tool=call.key.tool,
+        )
+
+    def waiting(self) -> list[str]:
+        """Name each unsettled call: tool, call id, and since when it was requested."""
+        out = []
+        for call in self.active.values():
+            rec = self.ledger.get(call.key.session_id, call.key.call_id)
+            since = time.strftime("%H:%M:%S", time.localtime(rec.requested_at))
+            out.append(
+                f"{call.key.tool} call {call.key.call_id} ({rec.state}, since {since})"
+            )
+        return out
 
     async def _settle_after_reaping(
         self, host: HostConnection, calls: list[ActiveCall]

@@ -30,7 +30,7 @@ class CallState(enum.StrEnum):
 
     Legal moves: REQUESTED -> PENDING_PERMISSION | QUEUED | RUNNING; PENDING_PERMISSION
     -> QUEUED | RUNNING; QUEUED -> RUNNING; any of these -> ABORTING; any non-final state -> a
-    final state (SUCCEEDED, FAILED, ABORTED). Final states never change.
+    final state (SUCCEEDED, FAILED, ABORTED, END_UNKNOWN). Final states never change.
     """
 
     REQUESTED = "requested"
@@ -49,6 +49,9 @@ class CallState(enum.StrEnum):
     """Final: the tool or the host reported an error other than a stop."""
     ABORTED = "aborted"
     """Final: a stop ended the call (TOOL_ABORTED)."""
+    END_UNKNOWN = "end_unknown"
+    """Final: the runtime had to close while the call's operation ran (a write, an
+    extension) and the host never reported its end: whether it completed is not known."""
 
     @property
     def is_final(self) -> bool:
@@ -56,7 +59,9 @@ class CallState(enum.StrEnum):
         return self in _FINAL
 
 
-_FINAL = frozenset({CallState.SUCCEEDED, CallState.FAILED, CallState.ABORTED})
+_FINAL = frozenset(
+    {CallState.SUCCEEDED, CallState.FAILED, CallState.ABORTED, CallState.END_UNKNOWN}
+)
 _LEGAL: dict[CallState, frozenset[CallState]] = {
     CallState.REQUESTED: frozenset(
         {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -32,6 +33,8 @@ from ._values import RuntimeEvent, ToolProgress
 __all__ = ("MIN_ABORT_BOUND", "Runtime", "RuntimeStatistics")
 
 HostKind = Literal["inprocess", "stdio"]
+
+_log = logging.getLogger("tether.runtime")
 
 EVENT_BACKLOG = 256
 """Unread events a subscriber may hold before progress events for it are skipped (state
@@ -215,6 +218,8 @@ class Runtime:
     ) -> None:
         stack, self._stack = self._stack, None
         assert stack is not None
+        host = self.host
+        assert host is not None
         try:
             # Stop what still runs and give it the time its class allows, bounded.
             with anyio.move_on_after(self.grace + 2 * self.abort_bound, shield=True):
@@ -223,15 +228,36 @@ class Runtime:
                         await session.abort(source="shutdown", reason="runtime closed")
                 for session in self.sessions:
                     await session.settled()
+            waiting = self.executor.waiting()
+            if waiting and self.host_kind == "inprocess":
+                # A started write is never cut: the in-process host runs it in this
+                # process, so closing waits for it, and says so (spec 01, MUTATING).
+                self._say("closing waits for " + "; ".join(waiting))
+                with anyio.CancelScope(shield=True):
+                    for session in self.sessions:
+                        await session.settled()
         finally:
             self.host = None
             self.executor.host = None
-            for stream in self._subscribers:
-                stream.close()
             assert self.executor.task_group is not None
             self.executor.task_group.cancel_scope.cancel()
-            await stack.__aexit__(exc_type, exc, tb)
-            self.ledger.close()
+            try:
+                await stack.__aexit__(exc_type, exc, tb)
+            finally:
+                if self.executor.active:
+                    # The stdio host was ended after the bound: what it never reported
+                    # ends with what is known (END_UNKNOWN for a started write).
+                    self._say("closed before " + "; ".join(self.executor.waiting()))
+                    with anyio.CancelScope(shield=True):
+                        await self.executor.end_at_close(host, "the runtime closed")
+                for stream in self._subscribers:
+                    stream.close()
+                self.ledger.close()
+
+    def _say(self, text: str) -> None:
+        """Tell the person what closing waits for, or what it could not wait for."""
+        self.problems.append(text)
+        _log.warning("tether: %s", text)
 
     def _open_host(self) -> AbstractAsyncContextManager[HostConnection]:
         broker = Broker(
@@ -247,7 +273,12 @@ class Runtime:
                 max_concurrent=self.max_concurrent,
                 tombstone_ttl=self.tombstone_ttl,
             )
-            return InProcessHost.open(core, self.executor.on_host_event)
+            return InProcessHost.open(
+                core,
+                self.executor.on_host_event,
+                notice_after=self.abort_bound,
+                say=self._say,
+            )
         from ..host._stdio import StdioHostClient
 
         return StdioHostClient.open(
@@ -260,6 +291,7 @@ class Runtime:
             tombstone_ttl=self.tombstone_ttl,
             sink=self.executor.on_host_event,
             on_lost=self.executor.host_lost,
+            close_bound=self.grace + self.abort_bound,
         )
 
 
