@@ -7,8 +7,10 @@ A mark is an HTML comment on the line just before a block's opening fence:
 - `<!-- docs-test: both-hosts -->`: a python block that holds `host="inprocess"` runs
   once as printed and once with `host="stdio"`.
 
-A python block whose first line is a comment naming a file (`# lookup.py`) is that file:
-it is written into the document's example folder, where later blocks import it.
+A block whose first line is a comment naming a file (`# lookup.py`, `# pyproject.toml
+(the plugin's)`) is that file: a python one is written into the document's example
+folder, where later blocks import it; a TOML one is parsed but not loaded as the
+account's config.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ _FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)")
 _MARK = re.compile(
     r"^<!--\s*docs-test:\s*(?P<kind>[\w-]+)\s*(?:\((?P<why>.*)\))?\s*-->$"
 )
-_FILE = re.compile(r"^#\s*([\w./-]+\.(?:py|toml))\s*$")
+_FILE = re.compile(r"^#\s*([\w./-]+\.(?:py|toml))(?:\s.*)?$")
 
 
 @attrs.frozen

@@ -6,19 +6,24 @@ Commands are imported only when run, so `tether --help` stays fast. Exit codes: 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+import os
 import sys
+from typing import NoReturn
 
 import click
 
 from ..errors import TetherError
+from ._output import pretty_option
 
 __all__ = ("cli", "main")
 
 # Command name -> "module:attribute" inside tether.cli. Each module defines one command.
 _COMMANDS: dict[str, str] = {
     "chat": "chat:chat",
+    "config": "config:config",
     "demo": "demo:demo",
     "guard": "guard:guard",
     "host": "host:host",
@@ -51,7 +56,29 @@ class _LazyGroup(click.Group):
         module = importlib.import_module(f"{__name__}.{module_name}")
         command = getattr(module, attr)
         assert isinstance(command, click.Command)
+        _add_pretty(command)
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in _COMMANDS:
+            close = difflib.get_close_matches(name, list(_COMMANDS), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint} See 'tether --help'.")
+        return super().resolve_command(ctx, args)
+
+
+def _add_pretty(command: click.Command) -> None:
+    """Give every command with `--json` (in groups too) the one `--pretty` option."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _add_pretty(sub)
+    names = {p.name for p in command.params}
+    has_json = any("--json" in getattr(p, "opts", ()) for p in command.params)
+    if has_json and "pretty" not in names:
+        command.params.append(pretty_option())
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,10 +94,30 @@ def cli() -> None:
     """
 
 
+def _pipe_closed() -> NoReturn:
+    """The reader went away (`tether demo | head -1`): not a failure, so exit 0.
+
+    Standard output is pointed at /dev/null so the interpreter's last flush cannot
+    complain either.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+    sys.exit(0)
+
+
 def main() -> None:
     """Run the `tether` command, mapping tether errors to one line and an exit code."""
     try:
-        code = cli.main(standalone_mode=False)
+        # prog_name: `_TETHER_COMPLETE` drives shell completion however tether started.
+        code = cli.main(prog_name="tether", standalone_mode=False)
+    except BrokenPipeError:
+        _pipe_closed()
+    except SystemExit:
+        # click turns a closed pipe into exit 1 after wrapping stdout in its flush
+        # pacifier (a class it does not export), which is how the case is told apart.
+        if type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+            _pipe_closed()
+        raise
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

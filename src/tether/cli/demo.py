@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
+
+from ._output import echo_json
 
 __all__ = ("demo",)
 
@@ -49,7 +50,7 @@ def demo(grace: float, host_kind: str, as_json: bool) -> None:
 
     result = anyio.run(_run, grace, host_kind)
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        echo_json(result)
     else:
         _show(result)
 
@@ -187,10 +188,11 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
 
 
 def _show(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from .._term import rich_console
+
+    console = rich_console()
     console.print("[bold]A turn with four calls in flight, then Stop[/bold]")
     for line in result["log"]:
         console.print(f"  {line}", highlight=False)

@@ -11,6 +11,7 @@ import click
 
 from ..errors import UsageError
 from ..host import StopClass, Tool, ToolContext
+from ._output import echo_json
 
 __all__ = ("permissions",)
 
@@ -142,7 +143,7 @@ def permissions(
     if check_tool is None:
         if input_json is not None:
             raise UsageError("INPUT_JSON goes with --check TOOL")
-        click.echo(json.dumps(view, indent=2) if as_json else _human(view))
+        echo_json(view) if as_json else click.echo(_human(view))
         return
     try:
         args = json.loads(input_json) if input_json else {}
@@ -164,7 +165,7 @@ def permissions(
             "rules": list(why.rules),
             "why": why.why,
         }
-        click.echo(json.dumps(out, indent=2))
+        echo_json(out)
     else:
         shown = json.dumps(args, ensure_ascii=False)
         by = f"{why.why} {', '.join(why.rules)}" if why.rules else why.why

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from ._output import echo_json
 
 __all__ = ("queue",)
 
@@ -79,7 +79,7 @@ def list_(as_json: bool, store_opt: str | None) -> None:
             {"id": i.id, "brief": i.brief, "state": i.state, "claimed_by": i.claimed_by}
             for i in items
         ]
-        click.echo(json.dumps(rows))
+        echo_json(rows)
         return
     if not items:
         click.echo("the queue is empty")

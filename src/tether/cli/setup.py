@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
 
 import click
+
+from ._output import echo_json
 
 __all__ = ("setup",)
 
@@ -108,7 +108,7 @@ def setup(
         folder=folder, person_uid=uid, allow_untrusted_fs=allow_untrusted_fs
     )
     if as_json:
-        sys.stdout.write(json.dumps(board_json(board), indent=2) + "\n")
+        echo_json(board_json(board))
         return
     emit(board_lines(board))
 
@@ -150,6 +150,6 @@ def _system(
             allow_untrusted_fs=allow_untrusted_fs,
         )
     if as_json:
-        sys.stdout.write(json.dumps(system_board_json(board), indent=2) + "\n")
+        echo_json(system_board_json(board))
         return
     emit(system_board_lines(board))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 
 import click
+
+from ._output import echo_json
 
 __all__ = ("status",)
 
@@ -47,7 +47,7 @@ def status(as_json: bool) -> None:
 
     runs = account_runs()
     if as_json:
-        sys.stdout.write(json.dumps({**status_json(reading), "runs": runs}) + "\n")
+        echo_json({**status_json(reading), "runs": runs})
         return
     lines = reading_lines(reading)
     if store is not None:

@@ -221,10 +221,11 @@ def emit(lines: list[Line], *, err: bool = False) -> None:
     """Print lines: rich on a terminal, plain text otherwise."""
     stream = sys.stderr if err else sys.stdout
     if stream.isatty():
-        from rich.console import Console
         from rich.text import Text
 
-        console = Console(file=stream, highlight=False)
+        from .._term import rich_console
+
+        console = rich_console(stream)
         for style, text in lines:
             console.print(Text(text, style=_RICH_STYLE[style]))
         return
