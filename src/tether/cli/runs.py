@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from ._output import echo_json
 
 __all__ = ("runs",)
 
@@ -30,7 +30,7 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
 
     rows = list_runs(store_opt)
     if as_json:
-        click.echo(json.dumps(rows))
+        echo_json(rows)
     elif not rows:
         click.echo("no runs")
     else:
@@ -54,7 +54,7 @@ def show(run_id: str, as_json: bool, store_opt: str | None) -> None:
 
     shown = show_run(run_id, store_opt)
     if as_json:
-        click.echo(json.dumps(shown))
+        echo_json(shown)
         return
     click.echo(f"run {shown['id']}  {shown['state']}")
     for lane in shown["lanes"]:
