@@ -4,6 +4,7 @@ takes the stop away; unbound, the account's own setup decides, as documented."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
@@ -38,6 +39,9 @@ AGENT = 1002
 """The account the agents run as."""
 
 pytestmark = pytest.mark.root
+
+_CLONE_NEWUSER = 0x10000000
+_PR_SET_DUMPABLE = 4
 
 # Runs the CLI as `tether` with the system dir of the test in place of /etc/tether:
 # only code run in-process can move it, never the environment or a file.
@@ -394,36 +398,52 @@ def test_system_binding_paths_the_guard_protects_for_an_unbound_account(
 
 @pytest.mark.rule("system-binding")
 def test_system_binding_a_user_namespace_of_the_account_reads_no_clear(
-    system_dir: Path, folder: Path, agent_home: Path
+    system_dir: Path, folder: Path, agent_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Run inside a user namespace where the bound account is "root" (`unshare -Ur`),
-    the reader sees root's files owned by the overflow uid: the binding cannot be
-    checked, and the reading holds instead of reading CLEAR."""
+    """Inside a user namespace where the bound account is "root" (what `unshare -Ur`
+    makes), root's files show the overflow owner: the binding cannot be checked, and
+    the reading holds instead of reading CLEAR."""
     bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT])
     _write_record(agent_home, None, AGENT)
-    env = _env(TETHER_HOME=str(agent_home))
-    done = subprocess.run(
-        [
-            "setpriv", f"--reuid={AGENT}", f"--regid={AGENT}", "--clear-groups",
-            "unshare", "-Ur", sys.executable, "-c", _LAUNCH, str(system_dir),
-            "status", "--json",
-        ],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/",
-        timeout=60,
-        check=False,
-    )  # fmt: skip
-    if done.returncode != 0 and "unshare" in done.stderr:
-        pytest.skip(
-            "needs an unprivileged user namespace that can run this interpreter: "
-            f"{done.stderr.strip()}"
-        )
-    assert done.returncode == 0, done.stderr
-    status = json.loads(done.stdout)
-    assert status["outcome"] == "HOLD", status
+    monkeypatch.setenv("TETHER_HOME", str(agent_home))
+    libc = ctypes.CDLL(None, use_errno=True)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setresgid(AGENT, AGENT, AGENT)
+            os.setresuid(AGENT, AGENT, AGENT)
+            libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its /proc/self files are its own
+            if libc.unshare(_CLONE_NEWUSER) != 0:
+                text = f"SKIP|{os.strerror(ctypes.get_errno())}"
+            else:
+                for name, line in (("setgroups", "deny"), ("uid_map", f"0 {AGENT} 1"),
+                                   ("gid_map", f"0 {AGENT} 1")):  # fmt: skip
+                    fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+                    os.write(fd, line.encode())  # no codec to import past this point
+                    os.close(fd)
+                reading = StopStore.from_setup().read()
+                text = f"{os.geteuid()}|{reading.outcome}|{reading.reason}"
+        except BaseException as exc:
+            text = f"FAIL|{exc!r}"
+        os.write(write_end, text.encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    text = b"".join(chunks).decode()
+    if text.startswith("SKIP|"):
+        pytest.skip(f"needs unprivileged user namespaces ({text[5:]})")
+    assert not text.startswith("FAIL|"), text
+    euid, outcome, reason = text.split("|", 2)
+    assert euid == "0", text  # "root" in its own namespace
+    assert outcome == "HOLD", reason
+    assert "65534" in reason, reason  # the overflow owner it sees on root's files
 
 
 @pytest.mark.rule("system-binding")
