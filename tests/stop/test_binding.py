@@ -23,6 +23,7 @@ import tether.stop._system as system_module
 from tether.errors import Refused
 from tether.stop import (
     AGENT_MARKERS,
+    ReadOutcome,
     SetupRecord,
     StopStore,
     bind_accounts,
@@ -466,3 +467,20 @@ def test_system_binding_board_json_and_status_text_name_the_binding(
     assert done.returncode == 0, done.stderr
     assert f"bound by {system_dir / 'binding.json'}" in done.stdout
     assert f"uid {PERSON}'s stop in {folder}" in done.stdout
+
+
+@pytest.mark.rule("system-binding")
+def test_system_binding_a_run_holds_only_when_its_own_binding_changes(
+    system_dir: Path, folder: Path
+) -> None:
+    """A run's watch is not disturbed when root binds another account, and holds with
+    "the setting changed" once root binds this account (or the binding breaks)."""
+    watch = StopStore.from_setup().watch()
+    assert watch.read().outcome is ReadOutcome.CLEAR
+    bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT])
+    assert watch.read().outcome is ReadOutcome.CLEAR
+    bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT, os.geteuid()])
+    reading = watch.read()
+    assert reading.outcome is ReadOutcome.HOLD
+    assert "the system binding" in (reading.reason or "")
+    assert "setting changed" in (reading.reason or "")

@@ -344,19 +344,38 @@ class StopWatch:
         self._setup_stamp = stamp
         return None
 
+    def _binding_changed(self) -> str | None:
+        """Why this account's binding is not the one the run started with, if it is not.
+
+        The file is looked at with one `lstat`; only when that changed is it read
+        again, and a rewrite that leaves this account's entry as it was is no change.
+        """
+        try:
+            stamp = _stamp(self._binding_file)
+        except OSError as exc:
+            stamp = (-1, exc.errno or 0, 0, 0, 0, 0)
+        if stamp == self._binding_stamp:
+            return None
+        changed = (
+            f"the setting changed: the system binding {self._binding_file} changed "
+            "since this run started; restart the run"
+        )
+        try:
+            system = load_binding(self.store.system_dir)
+        except BindingUnchecked as exc:
+            return f"{changed} ({exc})"
+        now = None if system is None else system.for_account(os.geteuid())
+        if now != self.store.binding or self.store.holds:
+            return changed
+        self._binding_stamp = stamp
+        return None
+
     def _changed(self) -> list[str]:
         found: list[str] = []
         if (setup := self._setup_changed()) is not None:
             found.append(setup)
-        try:
-            binding = _stamp(self._binding_file)
-        except OSError as exc:
-            binding = (-1, exc.errno or 0, 0, 0, 0, 0)
-        if binding != self._binding_stamp:
-            found.append(
-                f"the setting changed: the system binding {self._binding_file} changed "
-                "since this run started; restart the run"
-            )
+        if (binding := self._binding_changed()) is not None:
+            found.append(binding)
         if _mount_ns() != self._mount_ns:
             # Row D9: a reader moved into another mount namespace may see a folder
             # that someone mounted over; only the namespace it started in counts.
