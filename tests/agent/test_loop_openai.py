@@ -83,3 +83,29 @@ async def test_the_loop_gives_the_endpoint_every_tool_result_in_wire_form(
         },
         {"role": "tool", "tool_call_id": "c1", "content": "pong"},
     ]
+
+
+async def test_an_answer_cut_by_the_endpoint_ends_the_turn_and_keeps_its_text(
+    harness: Callable[..., Any],
+) -> None:
+    """An endpoint that drops the connection mid-answer ends the turn with `error`
+    (one line); the text it sent stays in the transcript, marked cut."""
+    import attrs
+
+    dropped = attrs.evolve(
+        text_reply(pieces=["Half ", "an answer"], hold=True), hold=False, drop=True
+    )
+    async with ModelServer.open([dropped]) as server:
+        model = OpenAIModel("stub-1", base_url=server.url, api_key="k", max_retries=0)
+        async with harness(model=model) as h:
+            ended = await h.session.prompt("go")
+        await model.aclose()
+    assert ended.stop_reason == "error"
+    assert ended.error is not None
+    assert "\n" not in ended.error
+    assert f"the model endpoint {server.url}" in ended.error
+    assert h.session.messages[-1].to_json() == {
+        "role": "assistant",
+        "content": "Half an answer",
+        "cut": True,
+    }

@@ -103,9 +103,12 @@ def chat_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_chat_a_turn_a_stop_with_esc_the_report_and_an_exit(chat_dir: Path) -> None:
-    """A turn answers; a Bash call is allowed once, then Esc stops it: the report shows
-    what it waits for and that the turn settled; Ctrl-D at the prompt exits (code 0)."""
+@pytest.mark.parametrize("stop_key", ["\x1b", "\x03"], ids=["esc", "ctrl-c"])
+def test_chat_a_turn_a_stop_the_report_and_an_exit(
+    chat_dir: Path, stop_key: str
+) -> None:
+    """A turn answers; a Bash call is allowed once, then Esc (or Ctrl-C) stops it: the
+    report shows what it waits for and that the turn settled; Ctrl-D exits (code 0)."""
     pty = Pty(["chat", "--model", "scripted:moves.jsonl"], chat_dir)
     try:
         pty.expect("Ctrl-D exits")
@@ -118,7 +121,7 @@ def test_chat_a_turn_a_stop_with_esc_the_report_and_an_exit(chat_dir: Path) -> N
         pty.expect("[n] deny")
         pty.send("y")
         pty.expect("begun")
-        pty.send("\x1b")
+        pty.send(stop_key)
         pty.expect("stopping")
         pty.expect("stopping: waiting for Bash to finish (process: terminating")
         pty.expect("TOOL_ABORTED: stopped while running")

@@ -155,8 +155,7 @@ class _Terminal:
                 first = content.splitlines()[0][:160] if content else ""
                 mark = "✓" if code is None else "✗"
                 style = "green" if code is None else "red"
-                label = "stopped:" if self.stopping else ""
-                self._line(f"  {mark} {label}{tool}: {state}  {first}".rstrip(), style)
+                self._line(f"  {mark} {tool}: {state}  {first}".rstrip(), style)
             case TurnEnded(stop_reason=reason, error=error):
                 if reason == "cancelled":
                     self._line("stopped: the turn has settled", "yellow")

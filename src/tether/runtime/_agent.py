@@ -325,6 +325,13 @@ class AgentSession:
                                 done = event
                             case _:
                                 pass
+            except ModelError:
+                # The endpoint failed mid-answer: keep what it said, marked as cut.
+                if pieces:
+                    self._append(
+                        Message(role="assistant", content="".join(pieces), cut=True)
+                    )
+                raise
             finally:
                 self._model_scope = None
         if done is None:

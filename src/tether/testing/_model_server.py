@@ -38,6 +38,8 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     hold: bool = False
     """After the chunks, keep the stream open until the client closes it."""
+    drop: bool = False
+    """After the chunks, close the connection without ending the stream."""
 
 
 def _chunk(
@@ -239,6 +241,8 @@ class ModelServer:
             for chunk in reply.chunks:
                 line = b"data: " + json.dumps(chunk).encode() + b"\n\n"
                 await stream.send(conn.send(h11.Data(data=line)))
+            if reply.drop:
+                return False
             if reply.hold:
                 # Wait for the client to close the connection (a stop, S11).
                 while await stream.receive():
