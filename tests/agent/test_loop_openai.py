@@ -68,6 +68,7 @@ async def test_the_loop_gives_the_endpoint_every_tool_result_in_wire_form(
             ended = await h.session.prompt("ping")
         await model.aclose()
     assert ended.stop_reason == "end_turn"
+    assert (ended.prompt_tokens, ended.completion_tokens) == (20, 10)
     assert server.requests[1]["messages"] == [
         {"role": "user", "content": "ping"},
         {

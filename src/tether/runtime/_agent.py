@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -169,6 +169,9 @@ class AgentSession:
         self._send: MemoryObjectSendStream[AgentEvent] | None = None
         self._turn_id = ""
         # Per tool call of the running turn: its final CallChanged was forwarded.
+        self.rate_limits: Mapping[str, str] = {}
+        """The rate-limit headers of the latest model answer (for pacing unattended work)."""
+        self._tokens = [0, 0]
         self._final_seen: dict[str, anyio.Event] = {}
         self._started: set[str] = set()
 
@@ -263,6 +266,8 @@ class AgentSession:
         last_text = ""
         requests = 0
 
+        self._tokens = [0, 0]
+
         def end(reason: StopReason, error: str | None = None) -> TurnEnded:
             return TurnEnded(
                 session_id=self.id,
@@ -271,6 +276,8 @@ class AgentSession:
                 text=last_text,
                 error=error,
                 requests=requests,
+                prompt_tokens=self._tokens[0],
+                completion_tokens=self._tokens[1],
             )
 
         while True:
@@ -342,6 +349,11 @@ class AgentSession:
             cut = Message(role="assistant", content=text, cut=True)
             self._append(cut)
             return cut, None
+        if done.usage is not None:
+            self._tokens[0] += done.usage.prompt_tokens
+            self._tokens[1] += done.usage.completion_tokens
+        if done.rate_limits:
+            self.rate_limits = dict(done.rate_limits)
         message = done.message
         message = Message(
             role="assistant",

@@ -116,6 +116,10 @@ class TurnEnded:
     """With `stop_reason == "error"`: the one-line reason."""
     requests: int = 0
     """Model requests the turn made."""
+    prompt_tokens: int = 0
+    """Prompt tokens of the turn's model requests, as the endpoint counted them."""
+    completion_tokens: int = 0
+    """Completion tokens of the turn's model requests."""
 
 
 AgentEvent: TypeAlias = (
