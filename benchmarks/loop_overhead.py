@@ -1,16 +1,22 @@
-"""The agent loop's own cost per model step, against calling the `openai` SDK directly.
+"""The agent loop's own cost per model step, against calling the model directly.
 
 Run: .venv/bin/python benchmarks/loop_overhead.py [--steps N] [--rounds R]
 
-Both sides talk to the same local OpenAI-compatible server (`tether.testing.ModelServer`,
-127.0.0.1) that streams a short text answer in five chunks with usage. Rounds interleave:
+Two pairs, rounds interleaved so that load on the machine hits both sides of a pair:
 
-- sdk: `AsyncOpenAI.chat.completions.create(stream=True)` and reading every chunk;
-- loop: `AgentSession.prompt()` on a fresh session whose turn is one model step with the
-  `openai:` model (turn opened and closed, transcript written to the in-memory ledger,
-  events delivered to a callback, the turn's settling waited for).
+- `openai:` pair. Both sides talk to the same local OpenAI-compatible server
+  (`tether.testing.ModelServer` on 127.0.0.1, in this process) that streams a short
+  answer in five chunks with usage. sdk: `AsyncOpenAI.chat.completions.create(stream=True)`
+  and reading every chunk. loop: `AgentSession.prompt()` on a fresh session whose turn
+  is one model step with the `openai:` model (turn opened and closed, the transcript
+  written to the ledger, events delivered to a callback, settling waited for).
+- scripted pair, the loop alone without HTTP: direct iterates a `ScriptedModel`'s
+  stream; loop runs the same step through `AgentSession.prompt()`.
 
-The figure is the difference of the medians per step: what tether adds to one model step.
+Each figure is given in wall time and in CPU time of the process (client and server
+together, so the same on both sides of a pair); CPU time is what the loop costs, wall
+time what a person waits, and CPU time holds better on a loaded machine. The overhead
+is the median over rounds of (loop - direct) per step.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -29,16 +36,31 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, percentile
 
 from tether import Agent, Runtime
-from tether.models import OpenAIModel
+from tether.models import Message, ModelRequest, Move, OpenAIModel, ScriptedModel
 from tether.runtime import AgentEvent
 from tether.testing import ModelServer, text_reply
 
 PIECES = ["The ", "answer ", "is ", "forty", "-two."]
+Timing = tuple[float, float]
+"""Seconds per step: (wall, CPU)."""
 
 
-async def _sdk(client: openai.AsyncOpenAI, steps: int) -> float:
-    t0 = time.perf_counter()
+async def _timed(steps: int, one: Callable[[], Awaitable[None]]) -> Timing:
+    w0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
+        await one()
+    return (
+        (time.perf_counter() - w0) / steps,
+        (time.process_time() - c0) / steps,
+    )
+
+
+async def _ignore(event: AgentEvent) -> None:
+    pass
+
+
+def _sdk_step(client: openai.AsyncOpenAI) -> Callable[[], Awaitable[None]]:
+    async def one() -> None:
         stream = await client.chat.completions.create(
             model="stub",
             messages=[{"role": "user", "content": "question"}],
@@ -48,58 +70,84 @@ async def _sdk(client: openai.AsyncOpenAI, steps: int) -> float:
         async with stream:
             async for _chunk in stream:
                 pass
-    return (time.perf_counter() - t0) / steps
+
+    return one
 
 
-async def _loop(agent: Agent, steps: int) -> float:
-    async def ignore(event: AgentEvent) -> None:
-        pass
+def _scripted_step(model: ScriptedModel) -> Callable[[], Awaitable[None]]:
+    request = ModelRequest(messages=(Message(role="user", content="question"),))
 
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        ended = await agent.session(on_event=ignore).prompt("question")
+    async def one() -> None:
+        async with model.stream(request) as stream:
+            async for _event in stream:
+                pass
+
+    return one
+
+
+def _loop_step(agent: Agent) -> Callable[[], Awaitable[None]]:
+    async def one() -> None:
+        ended = await agent.session(on_event=_ignore).prompt("question")
         assert ended.stop_reason == "end_turn", ended
-    return (time.perf_counter() - t0) / steps
+
+    return one
 
 
-async def measure(steps: int, rounds: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {"sdk": [], "loop": []}
+async def measure(steps: int, rounds: int) -> dict[str, list[Timing]]:
+    names = ("sdk", "loop (openai)", "scripted", "loop (scripted)")
+    out: dict[str, list[Timing]] = {n: [] for n in names}
     total = (rounds + 1) * steps * 2
+    move = Move(text="".join(PIECES), chunks=tuple(PIECES))
     async with ModelServer.open() as server:
         server.add(*[text_reply(pieces=PIECES) for _ in range(total)])
         client = openai.AsyncOpenAI(base_url=server.url, api_key="k")
         model = OpenAIModel("stub", base_url=server.url, api_key="k")
+        direct = ScriptedModel([move] * total)
+        looped = ScriptedModel([move] * total)
         with tempfile.TemporaryDirectory() as ws:
             async with Runtime(workspace=ws, tools=[], guard=False) as rt:
-                agent = Agent(rt, model)
-                await _sdk(client, steps)  # warm both paths
-                await _loop(agent, steps)
+                pairs = [
+                    (_sdk_step(client), _loop_step(Agent(rt, model))),
+                    (_scripted_step(direct), _loop_step(Agent(rt, looped))),
+                ]
+                for a, b in pairs:  # warm every path
+                    await _timed(steps // 10 or 1, a)
+                    await _timed(steps // 10 or 1, b)
                 for _ in range(rounds):
-                    out["sdk"].append(await _sdk(client, steps))
-                    out["loop"].append(await _loop(agent, steps))
+                    for index, (a, b) in enumerate(pairs):
+                        out[names[2 * index]].append(await _timed(steps, a))
+                        out[names[2 * index + 1]].append(await _timed(steps, b))
         await client.close()
         await model.aclose()
     return out
 
 
+def _ms(values: list[float]) -> str:
+    return (
+        f"median {statistics.median(values) * 1e3:7.3f} ms, "
+        f"p90 {percentile(values, 90) * 1e3:7.3f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
     found = anyio.run(measure, args.steps, args.rounds)
     print(machine())
-    for name, per_step in found.items():
+    for name, timings in found.items():
         print(
-            f"{name:>4}: median {statistics.median(per_step) * 1e3:7.3f} ms/step, "
-            f"p90 {percentile(per_step, 90) * 1e3:7.3f} ms"
+            f"{name:>16}: wall {_ms([w for w, _ in timings])}; "
+            f"cpu {_ms([c for _, c in timings])}  per step"
         )
-    added = [loop - sdk for loop, sdk in zip(found["loop"], found["sdk"], strict=True)]
-    print(
-        f"loop overhead per step: median {statistics.median(added) * 1e3:.3f} ms, "
-        f"p90 {percentile(added, 90) * 1e3:.3f} ms "
-        f"({args.rounds} rounds of {args.steps} steps, interleaved)"
-    )
+    for direct, loop in (("sdk", "loop (openai)"), ("scripted", "loop (scripted)")):
+        for kind, at in (("wall", 0), ("cpu", 1)):
+            added = [
+                b[at] - a[at] for a, b in zip(found[direct], found[loop], strict=True)
+            ]
+            print(f"overhead {loop} over {direct}, {kind}: {_ms(added)} per step")
+    print(f"{args.rounds} rounds of {args.steps} steps, pairs interleaved")
 
 
 if __name__ == "__main__":
