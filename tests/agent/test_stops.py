@@ -102,6 +102,7 @@ async def PressStop(ctx: ToolContext) -> str:
     return "stop pressed"
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S10")
 async def test_s10_a_stop_between_moves_starts_no_further_model_request(
     harness: Callable[..., Any],
@@ -122,6 +123,7 @@ async def test_s10_a_stop_between_moves_starts_no_further_model_request(
     ]
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S10")
 async def test_s10_a_call_queued_for_admission_is_stopped_before_it_starts(
     harness: Callable[..., Any],
@@ -153,6 +155,7 @@ async def test_s10_a_call_queued_for_admission_is_stopped_before_it_starts(
     )
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S9")
 async def test_a_stop_during_a_permission_prompt_is_stopped_before_it_started(
     harness: Callable[..., Any], workspace: Path
@@ -178,6 +181,7 @@ async def test_a_stop_during_a_permission_prompt_is_stopped_before_it_started(
     assert not (workspace / "f.txt").exists()
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S5")
 async def test_a_stopped_read_only_call_gives_the_model_its_output_so_far(
     harness: Callable[..., Any],
@@ -202,6 +206,7 @@ async def test_a_stopped_read_only_call_gives_the_model_its_output_so_far(
     assert not any(isinstance(e, ToolCallProgress) for e in after)
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S13")
 async def test_a_stopped_process_call_gives_the_model_its_output_until_it_ended(
     harness: Callable[..., Any],
@@ -221,6 +226,7 @@ async def test_a_stopped_process_call_gives_the_model_its_output_until_it_ended(
     ]
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S13")
 async def test_a_process_killed_at_the_grace_window_gives_its_output_before_the_stop(
     harness: Callable[..., Any],
@@ -241,6 +247,7 @@ async def test_a_process_killed_at_the_grace_window_gives_its_output_before_the_
     ]
 
 
+@pytest.mark.rule("agent-results")
 @pytest.mark.rule("S6")
 @pytest.mark.parametrize(
     ("tool_name", "args", "real", "word"),

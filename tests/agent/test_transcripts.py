@@ -78,6 +78,7 @@ async def test_a_session_resumes_from_the_ledger_file(
     ]
 
 
+@pytest.mark.rule("agent-results")
 async def test_a_call_left_without_a_result_gets_one_from_the_ledger(
     workspace: Path, tmp_path: Path
 ) -> None:

@@ -103,6 +103,7 @@ def chat_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.rule("chat-stop")
 @pytest.mark.parametrize("stop_key", ["\x1b", "\x03"], ids=["esc", "ctrl-c"])
 def test_chat_a_turn_a_stop_the_report_and_an_exit(
     chat_dir: Path, stop_key: str

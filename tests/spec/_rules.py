@@ -29,6 +29,9 @@ RULES: dict[str, str] = {
     "bounded-read": "every reading is bounded in time and never follows a link",
     "system-binding": "a root-owned binding makes the agents' account honour the stop",
     "guard-table": "the guard refuses tool calls that would touch a stop",
+    # spec 04: the agent loop and the chat
+    "agent-results": "every tool call of a stopped turn goes back to the model with a result that says what happened",
+    "chat-stop": "Esc or Ctrl-C stops a chat turn and shows what settles",
     # spec 03: unattended runs
     "plan-file": "plan errors name the line and the field",
     "claims": "a claim is taken atomically, leased and fenced by its epoch",
