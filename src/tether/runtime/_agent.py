@@ -463,6 +463,17 @@ class AgentSession:
 
     async def _forward(self, events: MemoryObjectReceiveStream[RuntimeEvent]) -> None:
         """Turn the runtime's events of this session's calls into agent events."""
+        try:
+            await self._forward_each(events)
+        finally:
+            # The runtime closed its events (it is shutting down): no call may wait for
+            # an end that will not be forwarded.
+            for seen in self._final_seen.values():
+                seen.set()
+
+    async def _forward_each(
+        self, events: MemoryObjectReceiveStream[RuntimeEvent]
+    ) -> None:
         async for event in events:
             match event:
                 case ToolProgress(session_id=sid, call_id=cid) if sid == self.id:
