@@ -247,3 +247,31 @@ def test_atomic_stop_cli_lift_then_status_is_clear_and_the_stop_is_gone() -> Non
 
     assert not StopStore.from_setup().place.stop_path.exists()
     assert _status()["outcome"] == "CLEAR"
+
+
+@pytest.mark.root
+@pytest.mark.rule("bounded-read")
+def test_bounded_read_stop_and_status_return_with_a_link_into_a_hung_mount(
+    tmp_path: Path,
+) -> None:
+    """Issue 12: another account's link in the shared folder, pointing into a mount that
+    never answers, no longer makes `tether stop` hang after writing the stop, nor
+    `tether status`; both return at once with STOPPED."""
+    from tests.stop._mounts import hung_mount
+
+    os.chmod(tmp_path, 0o755)
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)
+    (folder / str(os.geteuid())).mkdir(mode=0o755)
+    save_setup(SetupRecord(folder=folder, person_uid=os.geteuid()))
+    with hung_mount(tmp_path / "hung"):
+        os.symlink(tmp_path / "hung" / "x", folder / "evil")
+        start = time.monotonic()
+        code, out = _in_pty("stop")
+        status = _status()
+        took = time.monotonic() - start
+    assert code == 0, out
+    assert "STOPPED" in out
+    assert status["outcome"] == "STOPPED"
+    assert took < 20, "two interpreter starts, no wait on the mount"
