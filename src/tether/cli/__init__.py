@@ -34,6 +34,7 @@ _COMMANDS: dict[str, str] = {
     "runs": "runs:runs",
     "setup": "setup:setup",
     "status": "status:status",
+    "tools": "tools:tools",
     "stop": "stop:stop",
     "takeover": "takeover:takeover",
 }
