@@ -7,6 +7,7 @@ measured runs from the stop to the moment the call has returned with every proce
 its tree reaped. Targets (spec 05): obeyed p99 <= 50 ms; ignored G + <= 50 ms.
 
 Usage: .venv/bin/python benchmarks/bash_settle.py [--runs 100] [--grace 0.3]
+       (TETHER_CONTAINMENT=subreaper measures the fallback)
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import tempfile
 from pathlib import Path
 
 import anyio
-import psutil
 
+from tether.host import containment
 from tether.host._tool import ToolContext
 from tether.host.tools.bash import Bash
-from tether.testing._trees import tree_pids
+from tether.testing._trees import alive, announce, tree_pids, tree_procs
 
-OBEYS = "echo tree-pid $$; exec sleep 300"
-IGNORES = "trap '' TERM; echo tree-pid $$; exec sleep 300"
+OBEYS = f"{announce()}; exec sleep 300"
+IGNORES = f"trap '' TERM; {announce()}; exec sleep 300"
 
 
 async def settle_once(bash: Bash, workspace: Path, command: str, grace: float) -> float:
@@ -52,7 +53,7 @@ async def settle_once(bash: Bash, workspace: Path, command: str, grace: float) -
         tg.start_soon(call)
         with anyio.fail_after(10):
             await up.wait()
-        procs = [psutil.Process(p) for p in tree_pids("".join(chunks))]
+        procs = tree_procs("".join(chunks))
         started = anyio.current_time()
         ctx.cancelled.set()
         with anyio.move_on_after(grace):
@@ -60,7 +61,7 @@ async def settle_once(bash: Bash, workspace: Path, command: str, grace: float) -
         scope.cancel()
         await done.wait()
         elapsed = anyio.current_time() - started
-    if any(p.is_running() for p in procs):
+    if alive(procs):
         raise SystemExit("a process of the tree survived the stop")
     return elapsed
 
@@ -78,6 +79,7 @@ def report(name: str, samples: list[float], offset: float = 0.0) -> None:
 async def main(runs: int, grace: float) -> None:
     """Measure both cases `runs` times each."""
     bash = Bash()
+    print(f"containment: {containment().kind}")
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp)
         obeys = [await settle_once(bash, workspace, OBEYS, grace) for _ in range(runs)]

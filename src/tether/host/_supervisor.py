@@ -528,7 +528,9 @@ def main() -> None:
     mode, protect, executable, argv = parse(sys.argv[1:])
     if mode == "subreaper":
         SubreaperSupervisor(executable, argv).run()
-        return
+        # The tree is gone and reported: skip the interpreter's teardown (milliseconds
+        # the host would wait for).
+        os._exit(0)
     if mode not in ("namespace", "probe"):
         raise SystemExit(f"unknown containment {mode!r}: namespace, subreaper or probe")
     try:
@@ -539,6 +541,7 @@ def main() -> None:
     supervisor = NamespaceSupervisor(executable, argv, uid=uid, gid=gid)
     # A probe has no host on its stdin to give orders.
     supervisor.run(orders=mode != "probe")
+    os._exit(0)
 
 
 if __name__ == "__main__":
