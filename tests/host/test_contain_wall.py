@@ -157,28 +157,30 @@ def _wall_as_1001(tmp_path: Path) -> None:
     assert (workspace / "made.txt").stat().st_uid == 1001
 
 
-def test_wall_paths_wall_what_exists_and_the_nearest_folder_of_what_does_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_wall_paths_wall_what_exists_and_the_nearest_tether_folder_of_what_does_not(
+    tmp_path: Path,
 ) -> None:
-    """A missing stop path is walled through its nearest existing folder, unless that
-    folder is the home or holds the workspace; nested paths are walled once."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("TETHER_HOME", str(home))
-    state = home / "state"
+    """A missing stop path is walled through its nearest existing folder while that is
+    one of tether's own; a path holding the workspace is left out; nested paths once."""
+    config, state = tmp_path / "home" / "config", tmp_path / "home" / "state"
     (state / "stop" / "0").mkdir(parents=True)
     workspace = tmp_path / "ws"
     workspace.mkdir()
+    roots = [config, state]
     found = wall_paths(
         [
             state / "stop",
             state / "stop" / "0",  # below a walled folder
-            home / "config" / "stop-setup.json",  # no config dir: its folder is home
-            tmp_path / "other" / "missing",  # nearest folder holds the workspace
-            workspace / "x",  # in the workspace
+            config / "stop-setup.json",  # no config folder yet: nothing to wall
+            tmp_path / "shared" / "stop",  # missing, outside tether's folders
+            tmp_path,  # holds the workspace
         ],
         workspace=workspace,
+        roots=roots,
     )
     assert found == [str(state / "stop")]
-    (home / "config").mkdir()
-    found = wall_paths([home / "config" / "stop-setup.json"], workspace=workspace)
-    assert found == [str(home / "config")]
+    config.mkdir()
+    found = wall_paths([config / "stop-setup.json"], workspace=workspace, roots=roots)
+    assert found == [str(config)]
+    found = wall_paths([state / "stop" / "1"], workspace=workspace, roots=roots)
+    assert found == [str(state / "stop")]

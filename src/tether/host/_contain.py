@@ -172,26 +172,41 @@ def _contains(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
-def wall_paths(protect: Iterable[Path], *, workspace: Path) -> list[str]:
+def _tether_roots() -> list[Path]:
+    from .._config import paths
+
+    found = paths()
+    return [found.config_dir.absolute(), found.state_dir.absolute()]
+
+
+def wall_paths(
+    protect: Iterable[Path],
+    *,
+    workspace: Path,
+    roots: Sequence[Path] | None = None,
+) -> list[str]:
     """Return the paths to bind read-only inside a tree, from the stop's paths.
 
     A path that exists is walled as it is. One not made yet is walled through its
-    nearest existing folder, so no command can create it, unless that folder is the
-    filesystem root, the account's home, or holds the workspace: then it is left out.
-    A path that holds the workspace is left out too (the command must write there).
+    nearest existing folder, so no command can make it, as long as that folder is one of
+    tether's own (`roots`: the account's tether config and state folders, or below
+    them); otherwise it is left out (nothing there to change yet). A path that holds the
+    workspace is left out too (the command must write there).
     """
-    home = Path(os.environ.get(TetherEnv.HOME) or Path.home()).absolute()
+    mine = [r.absolute() for r in (_tether_roots() if roots is None else roots)]
     here = workspace.resolve()
     found: list[str] = []
     for path in protect:
         where = Path(os.path.abspath(path))
-        while not where.exists() and where != where.parent:
+        while not where.exists() and any(
+            _contains(root, where.parent) for root in mine
+        ):
             where = where.parent
         try:
             where = where.resolve(strict=True)
         except OSError:
             continue
-        if where == where.parent or where == home or _contains(where, here):
+        if _contains(where, here):
             continue
         if str(where) not in found:
             found.append(str(where))
