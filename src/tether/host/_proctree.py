@@ -192,6 +192,10 @@ class ProcessTree:
             await anyio.lowlevel.checkpoint()
             return
         self._reported = 127
+        if kind not in ("error", "refused") and self._process is not None:
+            # No report in time, or the supervisor died starting: kill from here.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._kill_from_host)
         await self.aclose()
         self.returncode = self._reported
         if kind == "error":
