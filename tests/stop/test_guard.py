@@ -365,6 +365,15 @@ GUARD_TABLE = [
     ),
     ok("python3 - <<'EOF'\nprint('tether stop')\nEOF", id="allow-python-heredoc-print"),
     ok("ssh build-host tether stop", id="allow-remote-stop"),
+    ok(
+        """python3 -c 'import sys; print("tether stop", file=sys.stderr)'""",
+        id="allow-import-and-print-verb",
+    ),
+    bash(
+        """python3 -c 'import os; os.system("tether lift")'""",
+        "lift",
+        id="refuse-os-system-verb",
+    ),
     # -- file tools and other tools ------------------------------------------------------
     tool(
         "Write",
