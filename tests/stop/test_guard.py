@@ -365,6 +365,23 @@ GUARD_TABLE = [
     ),
     ok("python3 - <<'EOF'\nprint('tether stop')\nEOF", id="allow-python-heredoc-print"),
     ok("ssh build-host tether stop", id="allow-remote-stop"),
+    bash(
+        "python3 .venv/bin//tether lift",
+        "tether lift",
+        id="refuse-python-tether-script",
+    ),
+    bash(
+        "python3 src/tether/../tether stop",
+        "tether stop",
+        id="refuse-python-package-dotdot",
+    ),
+    bash(
+        "//usr/bin/../bin/python3 -m tether setup",
+        "tether setup",
+        id="refuse-odd-python",
+    ),
+    bash("env -S 'tether lift'", "tether lift", id="refuse-env-split-string"),
+    ok("python3 scripts/tether_report.py stop", id="allow-python-other-script"),
     ok(
         """python3 -c 'import sys; print("tether stop", file=sys.stderr)'""",
         id="allow-import-and-print-verb",

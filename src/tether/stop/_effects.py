@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-import shlex
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -35,6 +34,7 @@ from ._programs import (
     values,
     words,
 )
+from ._shell import ShellSyntaxError, parse_script
 from ._walker import (
     ASSIGNMENT,
     GLOB_CHARS,
@@ -171,10 +171,15 @@ def _env(call: Call) -> None:
     for directory in values(found, "-C", "--chdir"):
         state.cwd = _directory(call.walker, directory, state)
     for split in values(found, "-S", "--split-string"):
-        try:
-            rest = shlex.split(split) + rest
-        except ValueError:
+        try:  # the one shell model splits it (linear and bounded, unlike `shlex`)
+            script = parse_script(split, deadline=call.walker.deadline)
+        except ShellSyntaxError:
             call.emit("unparsed", split, "an `env -S` string")
+            continue
+        parts = script.commands
+        rest = [*(parts[0].words if len(parts) == 1 else ()), *rest]
+        if len(parts) > 1 or script.substitutions:
+            call.emit("opaque", split, "an `env -S` string that is no single command")
     if rest[:1] == ["-"]:
         rest = rest[1:]
     while rest and ASSIGNMENT.fullmatch(rest[0]):
@@ -358,6 +363,9 @@ def _interpreter(call: Call, family: str) -> None:
             call.stdin_code(how)
             if call.stdin is None and rest:
                 call.emit("opaque", call.walker.top, f"{how} of generated code")
+        elif family == "python" and _is_tether_script(call, rest[0]):
+            # `python3 .venv/bin//tether lift`, `python3 src/tether/../tether lift`
+            _tether(attrs.evolve(call, base="tether", args=rest[1:]))
         return  # else it runs a script file: what that does is not on this line
     for word in rest:
         call.path("write" if inplace else "mention", word, edits if inplace else how)
@@ -365,6 +373,20 @@ def _interpreter(call: Call, family: str) -> None:
         # The arguments go with the code: `python -c '...' stop` can pass a verb.
         runs = runs_programs(code)
         call.emit("code", "\n".join([code, *rest]), f"inline {how} code", runs=runs)
+
+
+def _is_tether_script(call: Call, word: str) -> bool:
+    """A path to tether's own entry point: the console script, the package, or its
+    `__main__.py`, however it is spelled."""
+    value = call.walker.known(word, call.state)
+    if value is None:
+        return "tether" in word  # a path known only at run time that may be tether's
+    path = posixpath.normpath(value)
+    return (
+        posixpath.basename(path) == "tether"
+        or path.endswith(("/tether/__main__.py", "/tether/cli/__init__.py"))
+        or path in ("tether/__main__.py", "tether/cli/__init__.py")
+    )
 
 
 def _tether(call: Call) -> None:
