@@ -40,4 +40,6 @@ RULES: dict[str, str] = {
     "halted-stays": "a halted run stays halted after a lift; only a take-over steps on",
     "hold": "HOLD makes no move and lets nothing go",
     "status-runs": "tether status lists this account's runs with their state",
+    # spec 04: the ACP server
+    "acp-errors": "malformed or unknown ACP messages get JSON-RPC errors; serving goes on",
 }

@@ -22,6 +22,7 @@ __all__ = ("cli", "main")
 
 # Command name -> "module:attribute" inside tether.cli. Each module defines one command.
 _COMMANDS: dict[str, str] = {
+    "acp": "acp:acp",
     "chat": "chat:chat",
     "config": "config:config",
     "demo": "demo:demo",

@@ -1,0 +1,295 @@
+"""The ACP agent: `session/*` mapped onto tether's runtime and agent loop.
+
+`AcpServer.serve()` owns everything it starts in one task group: each ACP session is a
+`Runtime` (its workspace is the session's `cwd`, its MCP servers those of `session/new`
+plus the account's) with an agent session on it, owned by one task until the connection
+ends. The SDK runs each incoming request as its own task, so `session/cancel` is handled
+while `session/prompt` waits; cancel calls `Session.abort()`, and the prompt answers
+`cancelled` only after its turn has settled and every call's final status went out.
+
+It does not parse frames (`_transport.py`) nor build update payloads (`_updates.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final, cast, final
+
+import anyio
+import anyio.abc
+import attrs
+from acp import PROTOCOL_VERSION, Agent, Client, RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    AgentCapabilities,
+    AudioContentBlock,
+    ClientCapabilities,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+)
+
+from .._config import Config, load_config
+from ..errors import TetherError, UsageError
+from ._mcp_servers import AcpMcpServers, config_servers
+from ._permissions import PermissionBridge
+from ._transport import LineTransport
+
+__all__ = ("AcpServer", "AcpStatistics")
+
+_VERSION: Final = "0.1.0"
+
+PromptBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+
+
+@attrs.frozen
+class AcpStatistics:
+    """Counters of one ACP connection."""
+
+    sessions: int
+    """Sessions open now."""
+    rejected_frames: int
+    """Lines answered with a parse or invalid-request error."""
+    permission_requests: int
+    """`session/request_permission` requests sent to the editor."""
+
+
+@attrs.define(eq=False)
+class _AcpSession:
+    """One ACP session: its runtime, its agent session and its approver."""
+
+    id: str
+    workspace: Path
+    bridge: PermissionBridge
+    closing: anyio.Event = attrs.field(factory=anyio.Event)
+    closed: anyio.Event = attrs.field(factory=anyio.Event)
+    prompting: bool = False
+    """Invariant: at most one `session/prompt` runs per session."""
+    handle: Any = None
+
+
+def _invalid(message: str) -> RequestError:
+    return RequestError.invalid_params({"details": message})
+
+
+def prompt_text(blocks: list[PromptBlock]) -> str:
+    """The prompt as the model reads it: text, and the text of embedded resources."""
+    parts: list[str] = []
+    for block in blocks:
+        match block:
+            case TextContentBlock(text=text):
+                parts.append(text)
+            case EmbeddedResourceContentBlock(resource=TextResourceContents() as res):
+                parts.append(f"<resource uri={res.uri!r}>\n{res.text}\n</resource>")
+            case ResourceContentBlock(uri=uri):
+                parts.append(f"<resource uri={uri!r}/>")
+            case _:
+                raise _invalid(
+                    f"tether reads text prompts; a {block.type} block cannot be used"
+                )
+    return "\n".join(parts)
+
+
+@final
+class AcpServer:
+    """An ACP agent serving tether sessions on one connection."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        task_group: anyio.abc.TaskGroup,
+        config: Config | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config if config is not None else load_config()
+        self._tg = task_group
+        self._client: Client | None = None
+        self._transport: LineTransport | None = None
+        self.sessions: dict[str, _AcpSession] = {}
+
+    def statistics(self) -> AcpStatistics:
+        """Return the connection's counters."""
+        return AcpStatistics(
+            sessions=len(self.sessions),
+            rejected_frames=self._transport.rejected if self._transport else 0,
+            permission_requests=sum(s.bridge.asked for s in self.sessions.values()),
+        )
+
+    # -- the connection ---------------------------------------------------------------
+
+    def on_connect(self, conn: Client) -> None:
+        """Keep the client side to send updates and permission requests to."""
+        self._client = conn
+
+    @classmethod
+    async def serve(
+        cls,
+        receive: anyio.abc.ByteReceiveStream,
+        send: anyio.abc.ByteSendStream,
+        *,
+        model: str,
+        config: Config | None = None,
+        task_status: anyio.abc.TaskStatus[AcpServer] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve ACP on a byte stream pair until the client closes its side."""
+        transport = LineTransport(receive, send)
+        async with anyio.create_task_group() as tg:
+            server = cls(model=model, task_group=tg, config=config)
+            server._transport = transport
+            # The SDK's Agent protocol lists every optional method; the router answers
+            # -32601 for those this class does not define.
+            agent = cast("Agent", server)
+            conn = AgentSideConnection(agent, transport, listening=False)
+            task_status.started(server)
+            try:
+                await conn.listen()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await server._close_all()
+                    await conn.close()
+
+    async def _close_all(self) -> None:
+        for session in list(self.sessions.values()):
+            session.closing.set()
+        for session in list(self.sessions.values()):
+            await session.closed.wait()
+
+    # -- ACP methods ------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        """Agree on the protocol version and say what tether can do."""
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
+            ),
+            agent_info=Implementation(name="tether", title="tether", version=_VERSION),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: AcpMcpServers | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        """Open a session working in `cwd`, with the session's MCP servers."""
+        session = await self._open(cwd, mcp_servers, resume=None)
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: AcpMcpServers | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
+        """Reopen a session from the ledger and replay its transcript as updates."""
+        if session_id in self.sessions:
+            raise _invalid(f"session {session_id} is already open on this connection")
+        session = await self._open(cwd, mcp_servers, resume=session_id)
+        await self._replay(session)
+        return LoadSessionResponse()
+
+    async def prompt(
+        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
+    ) -> PromptResponse:
+        """Run one turn; updates stream as `session/update` until it settles."""
+        session = self._session(session_id)
+        text = prompt_text(prompt)
+        if session.prompting:
+            raise RequestError.invalid_request(
+                {"details": f"a turn is already running in session {session_id}"}
+            )
+        session.prompting = True
+        try:
+            stop_reason = await self._run_turn(session, text)
+        finally:
+            session.prompting = False
+        return PromptResponse(stop_reason=stop_reason)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """Stop the session's turn (`Session.abort()`); the prompt answers once settled."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return  # a notification has no answer; a stale cancel changes nothing
+        await self._abort(session, "cancelled by the editor")
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> _AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise _invalid(
+                f"no session {session_id} on this connection; "
+                "open one with session/new or session/load"
+            )
+        return session
+
+    async def _open(
+        self, cwd: str, mcp_servers: AcpMcpServers | None, *, resume: str | None
+    ) -> _AcpSession:
+        workspace = Path(cwd)
+        if not workspace.is_absolute():
+            raise _invalid(f"cwd must be an absolute path, not {cwd!r}")
+        if not await anyio.Path(workspace).is_dir():
+            raise _invalid(f"cwd {cwd!r} is not a directory")
+        try:
+            servers = config_servers(mcp_servers, cwd=workspace)
+        except UsageError as exc:
+            raise _invalid(str(exc)) from None
+        config = attrs.evolve(
+            self.config, mcp_servers={**self.config.mcp_servers, **servers}
+        )
+        try:
+            session: _AcpSession = await self._tg.start(
+                self._own_session, workspace, config, sorted(servers), resume
+            )
+        except TetherError as exc:
+            raise _invalid(str(exc)) from None
+        return session
+
+    async def _own_session(
+        self,
+        workspace: Path,
+        config: Config,
+        requested_servers: list[str],
+        resume: str | None,
+        *,
+        task_status: anyio.abc.TaskStatus[_AcpSession],
+    ) -> None:
+        raise NotImplementedError  # wired to the agent loop
+
+    async def _abort(self, session: _AcpSession, reason: str) -> None:
+        raise NotImplementedError  # wired to the agent loop
+
+    async def _run_turn(self, session: _AcpSession, text: str) -> Any:
+        raise NotImplementedError  # wired to the agent loop
+
+    async def _replay(self, session: _AcpSession) -> None:
+        raise NotImplementedError  # wired to the agent loop

@@ -1,0 +1,38 @@
+"""ACP on the process's own standard input and output."""
+
+from __future__ import annotations
+
+import os
+
+from .._config import Config
+from .._jsonrpc import FdReceiveStream, FdSendStream
+from ._server import AcpServer
+
+__all__ = ("serve_stdio",)
+
+
+async def serve_stdio(*, model: str, config: Config | None = None) -> None:
+    """Serve ACP on stdin/stdout until the editor closes stdin.
+
+    The protocol keeps private copies of descriptors 0 and 1; descriptor 0 becomes
+    `/dev/null` and descriptor 1 a copy of stderr, so nothing else in the process (a
+    stray print, a child that inherits them) can read a frame or write into one.
+    """
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(devnull, 0)
+        os.dup2(2, 1)
+    finally:
+        os.close(devnull)
+    try:
+        await AcpServer.serve(
+            FdReceiveStream(proto_in),
+            FdSendStream(proto_out),
+            model=model,
+            config=config,
+        )
+    finally:
+        os.close(proto_in)
+        os.close(proto_out)

@@ -1,0 +1,135 @@
+"""Newline-delimited JSON-RPC frames for the ACP connection, with the one error boundary.
+
+The `agent-client-protocol` SDK answers unknown methods (-32601) and bad parameters
+(-32602) itself, but its stdio reader logs a line that is not JSON and answers nothing,
+and a line that is JSON but not an object ends its receive loop. This transport is the
+one place that fixes both: it hands the SDK only objects that look like JSON-RPC 2.0
+messages and answers everything else itself (-32700 for a line that is not JSON, -32600
+for one that is not a request, notification or response), then keeps serving.
+
+It does not know about sessions or tools; it moves frames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .._jsonrpc import INVALID_REQUEST, MAX_LINE, PARSE_ERROR
+
+__all__ = ("LineTransport",)
+
+_VERSION: Final = "2.0"
+
+
+class LineTransport:
+    """An `acp` message transport over a byte stream pair: one JSON object per line."""
+
+    def __init__(
+        self,
+        receive: anyio.abc.ByteReceiveStream,
+        send: anyio.abc.ByteSendStream,
+        *,
+        max_line: int = MAX_LINE,
+        write_bound: float = 30.0,
+    ) -> None:
+        self._receive = BufferedByteReceiveStream(receive)
+        self._send = send
+        self._max_line = max_line
+        self._write_bound = write_bound
+        self._lock = anyio.Lock()
+        self._closed = False
+        self.rejected = 0
+        """Frames answered here with a parse or invalid-request error."""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one frame; frames never interleave."""
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        async with self._lock:
+            if self._closed:
+                raise ConnectionError("the ACP connection is closed")
+            # A frame cut half-way would corrupt every frame after it: the write is
+            # shielded, and bounded so a peer that stops reading cannot hold it forever.
+            with anyio.move_on_after(self._write_bound, shield=True) as scope:
+                await self._send.send(data)
+            if scope.cancelled_caught:
+                self._closed = True
+                raise ConnectionError(
+                    f"the ACP client read nothing for {self._write_bound:g} s"
+                )
+
+    async def receive(self) -> dict[str, Any] | None:
+        """Return the next well-formed message, or None at the end of the stream."""
+        while True:
+            try:
+                line = await self._receive.receive_until(b"\n", self._max_line)
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return None
+            except anyio.DelimiterNotFound:
+                # A frame past the bound cannot be resynchronised: end the session.
+                await self._reject(
+                    None,
+                    PARSE_ERROR,
+                    "Parse error",
+                    f"line longer than {self._max_line} bytes",
+                )
+                return None
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as exc:
+                await self._reject(None, PARSE_ERROR, "Parse error", str(exc))
+                continue
+            problem = _problem(message)
+            if problem is None:
+                return message  # type: ignore[no-any-return]
+            frame_id = message.get("id") if isinstance(message, dict) else None
+            if not isinstance(frame_id, str | int) or isinstance(frame_id, bool):
+                frame_id = None
+            await self._reject(frame_id, INVALID_REQUEST, "Invalid request", problem)
+
+    async def close(self) -> None:
+        """Stop sending; a frame being written is finished first."""
+        async with self._lock:
+            self._closed = True
+
+    async def _reject(
+        self, frame_id: str | int | None, code: int, message: str, details: str
+    ) -> None:
+        self.rejected += 1
+        error = {"code": code, "message": message, "data": {"details": details}}
+        # A peer that is gone cannot be told; the receive side sees the end next.
+        with contextlib.suppress(
+            ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError
+        ):
+            await self.send({"jsonrpc": _VERSION, "id": frame_id, "error": error})
+
+
+def _problem(message: object) -> str | None:
+    """Say why a decoded frame is not a JSON-RPC 2.0 message, or None if it is one."""
+    if not isinstance(message, dict):
+        return "a frame must be a JSON object (batches are not supported)"
+    if message.get("jsonrpc") != _VERSION:
+        return 'a frame must carry "jsonrpc": "2.0"'
+    has_id = "id" in message
+    if has_id:
+        frame_id = message["id"]
+        if isinstance(frame_id, bool) or not isinstance(frame_id, str | int | None):
+            return "an id must be a string, an integer or null"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "a method must be a string"
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict | list):
+            return "params must be an object or an array"
+        return None
+    if has_id and ("result" in message or "error" in message):
+        return None
+    return "a frame must be a request, a notification or a response"

@@ -1,0 +1,160 @@
+"""A real ACP client (the SDK's client side) driving a real `tether acp` process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+from acp import PROTOCOL_VERSION, spawn_agent_process
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+Answer = Callable[[ToolCallUpdate], Awaitable[str | None]]
+"""Picks a permission option id for a request, or None to answer `cancelled`."""
+
+
+async def allow_once(_: ToolCallUpdate) -> str | None:
+    return "allow_once"
+
+
+@attrs.define(eq=False)
+class Recorder:
+    """The editor's side: records every update and answers permission requests."""
+
+    answer: Answer = allow_once
+    updates: list[tuple[str, Any]] = attrs.field(factory=list)
+    permission_requests: list[ToolCallUpdate] = attrs.field(factory=list)
+    frames: list[dict[str, Any]] = attrs.field(factory=list)
+    """Every frame the agent sent, in order."""
+    arrived: anyio.Event = attrs.field(factory=anyio.Event)
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append((session_id, update))
+        self._poke()
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **_: Any,
+    ) -> RequestPermissionResponse:
+        self.permission_requests.append(tool_call)
+        self._poke()
+        option = await self.answer(tool_call)
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=option)
+        )
+
+    def observe(self, event: StreamEvent) -> None:
+        if event.direction is StreamDirection.INCOMING:
+            self.frames.append(event.message)
+            self._poke()
+
+    def _poke(self) -> None:
+        self.arrived.set()
+        self.arrived = anyio.Event()
+
+    async def wait_for(self, check: Callable[[], bool], timeout: float = 10) -> None:
+        """Wait until `check()` holds after some frame arrived."""
+        with anyio.fail_after(timeout):
+            while not check():
+                await self.arrived.wait()
+
+    def tool_updates(self, call_id: str) -> list[Any]:
+        """Every update of one tool call, in order."""
+        return [
+            u for _, u in self.updates if getattr(u, "tool_call_id", None) == call_id
+        ]
+
+    def statuses(self, call_id: str) -> list[str]:
+        """The statuses one tool call went through, in order."""
+        return [u.status for u in self.tool_updates(call_id) if u.status is not None]
+
+    def text(self) -> str:
+        """The agent's message text, joined."""
+        return "".join(
+            u.content.text
+            for _, u in self.updates
+            if getattr(u, "session_update", "") == "agent_message_chunk"
+        )
+
+
+@attrs.define(eq=False)
+class Editor:
+    """A connected client: the SDK connection, the recorder and the agent process."""
+
+    conn: ClientSideConnection
+    recorder: Recorder
+    process: asyncio.subprocess.Process
+
+    async def write_raw(self, data: bytes) -> None:
+        """Write bytes to the agent's stdin as they are (malformed frames)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        await self.process.stdin.drain()
+
+    async def open_session(
+        self, cwd: Path, mcp_servers: Sequence[Any] | None = None
+    ) -> str:
+        await self.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        response = await self.conn.new_session(
+            cwd=str(cwd), mcp_servers=list(mcp_servers or [])
+        )
+        return response.session_id
+
+
+def write_script(path: Path, moves: Sequence[dict[str, Any]]) -> str:
+    """Write a scripted model's file of moves and return its `--model` value."""
+    lines = [json.dumps({"tether_script": 1}), *(json.dumps(m) for m in moves)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def agent_env(**extra: str) -> dict[str, str]:
+    """The environment `tether acp` runs with: the account's home and the test's path."""
+    env = {
+        "TETHER_HOME": os.environ["TETHER_HOME"],
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def editor(
+    model: str, *, answer: Answer = allow_once, **env: str
+) -> AsyncIterator[Editor]:
+    """Start `tether acp --model MODEL` and connect the SDK's client to it."""
+    recorder = Recorder(answer=answer)
+    async with spawn_agent_process(
+        recorder,
+        sys.executable,
+        "-m",
+        "tether",
+        "acp",
+        "--model",
+        model,
+        env=agent_env(**env),
+        transport_kwargs={"stderr": None, "shutdown_timeout": 15.0},
+        observers=[recorder.observe],
+    ) as (conn, process):
+        yield Editor(conn, recorder, process)
