@@ -41,5 +41,6 @@ RULES: dict[str, str] = {
     "hold": "HOLD makes no move and lets nothing go",
     "status-runs": "tether status lists this account's runs with their state",
     # spec 04: the ACP server
+    "acp-cancel": "session/prompt answers cancelled only once settled, final statuses first",
     "acp-errors": "malformed or unknown ACP messages get JSON-RPC errors; serving goes on",
 }

@@ -12,9 +12,9 @@ ends `TOOL_ABORTED`, a stop and not a refusal (S9).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Final
 
+import anyio
 from acp import Client
 from acp.schema import (
     AllowedOutcome,
@@ -46,15 +46,14 @@ class PermissionBridge:
     def __init__(
         self,
         client: Client,
-        acp_session_id: str,
         *,
-        workspace: Path,
         on_cancelled: Callable[[], None],
     ) -> None:
         self._client = client
-        self._session_id = acp_session_id
-        self._workspace = workspace
+        self.session_id = ""
+        """The ACP session id (set once the session exists)."""
         self._on_cancelled = on_cancelled
+        self._announced: dict[str, anyio.Event] = {}
         self.always: set[str] = set()
         """Tools the person allowed for the rest of the session."""
         self.asked = 0
@@ -68,6 +67,9 @@ class PermissionBridge:
         """
         if request.tool in self.always:
             return True
+        # The editor learns of the call (its `tool_call` update) before it is asked
+        # about it; the update is sent by the turn's event delivery, in another task.
+        await self._announced.setdefault(request.call_id, anyio.Event()).wait()
         tool_call = ToolCallUpdate(
             tool_call_id=request.call_id,
             title=tool_title(request.tool, request.input),
@@ -77,7 +79,7 @@ class PermissionBridge:
         )
         self.asked += 1
         response = await self._client.request_permission(
-            session_id=self._session_id, tool_call=tool_call, options=_OPTIONS
+            session_id=self.session_id, tool_call=tool_call, options=_OPTIONS
         )
         match response.outcome:
             case DeniedOutcome():
@@ -92,3 +94,11 @@ class PermissionBridge:
                 if option == ALLOW_ALWAYS:
                     self.always.add(request.tool)
                 return option in (ALLOW_ONCE, ALLOW_ALWAYS)
+
+    def announced(self, call_id: str) -> None:
+        """The call's `tool_call` update went out: it may be asked about now."""
+        self._announced.setdefault(call_id, anyio.Event()).set()
+
+    def forget(self, call_id: str) -> None:
+        """The call has ended: nothing will be asked about it any more."""
+        self._announced.pop(call_id, None)

@@ -12,6 +12,8 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, cast, final
 
@@ -40,8 +42,9 @@ from acp.schema import (
 
 from .._config import Config, load_config
 from ..errors import TetherError, UsageError
+from ..host._tool import Tool
 from ._mcp_servers import AcpMcpServers, config_servers
-from ._permissions import PermissionBridge
+from ._session import AcpSession, TurnFailed
 from ._transport import LineTransport
 
 __all__ = ("AcpServer", "AcpStatistics")
@@ -67,20 +70,6 @@ class AcpStatistics:
     """Lines answered with a parse or invalid-request error."""
     permission_requests: int
     """`session/request_permission` requests sent to the editor."""
-
-
-@attrs.define(eq=False)
-class _AcpSession:
-    """One ACP session: its runtime, its agent session and its approver."""
-
-    id: str
-    workspace: Path
-    bridge: PermissionBridge
-    closing: anyio.Event = attrs.field(factory=anyio.Event)
-    closed: anyio.Event = attrs.field(factory=anyio.Event)
-    prompting: bool = False
-    """Invariant: at most one `session/prompt` runs per session."""
-    handle: Any = None
 
 
 def _invalid(message: str) -> RequestError:
@@ -115,13 +104,19 @@ class AcpServer:
         model: str,
         task_group: anyio.abc.TaskGroup,
         config: Config | None = None,
+        ledger: Path | None = None,
+        tools: Sequence[Tool] | None = None,
     ) -> None:
         self.model = model
+        self.tools = tools
+        """The tools sessions offer (None: built-in, plugin and MCP tools)."""
+        self.ledger = ledger
+        """The SQLite ledger sessions and transcripts are kept in (None: memory)."""
         self.config = config if config is not None else load_config()
         self._tg = task_group
         self._client: Client | None = None
         self._transport: LineTransport | None = None
-        self.sessions: dict[str, _AcpSession] = {}
+        self.sessions: dict[str, AcpSession] = {}
 
     def statistics(self) -> AcpStatistics:
         """Return the connection's counters."""
@@ -145,12 +140,21 @@ class AcpServer:
         *,
         model: str,
         config: Config | None = None,
+        ledger: Path | None = None,
+        tools: Sequence[Tool] | None = None,
         task_status: anyio.abc.TaskStatus[AcpServer] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve ACP on a byte stream pair until the client closes its side."""
+        """Serve ACP on a byte stream pair until the client closes its side.
+
+        `ledger` is the SQLite file sessions are kept in (None: memory); `tools` the
+        tools to offer (None: the standard tools); the MCP servers of the account's
+        config and of each `session/new` are added to either.
+        """
         transport = LineTransport(receive, send)
         async with anyio.create_task_group() as tg:
-            server = cls(model=model, task_group=tg, config=config)
+            server = cls(
+                model=model, task_group=tg, config=config, ledger=ledger, tools=tools
+            )
             server._transport = transport
             # The SDK's Agent protocol lists every optional method; the router answers
             # -32601 for those this class does not define.
@@ -213,7 +217,7 @@ class AcpServer:
         if session_id in self.sessions:
             raise _invalid(f"session {session_id} is already open on this connection")
         session = await self._open(cwd, mcp_servers, resume=session_id)
-        await self._replay(session)
+        await session.replay()
         return LoadSessionResponse()
 
     async def prompt(
@@ -226,11 +230,10 @@ class AcpServer:
             raise RequestError.invalid_request(
                 {"details": f"a turn is already running in session {session_id}"}
             )
-        session.prompting = True
         try:
-            stop_reason = await self._run_turn(session, text)
-        finally:
-            session.prompting = False
+            stop_reason = await session.prompt(text)
+        except TurnFailed as exc:
+            raise RequestError.internal_error({"details": str(exc)}) from None
         return PromptResponse(stop_reason=stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -238,11 +241,11 @@ class AcpServer:
         session = self.sessions.get(session_id)
         if session is None:
             return  # a notification has no answer; a stale cancel changes nothing
-        await self._abort(session, "cancelled by the editor")
+        await session.abort(source="user", reason="cancelled by the editor")
 
     # -- sessions ---------------------------------------------------------------------
 
-    def _session(self, session_id: str) -> _AcpSession:
+    def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
             raise _invalid(
@@ -253,7 +256,7 @@ class AcpServer:
 
     async def _open(
         self, cwd: str, mcp_servers: AcpMcpServers | None, *, resume: str | None
-    ) -> _AcpSession:
+    ) -> AcpSession:
         workspace = Path(cwd)
         if not workspace.is_absolute():
             raise _invalid(f"cwd must be an absolute path, not {cwd!r}")
@@ -267,29 +270,23 @@ class AcpServer:
             self.config, mcp_servers={**self.config.mcp_servers, **servers}
         )
         try:
-            session: _AcpSession = await self._tg.start(
-                self._own_session, workspace, config, sorted(servers), resume
+            session = AcpSession(
+                self._connected_client(),
+                workspace=workspace,
+                config=config,
+                model=self.model,
+                ledger=self.ledger,
+                tools=self.tools,
+                task_group=self._tg,
+            )
+            await self._tg.start(
+                partial(session.run, resume=resume, requested_servers=sorted(servers))
             )
         except TetherError as exc:
             raise _invalid(str(exc)) from None
+        self.sessions[session.id] = session
         return session
 
-    async def _own_session(
-        self,
-        workspace: Path,
-        config: Config,
-        requested_servers: list[str],
-        resume: str | None,
-        *,
-        task_status: anyio.abc.TaskStatus[_AcpSession],
-    ) -> None:
-        raise NotImplementedError  # wired to the agent loop
-
-    async def _abort(self, session: _AcpSession, reason: str) -> None:
-        raise NotImplementedError  # wired to the agent loop
-
-    async def _run_turn(self, session: _AcpSession, text: str) -> Any:
-        raise NotImplementedError  # wired to the agent loop
-
-    async def _replay(self, session: _AcpSession) -> None:
-        raise NotImplementedError  # wired to the agent loop
+    def _connected_client(self) -> Client:
+        assert self._client is not None, "on_connect() gives the client first"
+        return self._client

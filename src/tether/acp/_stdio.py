@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
 from .._config import Config
 from .._jsonrpc import FdReceiveStream, FdSendStream
+from ..host._tool import Tool
 from ._server import AcpServer
 
 __all__ = ("serve_stdio",)
 
 
-async def serve_stdio(*, model: str, config: Config | None = None) -> None:
+async def serve_stdio(
+    *,
+    model: str,
+    config: Config | None = None,
+    ledger: Path | None = None,
+    tools: Sequence[Tool] | None = None,
+) -> None:
     """Serve ACP on stdin/stdout until the editor closes stdin.
+
+    Sessions and their transcripts are kept in the SQLite file `ledger` (None: in
+    memory, and `session/load` finds nothing); `tools` as for `AcpServer.serve()`.
 
     The protocol keeps private copies of descriptors 0 and 1; descriptor 0 becomes
     `/dev/null` and descriptor 1 a copy of stderr, so nothing else in the process (a
@@ -32,6 +44,8 @@ async def serve_stdio(*, model: str, config: Config | None = None) -> None:
             FdSendStream(proto_out),
             model=model,
             config=config,
+            ledger=ledger,
+            tools=tools,
         )
     finally:
         os.close(proto_in)

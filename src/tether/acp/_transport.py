@@ -68,8 +68,8 @@ class LineTransport:
         while True:
             try:
                 line = await self._receive.receive_until(b"\n", self._max_line)
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                return None
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+                return None  # the editor closed its side (a cut last line is dropped)
             except anyio.DelimiterNotFound:
                 # A frame past the bound cannot be resynchronised: end the session.
                 await self._reject(

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from acp import start_tool_call, text_block, tool_content, update_tool_call
-from acp.schema import ToolCallLocation, ToolCallProgress, ToolCallStart
+from acp.schema import (
+    AgentMessageChunk,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+)
 from acp.schema import ToolCallStatus as AcpStatus
 from acp.schema import ToolKind as AcpKind
 
@@ -20,6 +26,7 @@ from ..runtime import CallState
 
 __all__ = (
     "MAX_SHOWN",
+    "SessionUpdate",
     "call_finished",
     "call_progress",
     "call_requested",
@@ -28,6 +35,11 @@ __all__ = (
     "tool_kind",
     "tool_title",
 )
+
+SessionUpdate: TypeAlias = (
+    UserMessageChunk | AgentMessageChunk | ToolCallStart | ToolCallProgress
+)
+"""The `session/update` payloads tether sends."""
 
 MAX_SHOWN: Final = 64 * 1024
 """Characters of a call's output shown in an update (the tail is kept)."""
@@ -104,6 +116,7 @@ def _shown(text: str) -> str:
 
 def call_requested(
     call_id: str,
+    title: str,
     name: str,
     input: Mapping[str, Any],
     *,
@@ -114,7 +127,7 @@ def call_requested(
     file it names (absolute, under `workspace` when relative)."""
     return start_tool_call(
         call_id,
-        tool_title(name, input),
+        title,
         kind=tool_kind(name, stop_class),
         status="pending",
         locations=_locations(input, workspace),

@@ -1,0 +1,294 @@
+"""One ACP session: a runtime and an agent session on it, and its updates to the editor.
+
+`AcpSession.run()` owns the session's `Runtime` from `session/new` (or `session/load`)
+until the connection ends. The agent loop delivers its events in order to `render()`,
+which sends each as a `session/update` and waits until it is written, so when
+`prompt()` returns every update of the turn — each tool call's final status included —
+is already on the wire, before the answer to `session/prompt`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Final, final
+
+import anyio
+import anyio.abc
+from acp import Client, update_agent_message_text, update_user_message_text
+from acp.schema import StopReason as AcpStopReason
+from acp.schema import ToolCallProgress, ToolCallStart
+
+from .._config import Config
+from ..errors import ErrorCode, UsageError
+from ..host._protocol import AbortSource
+from ..host._tool import Tool
+from ..host.tools import open_mcp_tools
+from ..models import ToolCall, model_from_spec
+from ..runtime import (
+    AbortReport,
+    Agent,
+    AgentEvent,
+    AgentSession,
+    CallRecord,
+    CallState,
+    MessageChunk,
+    Runtime,
+    ToolCallEnded,
+    ToolCallRequested,
+    ToolCallStarted,
+    TurnEnded,
+)
+from ..runtime import ToolCallProgress as AgentToolProgress
+from ._permissions import PermissionBridge
+from ._updates import (
+    SessionUpdate,
+    call_finished,
+    call_progress,
+    call_requested,
+    call_started,
+    tool_title,
+)
+
+__all__ = ("AcpSession", "TurnFailed")
+
+_STOP_REASONS: Final[dict[str, AcpStopReason]] = {
+    "end_turn": "end_turn",
+    "cancelled": "cancelled",
+    "max_turn_requests": "max_turn_requests",
+    "refusal": "refusal",
+}
+
+
+class TurnFailed(Exception):
+    """The turn could not be run (the model could not be used); the text says why."""
+
+
+@final
+class AcpSession:
+    """An ACP session's runtime, agent session and the updates it sends."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        workspace: Path,
+        config: Config,
+        model: str,
+        ledger: Path | None,
+        tools: Sequence[Tool] | None,
+        task_group: anyio.abc.TaskGroup,
+    ) -> None:
+        self.client = client
+        self.workspace = workspace
+        self.config = config
+        self.model = model
+        self.ledger = ledger
+        self.tools = tools
+        """The tools to offer (None: the standard tools)."""
+        self._tg = task_group
+        self.bridge = PermissionBridge(
+            client, on_cancelled=self._on_permission_cancelled
+        )
+        self.agent_session: AgentSession | None = None
+        self.closing = anyio.Event()
+        self.closed = anyio.Event()
+        self.prompting = False
+        """Invariant: at most one `session/prompt` runs per session."""
+        self._output: dict[str, list[str]] = {}
+        """Output printed so far by each running call of the turn."""
+
+    @property
+    def id(self) -> str:
+        """The session id: the runtime's, and the ledger's key."""
+        assert self.agent_session is not None
+        return self.agent_session.id
+
+    async def run(
+        self,
+        *,
+        resume: str | None,
+        requested_servers: list[str],
+        task_status: anyio.abc.TaskStatus[AcpSession],
+    ) -> None:
+        """Open the runtime and the agent session, then keep them until closing.
+
+        Raises:
+            UsageError: the model cannot be used, a requested MCP server did not start,
+                or the session to resume is not in the ledger.
+        """
+        try:
+            async with AsyncExitStack() as stack:
+                problems: list[str] = []
+                tools: list[Tool] | None = None
+                if self.tools is not None:
+                    # Chosen tools, plus the MCP servers' (the runtime opens those
+                    # itself only when it picks the standard tools).
+                    mcp = await stack.enter_async_context(
+                        open_mcp_tools(self.config, problems)
+                    )
+                    tools = [*self.tools, *mcp]
+                runtime = await stack.enter_async_context(
+                    Runtime(
+                        workspace=self.workspace,
+                        tools=tools,
+                        approver=self.bridge,
+                        ledger=self.ledger,
+                        config=self.config,
+                    )
+                )
+                _refuse_failed_servers(
+                    [*problems, *runtime.problems], requested_servers
+                )
+                agent = Agent(runtime, model_from_spec(self.model, config=self.config))
+                if resume is None:
+                    self.agent_session = agent.session(on_event=self.render)
+                else:
+                    self.agent_session = agent.resume(resume, on_event=self.render)
+                self.bridge.session_id = self.agent_session.id
+                task_status.started(self)
+                await self.closing.wait()
+        finally:
+            self.closed.set()
+
+    # -- turns ------------------------------------------------------------------------
+
+    async def prompt(self, text: str) -> AcpStopReason:
+        """Run one turn; return its stop reason once every update went out.
+
+        Raises:
+            TurnFailed: the model could not be used.
+        """
+        assert self.agent_session is not None
+        self.prompting = True
+        try:
+            ended = await self.agent_session.prompt(text)
+        finally:
+            self.prompting = False
+            self._output.clear()
+        return _stop_reason(ended)
+
+    async def abort(self, *, source: AbortSource, reason: str) -> AbortReport:
+        """Stop the running turn (`Session.abort()`, within its bound)."""
+        assert self.agent_session is not None
+        return await self.agent_session.abort(source=source, reason=reason)
+
+    def _on_permission_cancelled(self) -> None:
+        self._tg.start_soon(
+            lambda: self.abort(
+                source="user", reason="the editor cancelled a permission request"
+            )
+        )
+
+    # -- updates ----------------------------------------------------------------------
+
+    async def render(self, event: AgentEvent) -> None:
+        """Send one agent event as a `session/update` (the loop waits for it)."""
+        sid = self.id
+        match event:
+            case MessageChunk(text=text):
+                await self.client.session_update(sid, update_agent_message_text(text))
+            case ToolCallRequested(call_id=cid, tool=tool, input=args):
+                self._output[cid] = []
+                update = call_requested(
+                    cid,
+                    event.title,
+                    tool,
+                    args,
+                    workspace=self.workspace,
+                    stop_class=event.stop_class,
+                )
+                await self.client.session_update(sid, update)
+                self.bridge.announced(cid)
+            case ToolCallStarted(call_id=cid):
+                await self.client.session_update(sid, call_started(cid))
+            case AgentToolProgress(call_id=cid, text=text):
+                shown = self._output.setdefault(cid, [])
+                shown.append(text)
+                await self.client.session_update(
+                    sid, call_progress(cid, "".join(shown))
+                )
+            case ToolCallEnded(call_id=cid):
+                self._output.pop(cid, None)
+                self.bridge.forget(cid)
+                await self.client.session_update(sid, _finished(event))
+            case TurnEnded():
+                pass  # the answer to session/prompt carries it
+
+    async def replay(self) -> None:
+        """Send the transcript of a loaded session as updates, in order.
+
+        Each tool call goes out as requested, then with its final status as the ledger
+        holds it and the result the model was given (a call the transcript lacks a
+        result for gets the one the next request would carry).
+        """
+        assert self.agent_session is not None
+        sid = self.id
+        ledger = self.agent_session.agent.runtime.ledger
+        calls: dict[str, ToolCall] = {}
+        for message in self.agent_session.request_messages():
+            match message.role:
+                case "user":
+                    update: SessionUpdate = update_user_message_text(message.content)
+                    await self.client.session_update(sid, update)
+                case "assistant":
+                    if message.content:
+                        update = update_agent_message_text(message.content)
+                        await self.client.session_update(sid, update)
+                    for call in message.tool_calls:
+                        calls[call.id] = call
+                        update = self._replayed_call(call)
+                        await self.client.session_update(sid, update)
+                case "tool":
+                    answered = calls.pop(message.tool_call_id or "", None)
+                    if answered is None:
+                        continue
+                    cid = answered.call_id
+                    record = ledger.find(sid, cid) if cid else None
+                    succeeded = (
+                        record is not None and record.state is CallState.SUCCEEDED
+                    )
+                    error = None if succeeded else _code(record)
+                    update = call_finished(
+                        cid or answered.id, output=message.content, error=error
+                    )
+                    await self.client.session_update(sid, update)
+                case "system":
+                    pass
+
+    def _replayed_call(self, call: ToolCall) -> ToolCallStart:
+        try:
+            args = call.input()
+        except ValueError:
+            args = {}
+        return call_requested(
+            call.call_id or call.id,
+            tool_title(call.name, args),
+            call.name,
+            args,
+            workspace=self.workspace,
+        )
+
+
+def _finished(event: ToolCallEnded) -> ToolCallProgress:
+    error = None if event.state is CallState.SUCCEEDED else _code(event)
+    return call_finished(event.call_id, output=event.content, error=error)
+
+
+def _code(record: CallRecord | ToolCallEnded | None) -> str:
+    code = record.code if record is not None else None
+    return str(code if code is not None else ErrorCode.TOOL_ABORTED)
+
+
+def _stop_reason(ended: TurnEnded) -> AcpStopReason:
+    if ended.stop_reason == "error":
+        raise TurnFailed(ended.error or "the model could not be used")
+    return _STOP_REASONS[ended.stop_reason]
+
+
+def _refuse_failed_servers(problems: list[str], requested: list[str]) -> None:
+    for name in requested:
+        for problem in problems:
+            if problem.startswith(f"MCP server {name!r}"):
+                raise UsageError(f"{problem}; fix the server or leave it out")
