@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from acp import text_block
+from acp import PROTOCOL_VERSION, text_block
 from tests.acp.support import editor, write_script
 
 pytestmark = pytest.mark.anyio
@@ -52,3 +52,55 @@ async def test_a_prompt_runs_tools_and_streams_every_status(
         assert last.raw_output["output"].strip().endswith("hi")
         # Bash asks first (PROCESS calls ask by default); Read does not.
         assert [r.tool_call_id for r in rec.permission_requests] == [bash.tool_call_id]
+
+
+async def test_session_load_replays_the_transcript_from_the_ledger(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A session closed with its editor is loaded by a new `tether acp`: the user's
+    prompt, the agent's text and each tool call with its final status and result are
+    replayed as updates, and the session goes on (spec 04)."""
+    (workspace / "a.txt").write_text("alpha\n", encoding="utf-8")
+    model = write_script(
+        tmp_path / "script.jsonl",
+        [
+            {
+                "text": "Reading.",
+                "tool_calls": [
+                    {"id": "m1", "name": "Read", "input": {"file_path": "a.txt"}}
+                ],
+            },
+            {"text": "It says alpha."},
+        ],
+    )
+    later = write_script(tmp_path / "later.jsonl", [{"text": "Still here."}])
+    async with editor(model) as ed:
+        sid = await ed.open_session(workspace)
+        await ed.conn.prompt(session_id=sid, prompt=[text_block("read a.txt")])
+        live = [
+            (u.session_update, getattr(u, "status", None))
+            for _, u in ed.recorder.updates
+        ]
+    async with editor(later) as ed:
+        await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await ed.conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
+        replayed = ed.recorder.updates
+        assert {s for s, _ in replayed} == {sid}
+        kinds = [u.session_update for _, u in replayed]
+        assert kinds == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+        ]
+        assert replayed[0][1].content.text == "read a.txt"
+        assert ed.recorder.text() == "Reading.It says alpha."
+        start, end = replayed[2][1], replayed[3][1]
+        assert (start.title, start.kind) == ("Read: a.txt", "read")
+        assert end.status == "completed"
+        assert "alpha" in end.content[0].content.text
+        assert ("tool_call_update", "completed") in live
+        again = await ed.conn.prompt(session_id=sid, prompt=[text_block("more")])
+        assert again.stop_reason == "end_turn"
+        assert ed.recorder.text().endswith("Still here.")

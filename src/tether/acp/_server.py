@@ -280,7 +280,7 @@ class AcpServer:
                 task_group=self._tg,
             )
             await self._tg.start(
-                partial(session.run, resume=resume, requested_servers=sorted(servers))
+                partial(session.run, resume=resume, requested=sorted(servers))
             )
         except TetherError as exc:
             raise _invalid(str(exc)) from None

@@ -21,7 +21,7 @@ from acp.schema import StopReason as AcpStopReason
 from acp.schema import ToolCallProgress, ToolCallStart
 
 from .._config import Config
-from ..errors import ErrorCode, UsageError
+from ..errors import ErrorCode, TetherError, UsageError
 from ..host._protocol import AbortSource
 from ..host._tool import Tool
 from ..host.tools import open_mcp_tools
@@ -109,7 +109,7 @@ class AcpSession:
         self,
         *,
         resume: str | None,
-        requested_servers: list[str],
+        requested: list[str],
         task_status: anyio.abc.TaskStatus[AcpSession],
     ) -> None:
         """Open the runtime and the agent session, then keep them until closing.
@@ -118,6 +118,7 @@ class AcpSession:
             UsageError: the model cannot be used, a requested MCP server did not start,
                 or the session to resume is not in the ledger.
         """
+        refusal: str | None = None
         try:
             async with AsyncExitStack() as stack:
                 problems: list[str] = []
@@ -138,19 +139,30 @@ class AcpSession:
                         config=self.config,
                     )
                 )
-                _refuse_failed_servers(
-                    [*problems, *runtime.problems], requested_servers
-                )
-                agent = Agent(runtime, model_from_spec(self.model, config=self.config))
-                if resume is None:
-                    self.agent_session = agent.session(on_event=self.render)
-                else:
-                    self.agent_session = agent.resume(resume, on_event=self.render)
-                self.bridge.session_id = self.agent_session.id
-                task_status.started(self)
-                await self.closing.wait()
+                # Decided inside, raised outside: the runtime's task group would wrap it.
+                refusal = _failed_server([*problems, *runtime.problems], requested)
+                if refusal is None:
+                    refusal = self._start(runtime, resume)
+                if refusal is None:
+                    task_status.started(self)
+                    await self.closing.wait()
         finally:
             self.closed.set()
+        if refusal is not None:
+            raise UsageError(refusal)
+
+    def _start(self, runtime: Runtime, resume: str | None) -> str | None:
+        """Open the agent session; return why it cannot be, or None."""
+        try:
+            agent = Agent(runtime, model_from_spec(self.model, config=self.config))
+            if resume is None:
+                self.agent_session = agent.session(on_event=self.render)
+            else:
+                self.agent_session = agent.resume(resume, on_event=self.render)
+        except TetherError as exc:
+            return str(exc)
+        self.bridge.session_id = self.agent_session.id
+        return None
 
     # -- turns ------------------------------------------------------------------------
 
@@ -287,8 +299,10 @@ def _stop_reason(ended: TurnEnded) -> AcpStopReason:
     return _STOP_REASONS[ended.stop_reason]
 
 
-def _refuse_failed_servers(problems: list[str], requested: list[str]) -> None:
+def _failed_server(problems: list[str], requested: list[str]) -> str | None:
+    """Why a server the editor asked for did not start, or None if all did."""
     for name in requested:
         for problem in problems:
             if problem.startswith(f"MCP server {name!r}"):
-                raise UsageError(f"{problem}; fix the server or leave it out")
+                return f"{problem}; fix the server or leave it out"
+    return None

@@ -1,0 +1,83 @@
+"""Sessions over ACP: the MCP servers `session/new` names, and what is refused at start."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
+
+from tests.acp.support import editor, write_script
+
+pytestmark = pytest.mark.anyio
+
+TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
+
+
+def _time_server(name: str = "time", command: Path = TIME_SERVER) -> McpServerStdio:
+    return McpServerStdio(
+        name=name,
+        command=str(command),
+        args=["--local-timezone", "Etc/UTC"],
+        env=[EnvVariable(name="TZ", value="UTC")],
+    )
+
+
+async def test_the_mcp_servers_of_session_new_are_the_sessions_tools(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A stdio MCP server named in `session/new` is started for the session; its tool
+    runs after the editor allows it always, and the second call is not asked again."""
+    call = {"name": "mcp__time__get_current_time", "input": {"timezone": "Asia/Tokyo"}}
+    model = write_script(
+        tmp_path / "script.jsonl",
+        [
+            {"text": "", "tool_calls": [{"id": "m1", **call}]},
+            {"text": "", "tool_calls": [{"id": "m2", **call}]},
+            {"text": "It is late in Tokyo."},
+        ],
+    )
+
+    async def always(_: object) -> str:
+        return "allow_always"
+
+    async with editor(model, answer=always) as ed:
+        sid = await ed.open_session(workspace, [_time_server()])
+        response = await ed.conn.prompt(session_id=sid, prompt=[text_block("time?")])
+        assert response.stop_reason == "end_turn"
+        ends = [
+            u
+            for _, u in ed.recorder.updates
+            if u.session_update == "tool_call_update" and u.status == "completed"
+        ]
+        assert len(ends) == 2
+        data = json.loads(ends[0].raw_output["output"])
+        assert data["datetime"].endswith("+09:00")
+        assert len(ed.recorder.permission_requests) == 1
+
+
+async def test_mcp_servers_tether_cannot_start_are_refused_at_session_new(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A server whose command does not exist, or one over SSE, makes `session/new` fail
+    with a message naming it and saying what to do; the connection keeps serving."""
+    model = write_script(tmp_path / "script.jsonl", [{"text": "hi"}])
+    async with editor(model) as ed:
+        await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        missing = _time_server("gone", tmp_path / "no-such-server")
+        with pytest.raises(RequestError) as broken:
+            await ed.conn.new_session(cwd=str(workspace), mcp_servers=[missing])
+        assert broken.value.code == -32602
+        assert "'gone'" in broken.value.data["details"]
+        sse = SseMcpServer(
+            type="sse", name="old", url="http://127.0.0.1:9/sse", headers=[]
+        )
+        with pytest.raises(RequestError) as refused:
+            await ed.conn.new_session(cwd=str(workspace), mcp_servers=[sse])
+        assert "streamable HTTP" in refused.value.data["details"]
+        sid = (await ed.conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        response = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
+        assert response.stop_reason == "end_turn"
