@@ -1,0 +1,132 @@
+"""`session/cancel` to the `session/prompt` answer, with a read-only call that never returns.
+
+Run: .venv/bin/python benchmarks/acp_cancel.py [--runs N]
+Target (issue: ACP server): p50 <= 5 ms, p99 <= 20 ms.
+
+A real `tether acp` process (scripted model, the `Hang` test tool) and the SDK's client
+on its pipes. Each run is one prompt whose model calls `Hang`; once the call's `started`
+output has arrived, the client sends `session/cancel` and the time runs until the
+prompt's answer (`cancelled`) is read off the pipe. Every run checks the answer and that
+the call's `failed` status came before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.connection import StreamDirection, StreamEvent
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import machine, summary
+
+
+class Editor:
+    """The client side: notes when the call started and when the answer arrived."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.answered_at = 0.0
+        self.failed_before_answer = False
+        self._failed = False
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        content = getattr(update, "content", None)
+        if isinstance(content, list) and content and "started" in str(content[0]):
+            self.started.set()
+
+    def observe(self, event: StreamEvent) -> None:
+        if event.direction is not StreamDirection.INCOMING:
+            return
+        message = event.message
+        update = message.get("params", {}).get("update", {})
+        if update.get("status") == "failed":
+            self._failed = True
+        if message.get("result", {}).get("stopReason") == "cancelled":
+            self.answered_at = time.perf_counter()
+            self.failed_before_answer = self._failed
+
+    def next_run(self) -> None:
+        self.started = anyio.Event()
+        self._failed = False
+
+
+async def measure(runs: int) -> list[float]:
+    times: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "home").mkdir()
+        (root / "ws").mkdir()
+        script = root / "moves.jsonl"
+        moves = [{"tether_script": 1}] + [
+            {"tool_calls": [{"id": f"m{n}", "name": "Hang", "input": {"marker": "m"}}]}
+            for n in range(runs)
+        ]
+        script.write_text("\n".join(json.dumps(m) for m in moves) + "\n", "utf-8")
+        editor = Editor()
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "TETHER_HOME": str(root / "home"),
+        }
+        async with spawn_agent_process(
+            editor,
+            sys.executable,
+            "-m",
+            "tether",
+            "acp",
+            "--model",
+            f"scripted:{script}",
+            "--tool",
+            "tether.testing:Hang",
+            env=env,
+            transport_kwargs={"stderr": None},
+            observers=[editor.observe],
+        ) as (conn, _process):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            sid = (
+                await conn.new_session(cwd=str(root / "ws"), mcp_servers=[])
+            ).session_id
+            for _ in range(runs):
+                editor.next_run()
+                async with anyio.create_task_group() as tg:
+
+                    async def prompt() -> None:
+                        response = await conn.prompt(
+                            session_id=sid, prompt=[text_block("go")]
+                        )
+                        assert response.stop_reason == "cancelled", response
+
+                    tg.start_soon(prompt)
+                    with anyio.fail_after(10):
+                        await editor.started.wait()
+                    t0 = time.perf_counter()
+                    await conn.cancel(session_id=sid)
+                times.append(editor.answered_at - t0)
+                assert editor.failed_before_answer
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=300)
+    args = parser.parse_args()
+    times = anyio.run(measure, args.runs + 20)
+    print(machine())
+    print(f"load average at the end: {os.getloadavg()}")
+    print(
+        summary(
+            "session/cancel to the cancelled answer, hung READ_ONLY call", times[20:]
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
