@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
-
 from tests.acp.support import editor, write_script
 
 pytestmark = pytest.mark.anyio
