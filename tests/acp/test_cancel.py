@@ -3,6 +3,7 @@ every call's final status sent before the answer (spec 04), by the call's stop c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -219,3 +220,31 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
         assert second.stop_reason == "end_turn"
         assert not (workspace / "w.txt").exists()
         assert json.dumps(ed.recorder.frames).count('"status":"in_progress"') == 0
+
+
+async def test_an_editor_that_quits_mid_turn_leaves_no_process_behind(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The editor closes the pipe while Bash runs: `tether acp` stops the turn itself
+    (a shutdown stop), reaps the call's whole tree, and exits 0 (S13)."""
+    marker = f"32{time.monotonic_ns() % 10**6}.5"
+    command = f"trap '' TERM; setsid sleep {marker} & echo started; sleep {marker}"
+    model = write_script(tmp_path / "s.jsonl", _one_call("Bash", {"command": command}))
+    async with editor(model, TETHER_GRACE="0.5") as ed:
+        sid = await ed.open_session(workspace)
+        async with anyio.create_task_group() as tg:
+
+            async def prompt() -> None:
+                with contextlib.suppress(ConnectionError):
+                    await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
+
+            tg.start_soon(prompt)
+            await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+            assert len(_alive(marker)) == 3  # the shell and its two sleeps
+            assert ed.process.stdin is not None
+            ed.process.stdin.close()
+            with anyio.fail_after(15):
+                code = await ed.process.wait()
+            tg.cancel_scope.cancel()
+        assert code == 0
+        assert _alive(marker) == []

@@ -25,7 +25,7 @@ from acp.schema import (
 
 from ..errors import ToolAborted
 from ..runtime import PermissionRequest
-from ._updates import tool_kind, tool_title
+from ._updates import tool_kind
 
 __all__ = ("ALLOW_ALWAYS", "ALLOW_ONCE", "REJECT_ONCE", "PermissionBridge")
 
@@ -72,7 +72,6 @@ class PermissionBridge:
         await self._announced.setdefault(request.call_id, anyio.Event()).wait()
         tool_call = ToolCallUpdate(
             tool_call_id=request.call_id,
-            title=tool_title(request.tool, request.input),
             kind=tool_kind(request.tool, request.stop_class),
             status="pending",
             raw_input=request.input,

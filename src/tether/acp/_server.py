@@ -164,8 +164,12 @@ class AcpServer:
             try:
                 await conn.listen()
             finally:
-                with anyio.CancelScope(shield=True):
+                # The editor is gone: stop every turn (each runtime's exit does, within
+                # the grace window and the abort bound), then the connection's tasks.
+                bound = server.config.grace + 4 * server.config.abort_bound + 5
+                with anyio.move_on_after(bound, shield=True):
                     await server._close_all()
+                with anyio.move_on_after(server.config.abort_bound, shield=True):
                     await conn.close()
 
     async def _close_all(self) -> None:

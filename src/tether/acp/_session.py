@@ -9,6 +9,7 @@ is already on the wire, before the answer to `session/prompt`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -197,36 +198,40 @@ class AcpSession:
 
     async def render(self, event: AgentEvent) -> None:
         """Send one agent event as a `session/update` (the loop waits for it)."""
-        sid = self.id
         match event:
             case MessageChunk(text=text):
-                await self.client.session_update(sid, update_agent_message_text(text))
+                await self._send(update_agent_message_text(text))
             case ToolCallRequested(call_id=cid, tool=tool, input=args):
                 self._output[cid] = []
-                update = call_requested(
-                    cid,
-                    event.title,
-                    tool,
-                    args,
-                    workspace=self.workspace,
-                    stop_class=event.stop_class,
+                await self._send(
+                    call_requested(
+                        cid,
+                        event.title,
+                        tool,
+                        args,
+                        workspace=self.workspace,
+                        stop_class=event.stop_class,
+                    )
                 )
-                await self.client.session_update(sid, update)
                 self.bridge.announced(cid)
             case ToolCallStarted(call_id=cid):
-                await self.client.session_update(sid, call_started(cid))
+                await self._send(call_started(cid))
             case AgentToolProgress(call_id=cid, text=text):
                 shown = self._output.setdefault(cid, [])
                 shown.append(text)
-                await self.client.session_update(
-                    sid, call_progress(cid, "".join(shown))
-                )
+                await self._send(call_progress(cid, "".join(shown)))
             case ToolCallEnded(call_id=cid):
                 self._output.pop(cid, None)
                 self.bridge.forget(cid)
-                await self.client.session_update(sid, _finished(event))
+                await self._send(_finished(event))
             case TurnEnded():
                 pass  # the answer to session/prompt carries it
+
+    async def _send(self, update: SessionUpdate) -> None:
+        # An editor that is gone cannot be told; the turn still runs to its settled
+        # end (the runtime's exit stops it).
+        with contextlib.suppress(ConnectionError):
+            await self.client.session_update(self.id, update)
 
     async def replay(self) -> None:
         """Send the transcript of a loaded session as updates, in order.
@@ -242,16 +247,13 @@ class AcpSession:
         for message in self.agent_session.request_messages():
             match message.role:
                 case "user":
-                    update: SessionUpdate = update_user_message_text(message.content)
-                    await self.client.session_update(sid, update)
+                    await self._send(update_user_message_text(message.content))
                 case "assistant":
                     if message.content:
-                        update = update_agent_message_text(message.content)
-                        await self.client.session_update(sid, update)
+                        await self._send(update_agent_message_text(message.content))
                     for call in message.tool_calls:
                         calls[call.id] = call
-                        update = self._replayed_call(call)
-                        await self.client.session_update(sid, update)
+                        await self._send(self._replayed_call(call))
                 case "tool":
                     answered = calls.pop(message.tool_call_id or "", None)
                     if answered is None:
@@ -262,10 +264,11 @@ class AcpSession:
                         record is not None and record.state is CallState.SUCCEEDED
                     )
                     error = None if succeeded else _code(record)
-                    update = call_finished(
-                        cid or answered.id, output=message.content, error=error
+                    await self._send(
+                        call_finished(
+                            cid or answered.id, output=message.content, error=error
+                        )
                     )
-                    await self.client.session_update(sid, update)
                 case "system":
                     pass
 
