@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from acp import text_block
+from acp import RequestError, text_block
 from acp.schema import ToolCallUpdate
 from tests.acp.support import Editor, editor, write_script
 
@@ -203,6 +203,9 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
             tg.start_soon(run)
             with anyio.fail_after(10):
                 await asked.wait()
+            with pytest.raises(RequestError, match="Invalid request"):
+                # One turn at a time per session.
+                await ed.conn.prompt(session_id=sid, prompt=[text_block("too")])
             await ed.conn.cancel(session_id=sid)
             if editor_answers:
                 release.set()

@@ -104,3 +104,40 @@ async def test_session_load_replays_the_transcript_from_the_ledger(
         again = await ed.conn.prompt(session_id=sid, prompt=[text_block("more")])
         assert again.stop_reason == "end_turn"
         assert ed.recorder.text().endswith("Still here.")
+
+
+async def test_a_rejected_call_ends_permission_denied_and_the_turn_goes_on(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The editor's *Reject* ends the call `PERMISSION_DENIED` without running it; the
+    model is told and the turn ends normally (a refusal, not a stop)."""
+    model = write_script(
+        tmp_path / "script.jsonl",
+        [
+            {
+                "tool_calls": [
+                    {
+                        "id": "m1",
+                        "name": "Write",
+                        "input": {"file_path": "w.txt", "content": "no"},
+                    }
+                ]
+            },
+            {"text": "Understood."},
+        ],
+    )
+
+    async def reject(_: object) -> str:
+        return "reject_once"
+
+    async with editor(model, answer=reject) as ed:
+        sid = await ed.open_session(workspace)
+        response = await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
+        assert response.stop_reason == "end_turn"
+        [start] = [u for _, u in ed.recorder.updates if u.session_update == "tool_call"]
+        assert start.kind == "edit"
+        assert ed.recorder.statuses(start.tool_call_id) == ["pending", "failed"]
+        final = ed.recorder.tool_updates(start.tool_call_id)[-1]
+        assert final.raw_output["code"] == "PERMISSION_DENIED"
+        assert ed.recorder.text() == "Understood."
+    assert not (workspace / "w.txt").exists()
