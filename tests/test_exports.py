@@ -10,6 +10,7 @@ import pytest
 
 PUBLIC = [
     "tether",
+    "tether.acp",
     "tether.config",
     "tether.errors",
     "tether.host",

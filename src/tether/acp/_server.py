@@ -43,6 +43,7 @@ from acp.schema import (
 from .._config import Config, load_config
 from ..errors import TetherError, UsageError
 from ..host._tool import Tool
+from ..models import model_from_spec
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
 from ._transport import LineTransport
@@ -146,10 +147,17 @@ class AcpServer:
     ) -> None:
         """Serve ACP on a byte stream pair until the client closes its side.
 
-        `ledger` is the SQLite file sessions are kept in (None: memory); `tools` the
-        tools to offer (None: the standard tools); the MCP servers of the account's
-        config and of each `session/new` are added to either.
+        `model` is `openai:<model>` or `scripted:<file>`; `ledger` is the SQLite file
+        sessions are kept in (None: memory); `tools` the tools to offer (None: the
+        standard tools); the MCP servers of the account's config and of each
+        `session/new` are added to either.
+
+        Raises:
+            ModelError: the model cannot be used (checked before anything is served).
         """
+        # Refused at start rather than on the editor's first prompt; each session
+        # builds its own model (a scripted one plays from its first move).
+        model_from_spec(model, config=config)
         transport = LineTransport(receive, send)
         async with anyio.create_task_group() as tg:
             server = cls(

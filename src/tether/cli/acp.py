@@ -10,11 +10,10 @@ __all__ = ("acp",)
 @click.command()
 @click.option(
     "--model",
-    "model",
-    required=True,
-    metavar="MODEL",
-    help="The model: `openai:<name>` (endpoint from TETHER_MODEL_URL, key from "
-    "TETHER_MODEL_KEY or OPENAI_API_KEY) or `scripted:<file>`.",
+    "model_spec",
+    metavar="SPEC",
+    help="openai:<model> (endpoint from TETHER_MODEL_URL, key from TETHER_MODEL_KEY)"
+    " or scripted:<file>; default: name in the [model] table of the config file.",
 )
 @click.option(
     "--tool",
@@ -24,7 +23,7 @@ __all__ = ("acp",)
     help="Offer only these tools (`module:name`, or `builtin:Read`), plus MCP servers' "
     "tools; default: the built-in, plugin and MCP tools.",
 )
-def acp(model: str, tool_refs: tuple[str, ...]) -> None:
+def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
     """Serve tether sessions to an editor over ACP (JSON-RPC 2.0 on stdin/stdout).
 
     The editor starts this command and speaks to it; it is not meant to be typed.
@@ -43,20 +42,28 @@ def acp(model: str, tool_refs: tuple[str, ...]) -> None:
     """
     import anyio
 
-    from .._config import load_config, paths
+    from .._config import load_config
     from ..acp import serve_stdio
     from ..errors import UsageError
     from ..host._stdio import load_tool_refs
     from ..models import ModelError, model_from_spec
+    from .chat import ledger_path
 
     config = load_config()
+    model = model_spec or config.model
+    if not model:
+        raise UsageError(
+            "no model: pass --model openai:<model> or --model scripted:<file>,"
+            " or set name in the [model] table of the config file"
+        )
     try:
         # Refused at start, in one line, rather than on the editor's first prompt.
         model_from_spec(model, config=config)
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     tools = load_tool_refs(tool_refs) if tool_refs else None
-    ledger = paths().state_dir / "sessions.sqlite"
     anyio.run(
-        lambda: serve_stdio(model=model, config=config, ledger=ledger, tools=tools)
+        lambda: serve_stdio(
+            model=model, config=config, ledger=ledger_path(), tools=tools
+        )
     )
