@@ -63,6 +63,7 @@ class Harness:
         self.rec = rec
         self.tg: anyio.abc.TaskGroup | None = None
         self.reports: list[AbortReport] = []
+        self._aborted = anyio.Event()
 
     def abort_soon(self) -> None:
         """Start `session.abort()` in the background (as a person pressing Stop)."""
@@ -70,8 +71,14 @@ class Harness:
 
         async def abort() -> None:
             self.reports.append(await self.session.abort())
+            self._aborted.set()
 
         self.tg.start_soon(abort)
+
+    async def report(self) -> AbortReport:
+        """The report of the first Stop, once `abort()` has returned it."""
+        await self._aborted.wait()
+        return self.reports[0]
 
     def stop_when(self, predicate: Callable[[AgentEvent], bool]) -> None:
         """Press Stop the first time an event matches."""
@@ -79,6 +86,12 @@ class Harness:
 
     def last_request(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.model.requests[-1].messages]
+
+
+@pytest.fixture(params=["inprocess", "stdio"])
+def host_kind(request: pytest.FixtureRequest) -> str:
+    """A test using this runs against the in-process host and `tether host --stdio`."""
+    return str(request.param)
 
 
 @pytest.fixture

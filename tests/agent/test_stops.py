@@ -34,6 +34,13 @@ def started(tool_name: str) -> Callable[[Any], bool]:
     return lambda e: isinstance(e, ToolCallStarted) and e.tool == tool_name
 
 
+def printed(tool_name: str, text: str = "started") -> Callable[[Any], bool]:
+    """The call printed `text` (the test tools print `started` first)."""
+    return lambda e: (
+        isinstance(e, ToolCallProgress) and e.tool == tool_name and e.text == text
+    )
+
+
 async def next_request_results(h: Harness) -> list[dict[str, Any]]:
     """Prompt again and return the tool results the model is given, in order."""
     await h.session.prompt("what happened?")
@@ -59,7 +66,7 @@ async def test_s11_stop_during_the_model_request_keeps_the_text_marked_cut(
         ended = await h.session.prompt("go")
         assert ended.stop_reason == "cancelled"
         assert ended.text == "Hello"
-        assert h.reports[0].settled
+        assert (await h.report()).settled
         await h.session.prompt("and now?")
     assert h.last_request() == [
         {"role": "user", "content": "go"},
@@ -127,6 +134,7 @@ async def test_s10_a_stop_between_moves_starts_no_further_model_request(
 @pytest.mark.rule("S10")
 async def test_s10_a_call_queued_for_admission_is_stopped_before_it_starts(
     harness: Callable[..., Any],
+    host_kind: str,
 ) -> None:
     """S10: with one admission place, the second call of a message waits; a stop
     while the first runs ends the second before it starts, and the model is told so."""
@@ -136,8 +144,8 @@ async def test_s10_a_call_queued_for_admission_is_stopped_before_it_starts(
         ),
         Move(text="ok"),
     ]
-    async with harness(moves, max_concurrent=1) as h:
-        h.stop_when(started("Stuck"))
+    async with harness(moves, host=host_kind, max_concurrent=1) as h:
+        h.stop_when(printed("Stuck"))
         ended = await h.session.prompt("go")
         assert ended.stop_reason == "cancelled"
         results = await next_request_results(h)
@@ -158,7 +166,9 @@ async def test_s10_a_call_queued_for_admission_is_stopped_before_it_starts(
 @pytest.mark.rule("agent-results")
 @pytest.mark.rule("S9")
 async def test_a_stop_during_a_permission_prompt_is_stopped_before_it_started(
-    harness: Callable[..., Any], workspace: Path
+    harness: Callable[..., Any],
+    workspace: Path,
+    host_kind: str,
 ) -> None:
     """A call whose permission prompt is pending when the stop comes never runs; the
     model is told it was stopped before it started (a stop, not a refusal)."""
@@ -172,7 +182,7 @@ async def test_a_stop_during_a_permission_prompt_is_stopped_before_it_started(
         return True  # pragma: no cover
 
     moves = [Move(tool_calls=(call("SlowWrite", "m1", path="f.txt"),)), Move(text="ok")]
-    async with harness(moves, permissions={}, approver=approver) as h:
+    async with harness(moves, host=host_kind, permissions={}, approver=approver) as h:
         holder.append(h)
         ended = await h.session.prompt("go")
         assert ended.stop_reason == "cancelled"
@@ -185,17 +195,18 @@ async def test_a_stop_during_a_permission_prompt_is_stopped_before_it_started(
 @pytest.mark.rule("S5")
 async def test_a_stopped_read_only_call_gives_the_model_its_output_so_far(
     harness: Callable[..., Any],
+    host_kind: str,
 ) -> None:
     """READ_ONLY: a stop while it runs ends it at once; the model gets what it printed."""
     moves = [
         Move(tool_calls=(call("Stuck", "m1", seconds=0.5, ticks=0.01),)),
         Move(text="ok"),
     ]
-    async with harness(moves) as h:
-        h.stop_when(started("Stuck"))
+    async with harness(moves, host=host_kind) as h:
+        h.stop_when(printed("Stuck"))
         ended = await h.session.prompt("go")
         assert ended.stop_reason == "cancelled"
-        assert h.reports[0].settled
+        assert (await h.report()).settled
         [end] = ended_events(h)
         results = await next_request_results(h)
     assert end.state is CallState.ABORTED
@@ -210,10 +221,11 @@ async def test_a_stopped_read_only_call_gives_the_model_its_output_so_far(
 @pytest.mark.rule("S13")
 async def test_a_stopped_process_call_gives_the_model_its_output_until_it_ended(
     harness: Callable[..., Any],
+    host_kind: str,
 ) -> None:
     """PROCESS: terminated on stop; the model gets the output it printed until it died."""
     moves = [Move(tool_calls=(call("Obedient", "m1"),)), Move(text="ok")]
-    async with harness(moves) as h:
+    async with harness(moves, host=host_kind) as h:
         h.stop_when(lambda e: isinstance(e, ToolCallProgress) and e.text == "line 1\n")
         await h.session.prompt("go")
         results = await next_request_results(h)
@@ -268,15 +280,16 @@ async def test_a_write_that_finishes_after_the_stop_gives_the_model_its_real_res
     args: dict[str, Any],
     real: str,
     word: str,
+    host_kind: str,
 ) -> None:
     """MUTATING and EXTENSION: a stop waits for the real result, and the model is told
     exactly that result, not "interrupted"; the turn ends only once it is in."""
     moves = [Move(tool_calls=(call(tool_name, "m1", **args),)), Move(text="ok")]
-    async with harness(moves) as h:
+    async with harness(moves, host=host_kind) as h:
         h.stop_when(started(tool_name))
         ended = await h.session.prompt("go")
         assert ended.stop_reason == "cancelled"
-        [report] = h.reports
+        report = await h.report()
         assert not report.settled
         assert report.pending[0].why == f"{word}: started, waiting for result"
         [end] = ended_events(h)
