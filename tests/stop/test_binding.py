@@ -327,6 +327,33 @@ def test_system_binding_holds_a_run_whose_code_the_account_can_change(
 
 
 @pytest.mark.rule("system-binding")
+def test_system_binding_holds_a_run_with_a_library_the_account_can_change(
+    system_dir: Path, folder: Path, agent_home: Path, base: Path
+) -> None:
+    """A shared library the bound account owns, loaded into the run (here through
+    `LD_PRELOAD`, which its own environment files could set), holds its readings."""
+    zlib = next(
+        (p for p in map(Path, ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/libz.so.1",
+                               "/lib64/libz.so.1")) if p.exists()),
+        None,
+    )  # fmt: skip
+    if zlib is None:
+        pytest.skip("needs a zlib shared library to preload")
+    bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT])
+    _write_record(agent_home, None, AGENT)
+    mine = base / "agent-lib"
+    mine.mkdir()
+    copy = mine / "libz.so.1"
+    shutil.copyfile(zlib, copy)
+    os.chown(copy, AGENT, AGENT)
+    os.chmod(mine, 0o755)
+    env = _env(TETHER_HOME=str(agent_home), LD_PRELOAD=str(copy))
+    status = _status(system_dir, env)
+    assert status["outcome"] == "HOLD", status
+    assert str(copy) in str(status["reason"])
+
+
+@pytest.mark.rule("system-binding")
 def test_system_binding_setup_system_through_a_terminal_and_remove_refused_while_stopped(
     system_dir: Path, folder: Path
 ) -> None:

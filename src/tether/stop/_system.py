@@ -274,6 +274,13 @@ def _chain_writable(path: Path, uid: int, groups: frozenset[int]) -> Path | None
             st = os.stat(current, follow_symlinks=False)
         except OSError:
             return None
+        kind = stat.S_IFMT(st.st_mode)
+        if child_owner is None and kind not in (
+            stat.S_IFREG,
+            stat.S_IFDIR,
+            stat.S_IFLNK,
+        ):
+            return None  # a device or a socket mapped in (/dev/zero) is not code
         if stat.S_ISDIR(st.st_mode) and child_owner is not None:
             # Write on a directory lets an account rename what is in it, unless the
             # sticky bit keeps it to its own entries.
@@ -295,7 +302,22 @@ def _code_paths() -> list[Path]:
     for root, dirs, files in os.walk(package):
         found += [Path(root, name) for name in dirs + files]
     found += [Path(entry) for entry in sys.path if entry and os.path.isdir(entry)]
-    return found
+    return found + _mapped_files()
+
+
+def _mapped_files() -> list[Path]:
+    """Every file mapped into this process: shared libraries, `LD_PRELOAD` included."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    found: dict[str, None] = {}
+    for line in lines:
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            found[parts[5].removesuffix(" (deleted)")] = None
+    return [Path(name) for name in found]
 
 
 def install_hold_reason(
@@ -304,7 +326,8 @@ def install_hold_reason(
     """Why a run of `uid` (default: this account) must hold because of its install.
 
     Where a system binding binds `uid`, the code a run executes — the `tether` package,
-    the interpreter, and every directory on `sys.path` — must not be writable by that
+    the interpreter, every directory on `sys.path` and every file mapped into the
+    process (shared libraries, `LD_PRELOAD`) — must not be writable by that
     account (owner, group or other write, on it or on a directory above it): an account
     that can edit its reader can unbind itself. Returns None when `uid` is not bound or
     the install satisfies this (a system-wide, root-owned install); a binding that
