@@ -4,9 +4,12 @@ return more than the wire carries. Module-level, so the stdio host can import th
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from tether import StopClass, ToolContext, tool
 
@@ -60,3 +63,21 @@ async def BigWrite(ctx: ToolContext, path: str, size: int, seconds: float = 0.3)
 
 
 MISBEHAVING = [Raise, RaiseAfterWrite, Big, BigWrite]
+
+
+def _wait_for_file(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+
+@tool(stop_class=StopClass.READ_ONLY)
+async def Blocker(ctx: ToolContext, release: str) -> str:
+    """Wait in a worker thread, ignoring the stop, until the file `release` exists."""
+    ctx.progress("started")
+    await anyio.to_thread.run_sync(
+        _wait_for_file, str(ctx.resolve(release)), abandon_on_cancel=False
+    )
+    return "released"
+
+
+MISBEHAVING.append(Blocker)

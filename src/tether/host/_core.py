@@ -131,6 +131,14 @@ class HostCore:
             )
         return out
 
+    def outliving(self) -> dict[str, int]:
+        """Stopped calls whose work still runs (a worker that ignores the stop), by tool."""
+        counts: dict[str, int] = {}
+        for call in self.calls:
+            if call.stop_requested and call.phase == "running":
+                counts[call.key.tool] = counts.get(call.key.tool, 0) + 1
+        return counts
+
     def statistics(self) -> HostStatistics:
         """Return the host's current load."""
         return HostStatistics(

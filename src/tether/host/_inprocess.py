@@ -33,6 +33,10 @@ class InProcessHost:
         """Apply the abort in the core and answer at once."""
         return self.core.abort(request)
 
+    def outliving(self) -> dict[str, int]:
+        """Stopped calls whose worker still runs here, by tool."""
+        return self.core.outliving()
+
     async def reap_orphans(self) -> list[int]:
         """Nothing to reap: this host is never lost while the runtime lives."""
         return []

@@ -160,6 +160,13 @@ class HostConnection(Protocol):
         """Send `tools.abort` and return the host's answer."""
         ...
 
+    def outliving(self) -> dict[str, int]:
+        """Stopped calls whose work still runs in this process, counted by tool name.
+
+        A host in another process answers `{}`: its workers end when it is closed.
+        """
+        ...
+
     async def reap_orphans(self) -> list[int]:
         """After the host was lost: end every process it started; return any left alive.
 

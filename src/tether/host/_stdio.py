@@ -242,6 +242,10 @@ class StdioHostClient:
             lambda: sweep_marked(self.host_id, name=TetherEnv.HOST_ID, limit=5.0)
         )
 
+    def outliving(self) -> dict[str, int]:
+        """None here: workers of stopped calls live in the host, which closing ends."""
+        return {}
+
     async def execute(self, request: ExecuteRequest) -> None:
         """Send `tools.execute` and wait for the host to accept it."""
         await self.conn.request("tools.execute", execute_to_wire(request))

@@ -531,6 +531,16 @@ class Executor:
         if not call.is_settled and ack.found and ack.phase == "running":
             call.why = f"{word}: killed, waiting for the process tree to be reaped"
 
+    def outliving(self) -> tuple[str, ...]:
+        """One line per tool whose stopped calls' workers still run in this process."""
+        if self.host is None:
+            return ()
+        return tuple(
+            f"{tool}: {n} stopped call{'s' if n > 1 else ''} still running in a worker "
+            "that ignores the stop"
+            for tool, n in sorted(self.host.outliving().items())
+        )
+
     def pending(self, calls: list[ActiveCall]) -> tuple[PendingCall, ...]:
         """Name each unsettled call and why it still runs."""
         out = []

@@ -105,11 +105,10 @@ class Runtime:
                 f"({MIN_ABORT_BOUND:g} s: a stdio round trip on a loaded machine); "
                 f"pass abort_bound={MIN_ABORT_BOUND:g} or more"
             )
-        self.problems: list[str] = []
-        """Plugins and MCP servers that were skipped, and why."""
+        self._problems: list[str] = []
         self._use_defaults = tools is None
         if tools is None:
-            tools = standard_tools(self.config, self.problems)
+            tools = standard_tools(self.config, self._problems)
         self.tools = list(tools)
         check_unique_names(self.tools)
         if host == "stdio" and not self._use_defaults:
@@ -140,6 +139,13 @@ class Runtime:
         self._stack: AsyncExitStack | None = None
         self.host: HostConnection | None = None
 
+    @property
+    def problems(self) -> list[str]:
+        """What the runtime could not do as asked: plugins and MCP servers skipped (and
+        why), stopped calls whose workers still run (by tool), and what closing waited
+        for or could not wait for."""
+        return [*self._problems, *self.executor.outliving()]
+
     def statistics(self) -> RuntimeStatistics:
         """Return counters of the runtime's calls."""
         return RuntimeStatistics(
@@ -152,7 +158,7 @@ class Runtime:
     def _add_tools(self, tools: Sequence[Tool]) -> None:
         for tool in tools:
             if tool.name in self._classes:
-                self.problems.append(
+                self._problems.append(
                     f"tool {tool.name} is defined twice; the first is kept"
                 )
                 continue
@@ -199,7 +205,7 @@ class Runtime:
             if self._use_defaults and self.host_kind == "inprocess":
                 self._add_tools(
                     await stack.enter_async_context(
-                        open_mcp_tools(self.config, self.problems)
+                        open_mcp_tools(self.config, self._problems)
                     )
                 )
             self.host = await stack.enter_async_context(self._open_host())
@@ -256,7 +262,7 @@ class Runtime:
 
     def _say(self, text: str) -> None:
         """Tell the person what closing waits for, or what it could not wait for."""
-        self.problems.append(text)
+        self._problems.append(text)
         _log.warning("tether: %s", text)
 
     def _open_host(self) -> AbstractAsyncContextManager[HostConnection]:

@@ -205,6 +205,7 @@ class Session:
             pending=executor.pending([c for t in turns for c in t.calls]),
             calls=calls,
             elapsed=anyio.current_time() - started,
+            outliving=executor.outliving(),
         )
 
     async def settled(self) -> None:

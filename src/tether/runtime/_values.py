@@ -72,6 +72,9 @@ class AbortReport:
     calls: tuple[CallRecord, ...]
     elapsed: float
     """Seconds `abort()` took."""
+    outliving: tuple[str, ...] = ()
+    """Tools whose stopped calls' workers still run in the runtime's process (they
+    ignore the stop), with their count: the calls have ended, the work has not."""
 
     def __str__(self) -> str:
         head = (
@@ -80,6 +83,7 @@ class AbortReport:
         head += f" ({self.source}{': ' + self.reason if self.reason else ''})"
         lines = [head]
         lines += [f"  {p.call_id} {p.tool}: {p.why}" for p in self.pending]
+        lines += [f"  {line}" for line in self.outliving]
         return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ import pathspec
 from ..._fs import write_atomic
 from ...errors import ToolAborted
 from .._tool import ToolContext
+from ._threads import builtin_threads
 
 __all__ = (
     "IgnoreRules",
@@ -124,7 +125,9 @@ async def run_worker(ctx: ToolContext, fn: Callable[[], _T]) -> _T:
 
     async def in_thread() -> _T:
         # S14: cooperative worker; waiting for it is what makes "ended" true.
-        result = await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
+        result = await anyio.to_thread.run_sync(
+            fn, abandon_on_cancel=False, limiter=builtin_threads()
+        )
         # A worker that finished just as the stop came still counts as stopped.
         await anyio.lowlevel.checkpoint_if_cancelled()
         return result

@@ -19,6 +19,7 @@ from ..._config import Config
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, validate_with
 from ._paths import read_regular, replace_file, resolve
+from ._threads import builtin_threads
 
 __all__ = ("Edit", "tools")
 
@@ -119,6 +120,7 @@ class Edit(Tool):
             inp.new_string,
             inp.replace_all,
             abandon_on_cancel=False,
+            limiter=builtin_threads(),
         )
 
 

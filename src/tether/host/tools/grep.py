@@ -30,6 +30,7 @@ from ..._config import Config
 from ...errors import ErrorCode, ToolFailed
 from .._tool import StopClass, Tool, ToolContext, validate_with
 from ._paths import run_stoppable
+from ._threads import builtin_threads
 
 __all__ = ("Grep", "rg_path", "tools")
 
@@ -263,7 +264,12 @@ class Grep(Tool):
             tg.start_soon(rg.kill_when_cancelled)
             tg.start_soon(_drain, rg.process.stderr, err)
             out, cut = await anyio.to_thread.run_sync(
-                _read_output, fd, limit, self.max_output_bytes, abandon_on_cancel=False
+                _read_output,
+                fd,
+                limit,
+                self.max_output_bytes,
+                abandon_on_cancel=False,
+                limiter=builtin_threads(),
             )
             if cut:
                 rg.kill()  # enough output: the rest of the search is waste

@@ -23,6 +23,7 @@ from ..._config import Config
 from ...errors import ErrorCode, ToolFailed
 from .._tool import StopClass, Tool, ToolContext, validate_with
 from ._paths import run_stoppable
+from ._threads import builtin_threads
 
 __all__ = ("WebFetch", "tools")
 
@@ -228,7 +229,10 @@ class WebFetch(Tool):
             converted = text[:HTML_CONVERT_LIMIT]
             html_cut = len(text) > HTML_CONVERT_LIMIT
             text = await anyio.to_thread.run_sync(
-                _to_markdown, converted, abandon_on_cancel=True
+                _to_markdown,
+                converted,
+                abandon_on_cancel=True,
+                limiter=builtin_threads(),
             )
         elif not (
             mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith("+json")

@@ -19,6 +19,7 @@ from ..._config import Config
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, validate_with
 from ._paths import replace_file, resolve
+from ._threads import builtin_threads
 
 __all__ = ("Write", "tools")
 
@@ -85,7 +86,11 @@ class Write(Tool):
         path = resolve(ctx.workspace, inp.file_path)
         # MUTATING: the write is never abandoned; its real result is the call's result.
         return await anyio.to_thread.run_sync(
-            write_text, path, inp.content, abandon_on_cancel=False
+            write_text,
+            path,
+            inp.content,
+            abandon_on_cancel=False,
+            limiter=builtin_threads(),
         )
 
 

@@ -1,0 +1,75 @@
+"""Abandoned work never starves tether's own tools: 100 stopped calls whose workers
+ignore the stop leave every built-in tool running in its normal time, on both hosts;
+the workers that outlive their calls are counted and named."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.runtime.misbehaving import Blocker
+from tests.runtime.support import events_of
+
+from tether import Runtime, ToolAborted
+from tether.host.tools import default_tools
+
+pytestmark = pytest.mark.anyio
+
+BUILTINS = {"Read", "Write", "Edit", "Glob", "Grep"}
+
+
+async def test_stopped_workers_do_not_starve_the_built_in_tools(
+    make_runtime: Callable[..., Runtime], host_kind: str, workspace: Path
+) -> None:
+    """Regression: after 100 stopped calls blocked in `to_thread.run_sync`, Read, Write
+    and Grep never started (they shared anyio's 40 default threads). Built-in tools
+    have threads of their own; the outliving workers are reported by tool."""
+    tools = [Blocker, *(t for t in default_tools() if t.name in BUILTINS)]
+    rt = make_runtime(
+        tools=tools,
+        permissions={"allow": ["Blocker", *BUILTINS]},
+        max_concurrent=16,
+    )
+    (workspace / "a.txt").write_text("needle\n", encoding="utf-8")
+    async with rt, events_of(rt) as events:
+        try:
+            session = rt.session()
+            for batch in range(10):
+                async with anyio.create_task_group() as tg, session.turn() as turn:
+                    for _ in range(10):
+
+                        async def call(turn: object = turn) -> None:
+                            with pytest.raises(ToolAborted):
+                                await turn.call(  # type: ignore[attr-defined]
+                                    "Blocker", {"release": "release.flag"}
+                                )
+
+                        tg.start_soon(call)
+                    await events.started(10 * (batch + 1))
+                    report = await session.abort()
+                    assert report.settled
+            if host_kind == "inprocess":
+                (line,) = [p for p in rt.problems if p.startswith("Blocker:")]
+                assert "still running in a worker that ignores the stop" in line
+                assert report.outliving == (line,)
+            async with session.turn() as turn:
+                for name, args in [
+                    ("Read", {"file_path": "a.txt"}),
+                    ("Write", {"file_path": "b.txt", "content": "new\n"}),
+                    (
+                        "Edit",
+                        {"file_path": "b.txt", "old_string": "new", "new_string": "x"},
+                    ),
+                    ("Glob", {"pattern": "*.txt"}),
+                    ("Grep", {"pattern": "needle"}),
+                ]:
+                    with anyio.fail_after(5):
+                        result = await turn.call(name, args)
+                    assert not result.is_error, (name, result.output)
+
+        finally:
+            # The workers end only now; closing waits for them in process.
+            (workspace / "release.flag").touch()
+    assert (workspace / "b.txt").read_text() == "x\n"
