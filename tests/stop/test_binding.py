@@ -511,3 +511,22 @@ def test_system_binding_a_run_holds_only_when_its_own_binding_changes(
     assert reading.outcome is ReadOutcome.HOLD
     assert "the system binding" in (reading.reason or "")
     assert "setting changed" in (reading.reason or "")
+
+
+@pytest.mark.rule("bounded-read")
+def test_system_binding_on_a_mount_that_never_answers_holds_within_the_bound(
+    system_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The binding's own reading is bounded: a system dir on a mount that never answers
+    holds every reading within the bound, naming what hung."""
+    from tests.stop._mounts import hung_mount
+
+    monkeypatch.setattr(system_module, "READ_BOUND", 0.3)
+    with hung_mount(system_dir):
+        start = time.monotonic()
+        store = StopStore.from_setup()
+        reading = store.read()
+        assert time.monotonic() - start < 0.3 + 3.0
+    assert reading.outcome is ReadOutcome.HOLD
+    assert "did not finish" in (reading.reason or "")
+    assert str(system_dir) in (reading.reason or "")

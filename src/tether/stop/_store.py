@@ -32,6 +32,7 @@ from ._system import (
     Binding,
     BindingUnchecked,
     binding_path,
+    binding_stamp,
     code_writable_reason,
     load_binding,
 )
@@ -292,7 +293,7 @@ class StopWatch:
     _setup_file: str = ""
     _setup_stamp: _Stamp | None = None
     _binding_file: str = ""
-    _binding_stamp: _Stamp | None = None
+    _binding_stamp: tuple[int, ...] | None = None
     _mount_ns: str | None = None
 
     @classmethod
@@ -306,7 +307,7 @@ class StopWatch:
         )
         if store.record is not None:
             watch._setup_stamp = _stamp(watch._setup_file)
-        watch._binding_stamp = _stamp(watch._binding_file)
+        watch._binding_stamp = binding_stamp(store.system_dir)
         watch._mount_ns = _mount_ns()
         watch.read()
         return watch
@@ -350,10 +351,7 @@ class StopWatch:
         The file is looked at with one `lstat`; only when that changed is it read
         again, and a rewrite that leaves this account's entry as it was is no change.
         """
-        try:
-            stamp = _stamp(self._binding_file)
-        except OSError as exc:
-            stamp = (-1, exc.errno or 0, 0, 0, 0, 0)
+        stamp = binding_stamp(self.store.system_dir)
         if stamp == self._binding_stamp:
             return None
         changed = (

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import grp
 import json
 import os
@@ -33,7 +34,10 @@ from pathlib import Path
 import attrs
 
 from .._fs import write_atomic
+from ._bounded import Hung, Progress
 from ._folder import DIR_FLAGS, RuleBroken, open_folder
+from ._mounts import plan
+from ._read import READ_BOUND, within_bound
 from ._setup import check_folder_path
 
 __all__ = (
@@ -44,6 +48,7 @@ __all__ = (
     "BindingUnchecked",
     "SystemBinding",
     "binding_path",
+    "binding_stamp",
     "code_writable_reason",
     "install_hold_reason",
     "load_binding",
@@ -112,8 +117,13 @@ class SystemBinding:
 
 def _real_dir(system_dir: Path | None) -> Path:
     # Read at each call, so a test can put a folder of its own in its place in-process.
-    given = SYSTEM_DIR if system_dir is None else system_dir
-    # The parent (`/etc`) is root's; on macOS it is a link to /private/etc.
+    return _resolved(SYSTEM_DIR if system_dir is None else system_dir)
+
+
+@functools.lru_cache(maxsize=8)
+def _resolved(given: Path) -> Path:
+    # The parent (`/etc`) is root's; on macOS it is a link to /private/etc. Resolved
+    # once: `realpath` costs more than the rest of a reading's look at the binding.
     return Path(os.path.realpath(given.parent)) / given.name
 
 
@@ -186,21 +196,68 @@ def load_binding(system_dir: Path | None = None) -> SystemBinding | None:
             by others, cannot be read, or is not a valid record.
     """
     real = _real_dir(system_dir)
+    try:
+        return within_bound(
+            plan(str(real.parent), str(real)),
+            ("binding", real),
+            lambda progress: _load(real, progress),
+            bound=READ_BOUND,
+        )
+    except Hung as exc:
+        raise BindingUnchecked(f"the system binding cannot be checked: {exc}") from None
+
+
+def binding_stamp(system_dir: Path | None = None) -> tuple[int, ...] | None:
+    """`lstat` of the binding file (identity, times, size, mode, owner), within a bound.
+
+    None when there is no file; a tuple with a negative first field when the look
+    failed (so that it differs from any real stamp).
+    """
+    real = _real_dir(system_dir)
+    parent, folder, where = _strings(real)
+
+    def look(_: Progress | None) -> tuple[int, ...] | None:
+        try:
+            st = os.stat(where, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
+
+    try:
+        return within_bound(
+            plan(parent, folder), ("binding", real), look, bound=READ_BOUND
+        )
+    except Hung:
+        return (-2,)
+    except OSError as exc:
+        return (-1, exc.errno or 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _strings(real: Path) -> tuple[str, str, str]:
+    return str(real.parent), str(real), str(real / BINDING_NAME)
+
+
+def _load(real: Path, progress: Progress | None) -> SystemBinding | None:
     where = real / BINDING_NAME
     fds: list[int] = []
     try:
         try:
-            fds.append(open_folder(real.parent, 0))
+            fds.append(open_folder(real.parent, 0, progress=progress))
         except RuleBroken as exc:
             raise BindingUnchecked(
                 f"the system binding cannot be checked: {exc}"
             ) from None
+        if progress is not None:
+            progress.where = str(real)
         try:
             fds.append(os.open(real.name, DIR_FLAGS, dir_fd=fds[-1]))
         except FileNotFoundError:
             return None
         _judge_root_only(os.fstat(fds[-1]), real, "dir")
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        if progress is not None:
+            progress.where = str(where)
         try:
             gate = os.stat(BINDING_NAME, dir_fd=fds[-1], follow_symlinks=False)
         except FileNotFoundError:
