@@ -39,6 +39,8 @@ RULES: dict[str, str] = {
     "save-aside": "uncommitted work, untracked included, saved aside touching nothing",
     "halted-stays": "a halted run stays halted after a lift; only a take-over steps on",
     "hold": "HOLD makes no move and lets nothing go",
+    "restart-path": "a dead run is found; its worktrees saved first; a take-over loses nothing",
+    "ctrl-c": "first Ctrl-C halts in order; the second kills every agent tree, saves, exits 130",
     "status-runs": "tether status lists this account's runs with their state",
     # spec 04: the ACP server
     "acp-cancel": "session/prompt answers cancelled only once settled, final statuses first",

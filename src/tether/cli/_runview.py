@@ -26,13 +26,17 @@ def run_view() -> Iterator[Callable[[str], None]]:
 
         yield plain
         return
+    import time
+
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(highlight=False)
     with console.status("starting", spinner="dots") as status:
 
         def fancy(line: str) -> None:
-            console.log(line)
-            status.update(line)
+            stamp = time.strftime("%H:%M:%S")
+            console.print(f"[dim]{stamp}[/dim] {escape(line)}", soft_wrap=True)
+            status.update(escape(line))
 
         yield fancy

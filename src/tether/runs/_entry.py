@@ -75,8 +75,12 @@ async def run_plan(
         for item in plan.items:
             store.add_item(item.id, item.brief)
         inherited: list[LaneRow] = []
+        # `run <id>` is the first line; what the restart path did is told after it.
+        restart_lines: list[str] = []
         if takeover is not None:
-            _, inherited = await prepare_takeover(store, takeover, watch, say)
+            _, inherited = await prepare_takeover(
+                store, takeover, watch, restart_lines.append
+            )
         run = Run(
             plan=plan,
             store=store,
@@ -91,6 +95,8 @@ async def run_plan(
         )
         run.start_record()
         say(f"run {run.id}")
+        for line in restart_lines:
+            say(line)
         if takeover is not None:
             store.set_run_state(takeover, RunState.TAKEN_OVER)
             store.log(takeover, "taken-over", detail=f"by {run.id}")

@@ -152,11 +152,15 @@ class Run:
         self._log("stop-observed", detail=f"{source}: {detail}".rstrip(": "))
         self._state(RunState.HALTING)
         waiting = self.agents_in_call()
-        self.say(
-            f"stopping ({source}): waiting for {waiting} agent"
-            f"{'' if waiting == 1 else 's'} to finish their calls"
-            + (" — press Ctrl-C again to kill now" if source == "ctrl-c" else "")
+        what = (
+            f"waiting for {waiting} agent to finish its call"
+            if waiting == 1
+            else f"waiting for {waiting} agents to finish their calls"
         )
+        if source == "ctrl-c":
+            self.say(f"stopping: {what} — press Ctrl-C again to kill now")
+        else:
+            self.say(f"stopping ({source} {detail}): {what}".replace(" )", ")"))
 
     def _observe(self, reading: StopReading) -> bool:
         """Act on a reading; True when a move may be made."""
