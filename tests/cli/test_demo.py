@@ -19,6 +19,7 @@ def test_demo_stops_a_turn_and_reports_the_truth(host: str) -> None:
             "-m",
             "tether",
             "demo",
+            "turn",
             "--json",
             "--grace",
             "0.3",
@@ -45,3 +46,26 @@ def test_demo_stops_a_turn_and_reports_the_truth(host: str) -> None:
     assert all(r["settled"] for r in result["ledger"])
     assert "approved.txt" in result["files_in_workspace"]
     assert "never.txt" not in result["files_in_workspace"]
+
+
+def test_the_unattended_demo_halts_lifts_takes_over_and_finishes() -> None:
+    """`tether demo`: a stop halts the run (exit 3) with the work saved aside and the
+    claims released, a lift leaves it halted, a take-over restores and finishes; exit 0
+    offline, well under a minute."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether", "demo", "--busy", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "demo: the run exited 3 (halted)" in out
+    assert out.count("saved aside: refs/tether/saved/") == 2
+    assert "claims held now: 0 (released)" in out
+    assert "tether lift  -> the run stays halted" in out
+    assert out.count("saved work") == 2  # restored by the take-over
+    for item in ("fix-typo", "add-license", "add-changelog"):
+        assert f"branch tether/{item}: {item}: implement / {item}: review" in out
+    assert "demo: the take-over exited 0" in out

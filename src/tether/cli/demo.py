@@ -1,7 +1,9 @@
-"""`tether demo`: one turn whose tools are stopped, then the abort report and the ledger."""
+"""`tether demo`: the unattended demo (a run, a stop, the halt, a take-over); `tether
+demo turn`: one turn whose tools are stopped, then the abort report and the ledger."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -11,7 +13,41 @@ from ._output import echo_json
 __all__ = ("demo",)
 
 
-@click.command()
+@click.group(invoke_without_command=True)
+@click.option(
+    "--busy",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.5,
+    show_default=True,
+    help="Seconds each implementing agent works (the stop waits for its call).",
+)
+@click.pass_context
+def demo(ctx: click.Context, busy: float) -> None:
+    """Run the main job offline: an unattended run that a stop halts and a take-over ends.
+
+    A temporary git repository with three items and a two-stage plan of command-line
+    agents, two lanes. Midway a stop is set through the real stop path (in a temporary
+    account home): the agents finish their calls, the lanes' uncommitted work is saved
+    aside under refs/tether/saved/..., the claims are released and the run exits halted.
+    The stop is lifted (the run stays halted), a take-over restores the saved work and
+    finishes every item. Exits 0 when all of that happened.
+
+    \b
+    Examples:
+      tether demo
+      tether demo turn --grace 0.5 --host stdio
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..runs._demo import run_demo
+    from ._runview import run_view
+
+    with run_view() as say:
+        code = run_demo(say, busy=busy)
+    sys.exit(code)
+
+
+@demo.command()
 @click.option(
     "--grace",
     type=click.FloatRange(min=0, min_open=True),
@@ -30,7 +66,7 @@ __all__ = ("demo",)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the report and ledger as JSON."
 )
-def demo(grace: float, host_kind: str, as_json: bool) -> None:
+def turn(grace: float, host_kind: str, as_json: bool) -> None:
     """Run a turn with four tool calls in flight and press Stop.
 
     The calls: a read-only lookup that never returns, a Bash command that ignores
@@ -42,9 +78,9 @@ def demo(grace: float, host_kind: str, as_json: bool) -> None:
 
     \b
     Examples:
-      tether demo
-      tether demo --grace 0.5 --host stdio
-      tether demo --json | jq .ledger
+      tether demo turn
+      tether demo turn --grace 0.5 --host stdio
+      tether demo turn --json | jq .ledger
     """
     import anyio
 
