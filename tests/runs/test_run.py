@@ -301,3 +301,90 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     assert [c.item for c in store.claims(run)] == ["one"]
     assert store.run(run).state is RunState.HALT_HELD  # type: ignore[union-attr]
     assert ("released", lanes["one"].id) not in kinds(store, run)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 4 MiB tmpfs, unmounted afterwards (needs the right to mount)."""
+    import subprocess
+
+    where = tmp_path / "small"
+    where.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
+        capture_output=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip(
+            f"cannot mount a small tmpfs (needs CAP_SYS_ADMIN): {made.stderr!r}"
+        )
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.rule("halt-order")
+def test_a_save_on_a_full_disk_holds_its_lane_and_claims(
+    tmp_path: Path, small_tmpfs: Path
+) -> None:
+    """The repository sits on a small tmpfs that is full when the stop comes: saving
+    aside cannot write its objects, so every lane and its claim are held and the run
+    exits 4 saying why; the worktrees are left as they were."""
+    repo = make_repo(small_tmpfs)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["one"],
+        stages=[
+            (
+                "implement",
+                "head -c 200000 /dev/urandom > big.bin; "
+                + WAIT_FOR_GO.format(stage="impl"),
+            ),
+            ("review", "true"),
+        ],
+    )
+    proc = start("run", str(plan), "--save-retry", "0.3", env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_for(lambda: len(list(marks.glob("*.impl"))) == 1, what="the agent busy")
+    with (small_tmpfs / "filler").open("wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        except OSError:
+            pass
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 4, proc.communicate()
+    store = open_default_store()
+    (lane,) = store.lanes(run)
+    assert lane.state is LaneState.HELD
+    assert "cannot save" in (lane.note or "")
+    assert [c.item for c in store.claims(run)] == ["one"]
+    assert (Path(lane.worktree) / "big.bin").stat().st_size == 200000
+    assert store.run(run).state is RunState.HALT_HELD  # type: ignore[union-attr]
+
+
+def test_a_following_run_takes_new_queue_items_and_halts_on_a_stop(
+    tmp_path: Path,
+) -> None:
+    """`--follow` on an empty queue waits; an item queued meanwhile is done; a stop
+    then halts the idle run (exit 3) within a few poll intervals."""
+    import time
+
+    repo = make_repo(tmp_path)
+    plan = write_plan(tmp_path, repo, items=[], stages=[("only", COMMIT)])
+    proc = start("run", str(plan), "--follow")
+    run = run_id_of(proc)
+    assert tether("queue", "add", "late", "--brief", "Came late").returncode == 0
+    store = open_default_store()
+    wait_for(lambda: [i.state for i in store.items()] == ["done"], what="late done")
+    assert git(repo, "show", "tether/late:work.txt") == "Came late"
+    set_stop()
+    stopped = time.monotonic()
+    assert proc.wait(timeout=60) == 3
+    assert time.monotonic() - stopped < 10  # poll 0.1 s; a wide margin for load
+    assert store.run(run).state is RunState.HALTED  # type: ignore[union-attr]

@@ -39,12 +39,18 @@ __all__ = ("run",)
     show_default=True,
     help="Seconds a failed save is retried before the run ends with the lane held.",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="When nothing is left to claim, wait for new queue items (until a stop).",
+)
 def run(
     plan: Path,
     takeover: str | None,
     store_opt: str | None,
     poll: float | None,
     save_retry: float,
+    follow: bool,
 ) -> None:
     """Run PLAN: a lane (git worktree) per item, its stages handed to agents in order.
 
@@ -57,6 +63,7 @@ def run(
     Examples:
       tether run plan.toml
       tether run plan.toml --takeover run_3f9a0c1b2d4e-1
+      tether run queue-plan.toml --follow     serve the queue until a stop
       TETHER_STORE=/srv/tether/runs.sqlite3 tether run plan.toml
     """
     import anyio
@@ -73,6 +80,7 @@ def run(
                 takeover=takeover,
                 poll=poll,
                 save_retry=save_retry,
+                follow=follow,
             )
         )
     sys.exit(int(code))

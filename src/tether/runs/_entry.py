@@ -40,6 +40,7 @@ async def run_plan(
     poll: float | None = None,
     save_retry: float = 10.0,
     handle_sigint: bool = True,
+    follow: bool = False,
     on_start: Callable[[Run], None] | None = None,
 ) -> ExitCode:
     """Run a plan (or take over a run) to its end; returns the exit code.
@@ -92,6 +93,7 @@ async def run_plan(
             heartbeat=plan.heartbeat,
             lease=plan.lease,
             save_retry=save_retry,
+            follow=follow,
         )
         run.start_record()
         say(f"run {run.id}")

@@ -108,6 +108,8 @@ class Run:
     """Seconds a claim lives without a renewal."""
     save_retry: float = 10.0
     """Seconds a failed save is retried before the run ends with the lane held."""
+    follow: bool = False
+    """When nothing is left to claim, wait for new queue items instead of ending."""
     _halt: anyio.Event = attrs.field(factory=anyio.Event)
     _halt_source: str | None = None
     _held_reason: str | None = None
@@ -544,7 +546,12 @@ class Run:
                 )
                 if claim is None:
                     slots.release()
-                    return
+                    if not self.follow:
+                        return
+                    # Idle: look at the queue again after a poll interval, or halt.
+                    with anyio.move_on_after(self.poll):
+                        await self._halt.wait()
+                    continue
                 self._log(
                     "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
                 )

@@ -1,0 +1,137 @@
+"""From `tether stop` to a run halted: an idle run, and a run with two busy agents.
+
+Idle: `tether run PLAN --follow` on an empty queue (nothing to do, reading the stop every
+poll interval). The stop is set at a random moment of the poll cycle through the real
+stop path (`set_stop()`, what `tether stop` calls); the figure is the time from the
+stop's write to the `halted` row in the run's ledger. Target: ≤ poll interval + 100 ms.
+
+Busy: two agents each in a call of `--call` seconds when the stop is set; the figures
+are the time from the stop to `halted` (includes the calls' rest, by design: a stop
+never cuts a call) and from the end of the last call (its receipt) to `halted` (the
+saves and releases of the halt).
+
+    .venv/bin/python benchmarks/halt_latency.py --runs 20 --poll 2.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import machine, summary
+
+PLAN = """\
+repo = "{repo}"
+lanes = 2
+poll = {poll}
+
+[[stage]]
+name = "work"
+agent = ["sh", "-c", 'touch "$MARKS/$TETHER_ITEM"; sleep {call}']
+{items}
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _setup(root: Path, *, poll: float, call: float, items: list[str]) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(
+        repo,
+        "-c",
+        "user.email=a@b",
+        "-c",
+        "user.name=a",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "init",
+    )
+    blocks = "".join(f'\n[[item]]\nid = "{i}"\nbrief = "b"\n' for i in items)
+    plan = root / "plan.toml"
+    plan.write_text(
+        PLAN.format(repo=repo, poll=poll, call=call, items=blocks), encoding="utf-8"
+    )
+    return plan
+
+
+def _one(poll: float, call: float, busy: bool) -> tuple[float, float | None]:
+    from tether.runs._sqlite import SqliteStore
+    from tether.runs._store import default_store_path
+    from tether.stop import set_stop
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        os.environ["TETHER_HOME"] = str(root / "home")
+        marks = root / "marks"
+        marks.mkdir()
+        items = ["a", "b"] if busy else []
+        plan = _setup(root, poll=poll, call=call, items=items)
+        args = [sys.executable, "-m", "tether", "run", str(plan)]
+        if not busy:
+            args.append("--follow")
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "MARKS": str(marks)},
+        )
+        assert proc.stdout is not None
+        run = proc.stdout.readline().split()[1]
+        if busy:
+            while len(list(marks.iterdir())) < 2:
+                time.sleep(0.005)
+        else:
+            time.sleep(poll * (1 + random.random()))  # anywhere in a poll cycle
+        set_stop("benchmark")
+        stopped_at = time.time()
+        proc.communicate(timeout=120)
+        assert proc.returncode == 3, proc.returncode
+        store = SqliteStore.open(default_store_path())
+        events = store.events(run)
+        store.close()
+        halted = next(e.at for e in events if e.kind == "halted")
+        receipts = [e.at for e in events if e.kind == "receipt"]
+        after_calls = halted - max(receipts) if receipts else None
+        return halted - stopped_at, after_calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--poll", type=float, default=2.0)
+    parser.add_argument("--call", type=float, default=1.0)
+    args = parser.parse_args()
+    print(machine())
+    idle = [_one(args.poll, args.call, False)[0] for _ in range(args.runs)]
+    print(summary(f"idle run, stop -> halted (poll {args.poll} s)", idle))
+    print(
+        f"  target: <= {args.poll * 1000 + 100:.0f} ms; max {max(idle) * 1000:.1f} ms"
+    )
+    busy = [_one(args.poll, args.call, True) for _ in range(args.runs)]
+    print(
+        summary(
+            f"two busy agents ({args.call} s calls), stop -> halted",
+            [b[0] for b in busy],
+        )
+    )
+    print(
+        summary("  last call's end -> halted", [b[1] for b in busy if b[1] is not None])
+    )
+
+
+if __name__ == "__main__":
+    main()
