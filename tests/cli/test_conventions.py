@@ -29,7 +29,7 @@ def test_no_color_turns_off_every_style_on_a_terminal() -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [("demo", "--grace", "0.3"), ("config", "show"), ("--help",)]
+    "args", [("demo", "turn", "--grace", "0.3"), ("config", "show"), ("--help",)]
 )
 def test_a_closed_pipe_ends_quietly_with_exit_0(args: tuple[str, ...]) -> None:
     """`tether demo | head -1`: the reader goes away before tether writes; tether exits
