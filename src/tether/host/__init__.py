@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._contain import CommandOutcome as CommandOutcome
 from ._contain import Containment as Containment
 from ._contain import containment as containment
+from ._proctree import run_command as run_command
 from ._protocol import Approver as Approver
 from ._protocol import PermissionRequest as PermissionRequest
 from ._rules import PermissionRules as PermissionRules
@@ -25,5 +26,6 @@ __all__ = (
     "Tool",
     "ToolContext",
     "containment",
+    "run_command",
     "tool",
 )
