@@ -252,7 +252,9 @@ class Ledger:
     ) -> None:
         """Append one message (a JSON object) to a session's transcript."""
         data = dict(message)
-        self.messages(session_id)  # loads an earlier run's transcript first
+        if session_id not in self._transcripts:
+            self.messages(session_id)  # loads an earlier run's transcript first
+        # Invariant: an append costs the same however long the transcript is.
         self._transcripts.setdefault(session_id, []).append(data)
         if self._db is not None:
             self._db.execute(
