@@ -7,7 +7,9 @@ A real `tether acp` process (scripted model, the `Hang` test tool) and the SDK's
 on its pipes. Each run is one prompt whose model calls `Hang`; once the call's `started`
 output has arrived, the client sends `session/cancel` and the time runs until the
 prompt's answer (`cancelled`) is read off the pipe. Every run checks the answer and that
-the call's `failed` status came before it.
+the call's `failed` status came before it. The server's CPU time per turn (the whole
+turn: prompt, model step, tool start, cancel, answer) is printed too: unlike the wall
+time, it does not depend on how loaded the machine is.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.connection import StreamDirection, StreamEvent
 
@@ -59,8 +62,9 @@ class Editor:
         self._failed = False
 
 
-async def measure(runs: int) -> list[float]:
+async def measure(runs: int, warm_up: int) -> tuple[list[float], float]:
     times: list[float] = []
+    cpu = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "home").mkdir()
@@ -68,7 +72,7 @@ async def measure(runs: int) -> list[float]:
         script = root / "moves.jsonl"
         moves = [{"tether_script": 1}] + [
             {"tool_calls": [{"id": f"m{n}", "name": "Hang", "input": {"marker": "m"}}]}
-            for n in range(runs)
+            for n in range(runs + warm_up)
         ]
         script.write_text("\n".join(json.dumps(m) for m in moves) + "\n", "utf-8")
         editor = Editor()
@@ -89,12 +93,16 @@ async def measure(runs: int) -> list[float]:
             env=env,
             transport_kwargs={"stderr": None},
             observers=[editor.observe],
-        ) as (conn, _process):
+        ) as (conn, process):
+            server = psutil.Process(process.pid)
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
             sid = (
                 await conn.new_session(cwd=str(root / "ws"), mcp_servers=[])
             ).session_id
-            for _ in range(runs):
+            before = server.cpu_times()
+            for n in range(runs + warm_up):
+                if n == warm_up:
+                    before = server.cpu_times()
                 editor.next_run()
                 async with anyio.create_task_group() as tg:
 
@@ -111,21 +119,20 @@ async def measure(runs: int) -> list[float]:
                     await conn.cancel(session_id=sid)
                 times.append(editor.answered_at - t0)
                 assert editor.failed_before_answer
-    return times
+            after = server.cpu_times()
+            cpu = (after.user + after.system - before.user - before.system) / runs
+    return times[warm_up:], cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=300)
     args = parser.parse_args()
-    times = anyio.run(measure, args.runs + 20)
+    times, cpu = anyio.run(measure, args.runs, 20)
     print(machine())
     print(f"load average at the end: {os.getloadavg()}")
-    print(
-        summary(
-            "session/cancel to the cancelled answer, hung READ_ONLY call", times[20:]
-        )
-    )
+    print(summary("session/cancel to the cancelled answer, hung READ_ONLY call", times))
+    print(f"tether acp CPU time per cancelled turn: {cpu * 1e3:.3f}ms")
 
 
 if __name__ == "__main__":
