@@ -252,3 +252,28 @@ async def test_an_editor_that_quits_mid_turn_leaves_no_process_behind(
             tg.cancel_scope.cancel()
         assert code == 0
         assert _alive(marker) == []
+
+
+@pytest.mark.rule("acp-cancel")
+async def test_cancel_during_the_model_request_keeps_the_text_so_far(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A stop while the model still streams closes its request (S11): the answer is
+    `cancelled`, the text that arrived stays, and the next prompt is answered."""
+    model = write_script(
+        tmp_path / "s.jsonl",
+        [
+            {"text": "I was thinking", "hang": True},
+            {"text": "Fresh start."},
+        ],
+    )
+    async with editor(model) as ed:
+        sid = await ed.open_session(workspace)
+        reason, elapsed, _ = await _prompt_then_cancel_when(
+            ed, sid, lambda: ed.recorder.text() == "I was thinking"
+        )
+        assert reason == "cancelled"
+        assert elapsed < ABORT_BOUND
+        again = await ed.conn.prompt(session_id=sid, prompt=[text_block("again")])
+        assert again.stop_reason == "end_turn"
+        assert ed.recorder.text() == "I was thinkingFresh start."
