@@ -28,6 +28,7 @@ _COMMANDS: dict[str, str] = {
     "demo": "demo:demo",
     "guard": "guard:guard",
     "host": "host:host",
+    "ledger": "ledger:ledger",
     "lift": "lift:lift",
     "permissions": "permissions:permissions",
     "queue": "queue:queue",

@@ -39,7 +39,7 @@ from ..host._protocol import (
 )
 from ..host._tool import StopClass
 from ..host._wire import checked_input
-from ._ledger import CallRecord, CallState, Ledger
+from ._ledger import CallRecord, CallState, Ledger, input_column, outcome_columns
 from ._values import (
     CallChanged,
     PendingCall,
@@ -183,6 +183,9 @@ class Executor:
         """Send `tools.execute` for a registered call; a failed send fails the call."""
         host = self.host
         assert host is not None
+        self.ledger.note(
+            call.key.session_id, call.key.call_id, input=input_column(input)
+        )
         try:
             request = ExecuteRequest(call.key, checked_input(input))
         except InvalidInput as exc:
@@ -198,6 +201,9 @@ class Executor:
                 ),
             )
             return
+        self.ledger.note(
+            call.key.session_id, call.key.call_id, input=input_column(input)
+        )
         try:
             await host.execute(request)
         except Exception as exc:  # the host is gone or refused the frame
@@ -316,6 +322,7 @@ class Executor:
             settled_at=now if settled else None,
             abort_source=stop.source if stop else None,
             abort_reason=stop.reason if stop else None,
+            **outcome_columns(outcome, stop),
         )
         call.done.set()
 

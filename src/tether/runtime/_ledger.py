@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 
 from .._fs import check_owner_only
-from ..errors import ErrorCode, StoreError, UsageError
+from ..errors import ErrorCode, StoreError, ToolAborted, UsageError
 
 __all__ = ("CallRecord", "CallState", "Ledger", "read_ledger_file")
 
@@ -98,7 +99,18 @@ class CallRecord:
     settled_at: float | None = None
     """When nothing of the call could change anything any more."""
     abort_source: str | None = None
+    """Who stopped the call (`user`, `turn`, `shutdown`, ...), if a stop reached it."""
     abort_reason: str | None = None
+    """The reason given with the stop."""
+    stopped_at: float | None = None
+    """When the stop that ended the call was asked for (wall clock)."""
+    input: str | None = None
+    """The call's input as JSON, bounded like the output."""
+    output: str | None = None
+    """What the call returned, or printed before a stop; head and tail kept within
+    `OUTPUT_BOUND` characters."""
+    error: str | None = None
+    """The error message when the call did not succeed."""
 
     @property
     def settled(self) -> bool:
@@ -107,6 +119,52 @@ class CallRecord:
 
 
 _COLUMNS = [a.name for a in attrs.fields(CallRecord)]
+# Columns added after the first files were written; `_open_db` adds them to old files.
+_ADDED_COLUMNS = {
+    "stopped_at": "REAL",
+    "input": "TEXT",
+    "output": "TEXT",
+    "error": "TEXT",
+}
+OUTPUT_BOUND = 8192
+"""Characters of a call's input and output the ledger keeps: the head and the tail."""
+
+
+def bounded(text: str, bound: int = OUTPUT_BOUND) -> str:
+    """Return `text`, or its head and tail with a line saying how much was left out."""
+    if len(text) <= bound:
+        return text
+    half = bound // 2
+    left_out = len(text) - 2 * half
+    return f"{text[:half]}\n[... {left_out} characters left out ...]\n{text[-half:]}"
+
+
+def outcome_columns(outcome: object, stop: Any | None) -> dict[str, Any]:
+    """The ledger's view of how a call ended: output, error and when it was stopped.
+
+    `outcome` is the call's `ToolResult` or `ToolAborted`; `stop` its `StopRequest`
+    (whose `at` is in the event loop's clock) or None.
+    """
+    error: str | None
+    if isinstance(outcome, ToolAborted):
+        output, error = outcome.partial_output, outcome.message
+    else:
+        output = str(getattr(outcome, "output", ""))
+        error = output if getattr(outcome, "is_error", False) else None
+    stopped_at = None
+    if stop is not None:
+        stopped_at = time.time() - max(0.0, anyio.current_time() - stop.at)
+    return {"output": bounded(output), "error": error, "stopped_at": stopped_at}
+
+
+def input_column(value: object) -> str:
+    """A call's input as the ledger keeps it: JSON, bounded."""
+    try:
+        return bounded(json.dumps(value, ensure_ascii=False, default=str))
+    except (ValueError, RecursionError) as exc:
+        return f"<input not kept: {exc}>"
+
+
 _BLANK: dict[str, Any] = {
     a.name: (None if a.default is attrs.NOTHING else a.default)
     for a in attrs.fields(CallRecord)
@@ -198,6 +256,12 @@ class Ledger:
         if state is not old and state not in _LEGAL.get(old, frozenset()):
             raise UsageError(f"call {call_id}: illegal move {old} -> {state}")
         row["state"] = state
+        row.update(changes)
+        self._write(row, insert=False)
+
+    def note(self, session_id: str, call_id: str, **changes: Any) -> None:
+        """Add facts to a call's record without moving its state (its input)."""
+        row = self._rows[(session_id, call_id)]
         row.update(changes)
         self._write(row, insert=False)
 
@@ -314,9 +378,11 @@ def read_ledger_file(path: Path) -> list[CallRecord]:
     """Read every call record of a SQLite ledger file, in order."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = db.execute(
-            f"SELECT {', '.join(_COLUMNS)} FROM calls ORDER BY seq"
-        ).fetchall()
+        # A file written before the added columns reads them as NULL (it is not
+        # changed: this reader opens it read-only).
+        have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+        shown = ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
+        rows = db.execute(f"SELECT {shown} FROM calls ORDER BY seq").fetchall()
     finally:
         db.close()
     return [_from_row(row) for row in rows]
@@ -352,6 +418,10 @@ def _open_db(path: Path) -> sqlite3.Connection:
         " ended_at REAL, settled_at REAL, abort_source TEXT, abort_reason TEXT,"
         " UNIQUE (session_id, call_id))"
     )
+    have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+    for column, kind in _ADDED_COLUMNS.items():
+        if column not in have:
+            db.execute(f"ALTER TABLE calls ADD COLUMN {column} {kind}")
     db.execute(
         "CREATE TABLE IF NOT EXISTS transcript ("
         "seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,"

@@ -1,0 +1,153 @@
+"""The ledger keeps each call's input, bounded output, error, and who stopped it and when;
+`tether ledger` shows sessions, turns and calls with filters (a tether choice)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.cli._run import tether
+
+from tether import Runtime, ToolAborted
+from tether.runtime import CallState
+from tether.testing import Echo, Fail
+from tether.tools import default_tools
+
+pytestmark = pytest.mark.anyio
+
+
+async def _a_stopped_turn(ledger: Path, workspace: Path) -> str:
+    """Echo succeeds, Fail fails, Bash is stopped by the user; returns the session id."""
+    async with Runtime(
+        workspace=workspace,
+        tools=[Echo, Fail, *default_tools()],
+        permissions={"allow": ["Bash(echo:*)", "Bash(sleep:*)"]},
+        grace=2.0,
+        ledger=ledger,
+    ) as runtime:
+        session = runtime.session()
+        printed = anyio.Event()
+        progress = runtime.subscribe()
+
+        async def watch() -> None:
+            with progress:
+                async for event in progress:
+                    if getattr(event, "text", "").startswith("started"):
+                        printed.set()
+
+        async with anyio.create_task_group() as tg, session.turn() as turn:
+            tg.start_soon(watch)
+            await turn.call("Echo", {"text": "x" * 20000})
+            await turn.call("Fail", {"message": "it broke"})
+
+            async def bash() -> None:
+                with pytest.raises(ToolAborted):
+                    await turn.call("Bash", {"command": "echo started; sleep 30"})
+
+            tg.start_soon(bash)
+            with anyio.fail_after(20):
+                await printed.wait()
+            await session.abort(reason="enough")
+            tg.cancel_scope.cancel()
+        await session.settled()
+        return session.id
+
+
+async def test_the_ledger_keeps_input_output_error_and_the_stop(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Each record holds the input, the output's head and tail, the error message, who
+    stopped the call, why and when."""
+    ledger = tmp_path / "ledger.sqlite"
+    await _a_stopped_turn(ledger, workspace)
+    from tether.runtime._ledger import OUTPUT_BOUND, read_ledger_file
+
+    echo, fail, bash = read_ledger_file(ledger)
+    assert echo.state is CallState.SUCCEEDED
+    assert (echo.input or "").startswith('{"text": "xxxx')
+    assert "characters left out" in (echo.input or "")
+    assert echo.output is not None
+    assert len(echo.output) < OUTPUT_BOUND + 100
+    assert echo.output.startswith("x" * 100)
+    assert echo.output.endswith("x" * 100)
+    assert "characters left out" in echo.output
+    assert (fail.state, fail.error) == (CallState.FAILED, "it broke")
+    assert json.loads(fail.input or "") == {"message": "it broke"}
+    assert bash.state is CallState.ABORTED
+    assert (bash.abort_source, bash.abort_reason) == ("user", "enough")
+    assert bash.stopped_at is not None
+    assert bash.requested_at <= bash.stopped_at <= (bash.ended_at or 0)
+    assert (bash.output or "").startswith("started")
+    assert json.loads(bash.input or "") == {"command": "echo started; sleep 30"}
+
+
+async def test_tether_ledger_lists_sessions_then_calls_with_filters(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Sessions first; a session's calls turn by turn with whole ids; `--state aborted`
+    keeps only the stopped call; `--json` carries every field."""
+    ledger = tmp_path / "ledger.sqlite"
+    sid = await _a_stopped_turn(ledger, workspace)
+    listing = tether("ledger", "--file", str(ledger))
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines()[0] == f"Ledger {ledger}: 1 sessions"
+    assert sid in listing.stdout
+    assert "aborted 1, failed 1, succeeded 1" in listing.stdout
+
+    calls = tether("ledger", sid[:14], "--file", str(ledger))
+    assert calls.returncode == 0, calls.stderr
+    text = calls.stdout
+    assert "stopped by user (enough) at " in text
+    assert "error: it broke" in text
+    assert 'input {"command": "echo started; sleep 30"}' in text
+
+    aborted = tether(
+        "ledger", sid, "--file", str(ledger), "--state", "aborted", "--json"
+    )
+    data = json.loads(aborted.stdout)
+    assert [c["tool"] for c in data["calls"]] == ["Bash"]
+    call = data["calls"][0]
+    assert call["call_id"] in text  # the whole id, as the text view shows it
+    assert call["abort_reason"] == "enough"
+    assert call["state"] == "aborted"
+
+
+def test_tether_ledger_without_a_file_says_where_it_looked(tether_home: Path) -> None:
+    """No ledger yet: one line naming the path and how to name another."""
+    proc = tether("ledger")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("tether: no ledger at ")
+    assert "--file" in proc.stderr
+
+
+def test_an_older_ledger_file_is_read_and_upgraded(tmp_path: Path) -> None:
+    """A file written before the added columns is read as it is, and gains them when a
+    runtime opens it for writing."""
+    from tether.runtime._ledger import Ledger, read_ledger_file
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE calls (seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT"
+        " NOT NULL, turn_id TEXT, call_id TEXT NOT NULL, tool TEXT, stop_class TEXT,"
+        " state TEXT NOT NULL, code TEXT, requested_at REAL, started_at REAL,"
+        " ended_at REAL, settled_at REAL, abort_source TEXT, abort_reason TEXT,"
+        " UNIQUE (session_id, call_id))"
+    )
+    db.execute(
+        "INSERT INTO calls (session_id, turn_id, call_id, tool, state, requested_at)"
+        " VALUES ('s', 't', 'c', 'Read', 'succeeded', 1.0)"
+    )
+    db.commit()
+    db.close()
+    path.chmod(0o600)
+    (old,) = read_ledger_file(path)
+    assert (old.call_id, old.input, old.output) == ("c", None, None)
+    Ledger(path).close()
+    columns = {
+        row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(calls)")
+    }
+    assert {"input", "output", "error", "stopped_at"} <= columns
