@@ -151,3 +151,19 @@ def test_an_older_ledger_file_is_read_and_upgraded(tmp_path: Path) -> None:
         row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(calls)")
     }
     assert {"input", "output", "error", "stopped_at"} <= columns
+
+
+def test_the_demo_tables_show_whole_call_ids_and_each_writes_file() -> None:
+    """On an 80-column output the demo's tables keep every call id whole, and each
+    write's row names its file."""
+    import re
+
+    proc = tether("demo", "turn", "--grace", "0.3", env={"COLUMNS": "80"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if "call_" in line]
+    assert rows
+    assert all(re.search(r"call_[0-9a-f]+-\d+ ", row) for row in rows), rows
+    assert not any("…" in row.split("│")[1] for row in rows if "│" in row)
+    table = proc.stdout.split("Ledger after turn.settled", 1)[1].splitlines()
+    writes = [row for row in table if "SlowWrite" in row]
+    assert ["approved.txt" in writes[0], "never.txt" in writes[1]] == [True, True]

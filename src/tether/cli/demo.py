@@ -3,6 +3,7 @@ demo turn`: one turn whose tools are stopped, then the abort report and the ledg
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -215,12 +216,25 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
                 "state": str(r.state),
                 "code": None if r.code is None else str(r.code),
                 "settled": r.settled,
+                "file": _file_of(r.input),
             }
             for r in ledger
         ],
         "outcomes": outcomes,
         "files_in_workspace": wrote,
     }
+
+
+def _file_of(recorded_input: str | None) -> str | None:
+    """The file a call names in its input (`path`, `file_path`), if any."""
+    try:
+        data = json.loads(recorded_input or "")
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    found = data.get("file_path", data.get("path"))
+    return found if isinstance(found, str) else None
 
 
 def _show(result: dict[str, Any]) -> None:
@@ -236,23 +250,31 @@ def _show(result: dict[str, Any]) -> None:
     table = Table(
         title=f"AbortReport (settled={report['settled']}, {report['elapsed_ms']} ms)"
     )
-    table.add_column("call")
+    # Whole call ids, never cut: they are what `tether ledger` and the log name.
+    width = max((len(r["call_id"]) for r in result["ledger"]), default=4)
+    table.add_column("call", no_wrap=True, min_width=width)
     table.add_column("tool")
     table.add_column("why it still runs")
     for p in report["pending"]:
         table.add_row(p["call_id"], p["tool"], p["why"])
     console.print(table)
-    ledger = Table(title="Ledger after turn.settled")
-    for column in ("call", "tool", "class", "state", "code", "settled"):
+    settled = all(r["settled"] for r in result["ledger"])
+    ledger = Table(
+        title="Ledger after turn.settled"
+        + (": every call settled" if settled else ": NOT every call settled")
+    )
+    ledger.add_column("call", no_wrap=True, min_width=width)
+    for column in ("tool", "file", "class", "state"):
         ledger.add_column(column)
     for r in result["ledger"]:
         ledger.add_row(
             r["call_id"],
             r["tool"],
+            r["file"] or "",
             r["stop_class"],
-            r["state"],
-            r["code"] or "",
-            str(r["settled"]),
+            r["state"]
+            if r["code"] in (None, "TOOL_ABORTED")
+            else (f"{r['state']} {r['code']}"),
         )
     console.print(ledger)
     console.print(
