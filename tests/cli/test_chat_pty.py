@@ -174,6 +174,9 @@ def test_chat_ctrl_c_at_the_empty_prompt_exits_and_resume_continues(
     )
     try:
         pty.expect(f"session {session_id}")
+        pty.expect("resumed: 2 messages, the last ones:")
+        pty.expect("you: hi")
+        pty.expect("agent: Hello from the script.")
         pty.expect("you:")
         pty.send("\x04")
         assert pty.wait() == 0

@@ -264,6 +264,8 @@ async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
             style="dim",
             markup=False,
         )
+        if resume_id:
+            _show_history(console, session)
         while True:
             try:
                 text = await lines.prompt_async("you: ")
@@ -274,3 +276,21 @@ async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
         console.print(
             f"bye: resume with tether chat --resume {session.id}", style="dim"
         )
+
+
+def _show_history(console: Console, session: AgentSession, last: int = 6) -> None:
+    """Print the end of a resumed session's transcript, one line per message."""
+    shown = [m for m in session.messages if m.role in ("user", "assistant")][-last:]
+    console.print(
+        f"resumed: {len(session.messages)} messages, the last ones:",
+        style="dim",
+        markup=False,
+    )
+    for message in shown:
+        text = " ".join(message.content.split())[:100]
+        calls = ", ".join(c.name for c in message.tool_calls)
+        who = "you" if message.role == "user" else "agent"
+        tail = (" [cut by a stop]" if message.cut else "") + (
+            f" [{calls}]" if calls else ""
+        )
+        console.print(f"  {who}: {text}{tail}", style="dim", markup=False)
