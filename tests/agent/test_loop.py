@@ -198,3 +198,41 @@ async def test_a_second_prompt_while_a_turn_runs_is_refused(
         with pytest.raises(UsageError):
             await h.session.prompt("two")
         await h.session.abort()
+
+
+class _Truncated:
+    """A model whose stream ends without finishing its step."""
+
+    name = "truncated"
+
+    def stream(self, request: Any) -> Any:
+        from contextlib import asynccontextmanager
+
+        from tether.models import TextDelta as Delta
+
+        @asynccontextmanager
+        async def cm() -> Any:
+            async def events() -> Any:
+                yield Delta("half")
+
+            yield events()
+
+        return cm()
+
+
+async def test_a_model_answer_that_ends_early_is_an_error_not_a_stop(
+    harness: Callable[..., Any],
+) -> None:
+    """A stream that ends without its step's end (and without a stop) ends the turn
+    with `error`, never `cancelled`; the text so far is kept, marked cut."""
+    async with harness(model=_Truncated()) as h:
+        ended = await h.session.prompt("go")
+    assert ended.stop_reason == "error"
+    assert (
+        ended.error == "the answer of truncated ended before it was complete; ask again"
+    )
+    assert h.session.messages[-1].to_json() == {
+        "role": "assistant",
+        "content": "half",
+        "cut": True,
+    }

@@ -332,6 +332,11 @@ class AgentSession:
                                 done = event
                             case _:
                                 pass
+                if done is None and not scope.cancel_called:
+                    raise ModelError(
+                        f"the answer of {self.agent.model.name} ended before it was"
+                        " complete; ask again"
+                    )
             except ModelError:
                 # The endpoint failed mid-answer: keep what it said, marked as cut.
                 if pieces:
