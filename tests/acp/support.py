@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,12 @@ from acp.schema import (
     RequestPermissionResponse,
     ToolCallUpdate,
 )
+
+from tether._jsonrpc import FdReceiveStream, FdSendStream
+from tether.acp import AcpServer
+from tether.acp._transport import LineTransport
+from tether.config import load_config, paths
+from tether.host._stdio import load_tool_refs
 
 Answer = Callable[[ToolCallUpdate], Awaitable[str | None]]
 """Picks a permission option id for a request, or None to answer `cancelled`."""
@@ -114,11 +121,77 @@ class Editor:
     async def open_session(
         self, cwd: Path, mcp_servers: Sequence[Any] | None = None
     ) -> str:
-        await self.conn.initialize(protocol_version=PROTOCOL_VERSION)
-        response = await self.conn.new_session(
-            cwd=str(cwd), mcp_servers=list(mcp_servers or [])
-        )
-        return response.session_id
+        return await _open_session(self.conn, cwd, mcp_servers)
+
+
+@attrs.define(eq=False)
+class Embedded:
+    """A client of a server running in this process on two OS pipes (faster to start
+    than a process; the server, transport and SDK client are the same)."""
+
+    conn: ClientSideConnection
+    recorder: Recorder
+    server: AcpServer
+
+    async def open_session(
+        self, cwd: Path, mcp_servers: Sequence[Any] | None = None
+    ) -> str:
+        return await _open_session(self.conn, cwd, mcp_servers)
+
+
+async def _open_session(
+    conn: ClientSideConnection, cwd: Path, mcp_servers: Sequence[Any] | None
+) -> str:
+    await conn.initialize(protocol_version=PROTOCOL_VERSION)
+    response = await conn.new_session(cwd=str(cwd), mcp_servers=list(mcp_servers or []))
+    return response.session_id
+
+
+@asynccontextmanager
+async def embedded(
+    model: str,
+    *,
+    answer: Answer = allow_once,
+    tools: Sequence[str] = (),
+    grace: float | None = None,
+) -> AsyncIterator[Embedded]:
+    """Serve `AcpServer` on OS pipes in this process, with `tether acp`'s ledger and
+    the tools `--tool` would give, and connect the SDK's client to it."""
+    config = load_config()
+    if grace is not None:
+        config = attrs.evolve(config, grace=grace)
+    recorder = Recorder(answer=answer)
+    to_server_r, to_server_w = os.pipe()
+    to_client_r, to_client_w = os.pipe()
+    try:
+        async with anyio.create_task_group() as tg:
+            server: AcpServer = await tg.start(
+                partial(
+                    AcpServer.serve,
+                    FdReceiveStream(to_server_r),
+                    FdSendStream(to_client_w),
+                    model=model,
+                    config=config,
+                    ledger=paths().state_dir / "sessions.sqlite",
+                    tools=load_tool_refs(tools) if tools else None,
+                )
+            )
+            transport = LineTransport(
+                FdReceiveStream(to_client_r), FdSendStream(to_server_w)
+            )
+            conn = ClientSideConnection(
+                recorder, transport, observers=[recorder.observe]
+            )
+            try:
+                yield Embedded(conn, recorder, server)
+            finally:
+                os.close(to_server_w)  # the editor quits: serve() returns
+                to_server_w = -1
+            await conn.close()
+    finally:
+        for fd in (to_server_r, to_server_w, to_client_r, to_client_w):
+            if fd >= 0:
+                os.close(fd)
 
 
 def write_script(path: Path, moves: Sequence[dict[str, Any]]) -> str:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from acp import RequestError, text_block
 from acp.schema import ToolCallUpdate
-from tests.acp.support import Editor, editor, write_script
+from tests.acp.support import Editor, Embedded, editor, embedded, write_script
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,7 @@ def _one_call(name: str, input: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _start_of(ed: Editor, title_prefix: str) -> str:
+def _start_of(ed: Editor | Embedded, title_prefix: str) -> str:
     for _, u in ed.recorder.updates:
         if u.session_update == "tool_call" and u.title.startswith(title_prefix):
             return str(u.tool_call_id)
@@ -37,7 +37,7 @@ def _start_of(ed: Editor, title_prefix: str) -> str:
 
 
 async def _prompt_then_cancel_when(
-    ed: Editor, sid: str, ready: Any
+    ed: Editor | Embedded, sid: str, ready: Any
 ) -> tuple[str, float, int]:
     """Prompt, cancel once `ready()` holds; return the stop reason, the seconds from
     the cancel to the answer, and the index of the answer among the frames."""
@@ -57,7 +57,7 @@ async def _prompt_then_cancel_when(
     return result["reason"], result["at"] - sent, result["index"]
 
 
-def _final_update_index(ed: Editor, call_id: str) -> int:
+def _final_update_index(ed: Editor | Embedded, call_id: str) -> int:
     """Where, among the frames, the call's final status went out."""
     for n, frame in enumerate(ed.recorder.frames):
         update = frame.get("params", {}).get("update", {})
@@ -69,7 +69,7 @@ def _final_update_index(ed: Editor, call_id: str) -> int:
     raise AssertionError(f"no final status for {call_id}")
 
 
-def _progress_says(ed: Editor, word: str) -> bool:
+def _progress_says(ed: Editor | Embedded, word: str) -> bool:
     return any(
         u.session_update == "tool_call_update"
         and u.content
@@ -85,7 +85,7 @@ async def test_cancel_during_a_hung_read_only_tool_answers_within_the_abort_boun
     """A read-only call that never returns is abandoned: `cancelled` comes within the
     abort bound, after the call's `failed` status, and the host was told (S2)."""
     model = write_script(tmp_path / "s.jsonl", _one_call("Hang", {"marker": "m.txt"}))
-    async with editor(model, tools=["tether.testing:Hang"]) as ed:
+    async with embedded(model, tools=["tether.testing:Hang"]) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, answered = await _prompt_then_cancel_when(
             ed, sid, lambda: _progress_says(ed, "started")
@@ -153,7 +153,7 @@ async def test_cancel_while_a_write_runs_answers_after_its_real_result_went_out(
         tmp_path / "s.jsonl",
         _one_call("SlowWrite", {"path": "out.txt", "text": "kept", "seconds": 1.0}),
     )
-    async with editor(model, tools=["tether.testing:SlowWrite"]) as ed:
+    async with embedded(model, tools=["tether.testing:SlowWrite"]) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, answered = await _prompt_then_cancel_when(
             ed, sid, lambda: _progress_says(ed, "started")
@@ -189,7 +189,7 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
         await release.wait()
         return None if editor_answers else "allow_once"
 
-    async with editor(model, answer=answer) as ed:
+    async with embedded(model, answer=answer) as ed:
         sid = await ed.open_session(workspace)
         result: dict[str, str] = {}
         answered = anyio.Event()
@@ -267,7 +267,7 @@ async def test_cancel_during_the_model_request_keeps_the_text_so_far(
             {"text": "Fresh start."},
         ],
     )
-    async with editor(model) as ed:
+    async with embedded(model) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, _ = await _prompt_then_cancel_when(
             ed, sid, lambda: ed.recorder.text() == "I was thinking"

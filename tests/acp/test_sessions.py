@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
-from tests.acp.support import editor, write_script
+from tests.acp.support import embedded, write_script
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ async def test_the_mcp_servers_of_session_new_are_the_sessions_tools(
     async def always(_: object) -> str:
         return "allow_always"
 
-    async with editor(model, answer=always) as ed:
+    async with embedded(model, answer=always) as ed:
         sid = await ed.open_session(workspace, [_time_server()])
         response = await ed.conn.prompt(session_id=sid, prompt=[text_block("time?")])
         assert response.stop_reason == "end_turn"
@@ -64,7 +64,7 @@ async def test_mcp_servers_tether_cannot_start_are_refused_at_session_new(
     """A server whose command does not exist, or one over SSE, makes `session/new` fail
     with a message naming it and saying what to do; the connection keeps serving."""
     model = write_script(tmp_path / "script.jsonl", [{"text": "hi"}])
-    async with editor(model) as ed:
+    async with embedded(model) as ed:
         await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
         missing = _time_server("gone", tmp_path / "no-such-server")
         with pytest.raises(RequestError) as broken:

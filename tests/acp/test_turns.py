@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, text_block
-from tests.acp.support import editor, write_script
+from tests.acp.support import embedded, write_script
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,7 @@ async def test_a_prompt_runs_tools_and_streams_every_status(
             {"text": "Done.", "chunks": ["Do", "ne."]},
         ],
     )
-    async with editor(model) as ed:
+    async with embedded(model) as ed:
         sid = await ed.open_session(workspace)
         response = await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
         assert response.stop_reason == "end_turn"
@@ -74,14 +74,14 @@ async def test_session_load_replays_the_transcript_from_the_ledger(
         ],
     )
     later = write_script(tmp_path / "later.jsonl", [{"text": "Still here."}])
-    async with editor(model) as ed:
+    async with embedded(model) as ed:
         sid = await ed.open_session(workspace)
         await ed.conn.prompt(session_id=sid, prompt=[text_block("read a.txt")])
         live = [
             (u.session_update, getattr(u, "status", None))
             for _, u in ed.recorder.updates
         ]
-    async with editor(later) as ed:
+    async with embedded(later) as ed:
         await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
         await ed.conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
         replayed = ed.recorder.updates
@@ -130,7 +130,7 @@ async def test_a_rejected_call_ends_permission_denied_and_the_turn_goes_on(
     async def reject(_: object) -> str:
         return "reject_once"
 
-    async with editor(model, answer=reject) as ed:
+    async with embedded(model, answer=reject) as ed:
         sid = await ed.open_session(workspace)
         response = await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
         assert response.stop_reason == "end_turn"
