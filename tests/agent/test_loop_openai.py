@@ -110,3 +110,33 @@ async def test_an_answer_cut_by_the_endpoint_ends_the_turn_and_keeps_its_text(
         "content": "Half an answer",
         "cut": True,
     }
+
+
+async def test_a_content_filter_stop_ends_the_turn_as_a_refusal(
+    harness: Callable[..., Any],
+) -> None:
+    """An answer the endpoint ends with `content_filter` ends the turn as `refusal`."""
+    from tether.testing import Reply
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "stub",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    refused = Reply(
+        chunks=(
+            chunk({"role": "assistant", "content": "I can"}),
+            chunk({}, "content_filter"),
+        )
+    )
+    async with ModelServer.open([refused]) as server:
+        model = model_for(server)
+        async with harness(model=model) as h:
+            ended = await h.session.prompt("go")
+        await model.aclose()
+    assert ended.stop_reason == "refusal"
+    assert ended.text == "I can"
