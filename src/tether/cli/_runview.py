@@ -28,10 +28,11 @@ def run_view() -> Iterator[Callable[[str], None]]:
         return
     import time
 
-    from rich.console import Console
     from rich.markup import escape
 
-    console = Console(highlight=False)
+    from .._term import rich_console
+
+    console = rich_console()
     with console.status("starting", spinner="dots") as status:
 
         def fancy(line: str) -> None:

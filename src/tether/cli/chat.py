@@ -239,11 +239,11 @@ class _Terminal:
 async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import create_input
-    from rich.console import Console
 
+    from .._term import rich_console
     from ..runtime import Agent, Runtime
 
-    console = Console(highlight=False)
+    console = rich_console()
     keys = create_input()
     terminal = _Terminal(console, keys)
     lines: PromptSession[str] = PromptSession()
