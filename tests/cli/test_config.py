@@ -126,3 +126,13 @@ def test_a_runtime_with_a_bad_tether_grace_is_refused_naming_it(
     with pytest.raises(UsageError, match=r"^TETHER_GRACE must be more than 0 seconds"):
         Runtime(workspace=tmp_path, tools=[])
     Runtime(workspace=tmp_path, tools=[], grace=1.0)
+
+
+def test_permissions_without_config_names_the_path_it_looked_at(
+    tether_home: Path,
+) -> None:
+    """`tether permissions` with no file says where the file would be."""
+    proc = tether("permissions")
+    assert proc.returncode == 0, proc.stderr
+    where = tether_home / "config" / "config.toml"
+    assert proc.stdout.splitlines()[0] == f"No config file at {where}: defaults only"

@@ -73,9 +73,13 @@ def _find_tool(name: str) -> Tool:
     )
 
 
-def _human(rules_view: dict[str, Any]) -> str:
+def _human(rules_view: dict[str, Any], looked_at: Path | None) -> str:
     source = rules_view["source"]
-    lines = [f"Rules from {source}" if source else "No config file: defaults only"]
+    lines = [
+        f"Rules from {source}"
+        if source
+        else f"No config file at {looked_at}: defaults only"
+    ]
     for kind in ("deny", "ask", "allow"):
         lines.append(f"{kind}:")
         lines.extend(f"  {rule}" for rule in rules_view[kind] or ["(none)"])
@@ -138,12 +142,13 @@ def permissions(
     from .._config import load_config
     from ..host._rules import PermissionRules
 
-    rules = PermissionRules.from_config(load_config())
+    config = load_config()
+    rules = PermissionRules.from_config(config)
     view = rules.to_json()
     if check_tool is None:
         if input_json is not None:
             raise UsageError("INPUT_JSON goes with --check TOOL")
-        echo_json(view) if as_json else click.echo(_human(view))
+        echo_json(view) if as_json else click.echo(_human(view, config.looked_at))
         return
     try:
         args = json.loads(input_json) if input_json else {}
