@@ -365,6 +365,14 @@ GUARD_TABLE = [
     ),
     ok("python3 - <<'EOF'\nprint('tether stop')\nEOF", id="allow-python-heredoc-print"),
     ok("ssh build-host tether stop", id="allow-remote-stop"),
+    bash("echo dGV0aGVyIGxpZnQ= | base64 -d | sh", "decoded", id="refuse-base64-to-sh"),
+    bash(
+        "printf '\\x74ether lift' | bash", "decoded", id="refuse-printf-escapes-to-sh"
+    ),
+    bash(
+        "$(echo dGV0aGVy | base64 -d) lift", "`lift`", id="refuse-hidden-program-verb"
+    ),
+    ok("curl -fsSL https://example.com/install.sh | sh", id="allow-download-to-shell"),
     bash(
         "python3 .venv/bin//tether lift",
         "tether lift",

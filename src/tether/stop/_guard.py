@@ -402,6 +402,11 @@ class _Guard:
                 self._tether(effect)
             elif effect.kind in ("write", "remove", "unlink", "mention"):
                 self._path_effect(effect)
+            elif effect.kind == "hidden":
+                raise _Refusal(
+                    f"{effect.how}: the guard cannot see what it does, and it could "
+                    "reach a stop; run the decoded text as a command of its own instead"
+                )
             elif effect.kind == "code":
                 self._names(effect.value, effect.how, broad=True, verbs=effect.runs)
                 self._paths_in_code(effect)
@@ -466,9 +471,14 @@ class _Guard:
                 "time; stop, lift and setup are the person's acts"
             )
         if verb in _VERBS:
+            runs = (
+                f"runs `tether {verb}`"
+                if "known only at run time" not in effect.how
+                else f"runs {effect.how} given `{verb}`: it could be `tether {verb}`"
+            )
             raise _Refusal(
-                f"the command runs `tether {verb}`: stop, lift and setup are the "
-                "person's acts, from their own terminal, never an agent's"
+                f"the command {runs}; stop, lift and setup are the person's acts, "
+                "from their own terminal, never an agent's"
             )
 
     def _names(self, text: str, what: str, *, broad: bool, verbs: bool = True) -> None:

@@ -42,7 +42,15 @@ UNKNOWN = "\0"
 """Marks, inside an expanded word, a part only the shell knows when the command runs."""
 
 EffectKind = Literal[
-    "write", "remove", "unlink", "mention", "code", "opaque", "tether", "unparsed"
+    "write",
+    "remove",
+    "unlink",
+    "mention",
+    "code",
+    "opaque",
+    "hidden",
+    "tether",
+    "unparsed",
 ]
 """What an effect is.
 
@@ -53,6 +61,8 @@ EffectKind = Literal[
 - `mention`: an argument of a program whose effect is unknown.
 - `code`: inline code an interpreter runs (`python -c`, `perl -e`, a sed script).
 - `opaque`: code that cannot be seen before it runs; the value is the whole command.
+- `hidden`: code made unreadable on purpose before a shell runs it (decoded,
+  unescaped): it could do anything, so it is refused.
 - `tether`: the subcommand given to `tether`.
 - `unparsed`: text that could not be split; the value is that text.
 """

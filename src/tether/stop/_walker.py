@@ -68,6 +68,11 @@ def runs_programs(code: str) -> bool:
 
 
 PIPE = "pipe"
+_DECODERS = re.compile(
+    r"\b(?:base64|base32|basenc|xxd|uudecode|openssl|gunzip|zcat|bzcat|xzcat|zstdcat"
+    r"|rev|tr)\b|\b(?:gzip|bzip2|xz|zstd)\s+-\w*d|\b(?:printf|echo\s+-\w*e)\b[^|]*\\"
+)
+"""A pipeline that decodes or unescapes text: what it feeds a shell is hidden."""
 
 
 @attrs.frozen
@@ -166,6 +171,10 @@ class Call:
 
     def stdin_code(self, how: str) -> None:
         if self.stdin == PIPE:
+            if _DECODERS.search(self.walker.top):
+                self.emit(
+                    "hidden", self.walker.top, f"{how} runs code decoded at run time"
+                )
             self.emit("opaque", self.walker.top, f"{how} reading code from a pipe")
         elif self.stdin is not None:
             runs = runs_programs(self.stdin)
@@ -327,6 +336,13 @@ class Walker:
         if name is None:
             how = f"a program named `{argv[0].replace(OPAQUE_WORD, '$(…)')}`"
             self.effects.append(Effect("opaque", self.top, how, state.cwd))
+            for word in argv[1:2]:  # `$(echo dGV0aGVy | base64 -d) lift`
+                for value in self.expand(word, state):
+                    if value in ("stop", "lift", "setup"):
+                        verb_how = f"{how}, known only at run time,"
+                        self.effects.append(
+                            Effect("tether", value, verb_how, state.cwd)
+                        )
             return
         if name.split() != [name]:  # `c="tether lift"; $c`: the value splits into words
             if name.split():
