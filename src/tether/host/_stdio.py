@@ -66,7 +66,9 @@ __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 _BUILTIN_MODULE = "tether.host.tools"
 EOF_DRAIN = 5.0
 """Seconds the host lets calls in flight finish after stdin closes."""
-PROGRESS_BACKLOG = 1024 * 1024
+READY_BOUND = 60.0
+"""Seconds the runtime waits for a starting host to answer `host.ready`."""
+PROGRESS_BACKLOG = 256 * 1024
 """Bytes of frames waiting to be written above which progress output is not sent."""
 
 
@@ -212,7 +214,11 @@ async def serve_stdio(
     conn = Connection(
         FdReceiveStream(0),
         FdSendStream(proto_fd),
-        inline={"tools.execute": execute, "tools.abort": abort},
+        inline={
+            "tools.execute": execute,
+            "tools.abort": abort,
+            "host.ready": lambda params: {"ready": True},
+        },
     )
     async with anyio.create_task_group() as tg:
         await tg.start(core.serve)
@@ -349,6 +355,21 @@ class StdioHostClient:
                 await tg.start(conn.serve)
                 tg.start_soon(watch)
                 try:
+                    # Readiness is explicit: a stop sent while the host still starts
+                    # would wait for its start-up, so the block begins once it answers.
+                    try:
+                        with anyio.fail_after(READY_BOUND):
+                            await conn.request("host.ready", {})
+                    except RpcError as exc:
+                        raise UsageError(
+                            f"the stdio host did not start ({exc.message}); "
+                            "its error output above says why"
+                        ) from None
+                    except TimeoutError:
+                        raise UsageError(
+                            f"the stdio host did not answer within {READY_BOUND:g} s "
+                            "of its start; its error output above says why"
+                        ) from None
                     yield cls(conn, process, host_id)
                 finally:
                     closing = True
