@@ -167,3 +167,25 @@ def test_the_demo_tables_show_whole_call_ids_and_each_writes_file() -> None:
     table = proc.stdout.split("Ledger after turn.settled", 1)[1].splitlines()
     writes = [row for row in table if "SlowWrite" in row]
     assert ["approved.txt" in writes[0], "never.txt" in writes[1]] == [True, True]
+
+
+async def test_a_call_refused_after_the_stop_is_recorded_with_why_and_when(
+    workspace: Path,
+) -> None:
+    """A call asked for after the turn's stop never starts; its record still says who
+    stopped the turn, when, and the error the caller saw."""
+    from tether.testing import Echo
+
+    async with Runtime(workspace=workspace, tools=[Echo]) as runtime:
+        session = runtime.session()
+        async with session.turn() as turn:
+            await session.abort(reason="done for today")
+            with pytest.raises(ToolAborted) as caught:
+                await turn.call("Echo", {"text": "late"})
+        (record,) = session.ledger_calls()
+    assert record.state is CallState.ABORTED
+    assert record.error == str(caught.value)
+    assert record.error.startswith("not started: the turn was stopped by user")
+    assert (record.abort_source, record.abort_reason) == ("user", "done for today")
+    assert record.stopped_at is not None
+    assert record.stopped_at <= (record.ended_at or 0)

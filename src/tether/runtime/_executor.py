@@ -167,6 +167,7 @@ class Executor:
         """Record a call asked for after the turn's stop: it never starts (S10)."""
         now = time.time()
         record = _record(key, turn_id, stop_class, CallState.ABORTED, now)
+        refused = ToolAborted(f"not started: the turn was {stop}", call_id=key.call_id)
         self.ledger.add(
             attrs.evolve(
                 record,
@@ -175,9 +176,10 @@ class Executor:
                 settled_at=now,
                 abort_source=stop.source,
                 abort_reason=stop.reason,
+                **outcome_columns(refused, stop),
             )
         )
-        return ToolAborted(f"not started: the turn was {stop}", call_id=key.call_id)
+        return refused
 
     async def send(self, call: ActiveCall, input: object) -> None:
         """Send `tools.execute` for a registered call; a failed send fails the call."""
