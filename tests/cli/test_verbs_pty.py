@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.stop import AGENT_MARKERS, SetupRecord
+from tether.stop import AGENT_MARKERS, SetupRecord, StopStore
 from tether.stop._setup import save_setup
 
 _MARKERS_UNSET = ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", *AGENT_MARKERS)
@@ -139,12 +139,14 @@ def test_verbs_caller_refused_in_an_agent_session_even_with_a_terminal(
 @pytest.mark.rule("verbs-caller")
 def test_verbs_caller_status_needs_no_terminal_and_has_the_spec_shape() -> None:
     """`status --json` runs without a terminal, exit 0, with exactly the spec's keys."""
+    StopStore.from_setup()  # what a run's first reading makes: the account's own store
     status = _status()
     assert status == {
         "outcome": "CLEAR",
         "reason": None,
         "set_by_uid": None,
         "set_at": None,
+        "stop_reason": None,
         "folder": None,
         "not_honoured": [],
         "runs": [],

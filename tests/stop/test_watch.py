@@ -97,11 +97,13 @@ def test_read_outcomes_setup_rewritten_with_the_same_choice_does_not_hold() -> N
 def test_read_outcomes_home_missing_holds(
     tether_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the account's home gone, the own store cannot be looked at: HOLD."""
+    """With the account's home gone, the own store cannot be looked at: HOLD, saying
+    the account was never set up and what to run."""
     monkeypatch.setenv("TETHER_HOME", str(tether_home / "gone"))
     reading = StopStore.from_setup().read()
     assert reading.outcome is ReadOutcome.HOLD
-    assert "cannot be found" in (reading.reason or "")
+    assert "never set up" in (reading.reason or "")
+    assert "`tether setup`" in (reading.reason or "")
 
 
 @pytest.mark.rule("read-outcomes")

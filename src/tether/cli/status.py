@@ -28,12 +28,12 @@ def status(as_json: bool) -> None:
       tether status --json | jq -r .outcome
     """
     from ..errors import StoreError
-    from ..stop import ReadOutcome, StopReading, StopStore, setup_path
+    from ..stop import ReadOutcome, StopReading, StopStore, setup_path, stop_reason
     from ..stop._render import binding_lines, emit, reading_lines, status_json
 
     store: StopStore | None = None
     try:
-        store = StopStore.from_setup()
+        store = StopStore.from_setup(create=False)
         reading = store.read()
     except StoreError as exc:
         # A broken setup record is a reason to hold, and status reports it.
@@ -46,10 +46,11 @@ def status(as_json: bool) -> None:
     from ..runs import account_runs
 
     runs = account_runs()
+    why = stop_reason(reading)  # display only: read after the judgment, bounded
     if as_json:
-        echo_json({**status_json(reading), "runs": runs})
+        echo_json({**status_json(reading, why), "runs": runs})
         return
-    lines = reading_lines(reading)
+    lines = reading_lines(reading, why)
     if store is not None:
         lines += binding_lines(store)
     shown = ", ".join(f"{r['id']} {r['state']}" for r in runs) or "none"

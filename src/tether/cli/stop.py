@@ -24,9 +24,9 @@ def stop(reason: str | None) -> None:
       tether stop
       tether stop --reason "leaving for the weekend"
     """
-    from ..stop import check_caller, set_stop
+    from ..stop import check_caller, set_stop, stop_reason
     from ..stop._render import emit, reading_lines
 
     check_caller("stop")
     reading = set_stop(reason)
-    emit([("fail", "stop set"), *reading_lines(reading)])
+    emit([("fail", "stop set"), *reading_lines(reading, stop_reason(reading))])

@@ -73,10 +73,12 @@ __all__ = (
     "protected_paths",
     "set_stop",
     "setup_path",
+    "stop_reason",
     "unbind_accounts",
 )
 
 _WHERE = {
+    "stop_reason": "_reason",
     "Board": "_board",
     "build_board": "_board",
     "choose_setup": "_board",

@@ -52,8 +52,9 @@ def _who(uid: int | None) -> str:
         return f"uid {uid}"
 
 
-def reading_lines(reading: StopReading) -> list[Line]:
-    """The reading as the board and `tether status` show it."""
+def reading_lines(reading: StopReading, stop_reason: str | None = None) -> list[Line]:
+    """The reading as the board and `tether status` show it (with the person's
+    `--reason` when the caller read it)."""
     lines: list[Line] = []
     match reading.outcome:
         case ReadOutcome.CLEAR:
@@ -63,6 +64,8 @@ def reading_lines(reading: StopReading) -> list[Line]:
             assert reading.ctime is not None
             lines.append(("fail", f"STOPPED: stop at {reading.stop_path}"))
             lines.append(("info", f"  set by {_who(reading.set_by_uid)}"))
+            if stop_reason is not None:
+                lines.append(("info", f"  reason {stop_reason}"))
             lines.append(("info", f"  set at {reading.set_at.isoformat()} (mtime)"))
             lines.append(("info", f"  changed {reading.ctime.isoformat()} (ctime)"))
             lines.append(("info", f"  links {reading.nlink}"))
@@ -87,7 +90,9 @@ def binding_lines(store: StopStore) -> list[Line]:
     ]
 
 
-def status_json(reading: StopReading) -> dict[str, object]:
+def status_json(
+    reading: StopReading, stop_reason: str | None = None
+) -> dict[str, object]:
     """`tether status --json`: exactly the shape of spec 02."""
     stopped = reading.outcome is ReadOutcome.STOPPED
     return {
@@ -95,6 +100,7 @@ def status_json(reading: StopReading) -> dict[str, object]:
         "reason": reading.reason if reading.outcome is ReadOutcome.HOLD else None,
         "set_by_uid": reading.set_by_uid if stopped else None,
         "set_at": reading.set_at.isoformat() if stopped and reading.set_at else None,
+        "stop_reason": stop_reason if stopped else None,
         "folder": None if reading.folder is None else str(reading.folder),
         "not_honoured": [
             {"path": str(n.path), "owner_uid": n.owner_uid, "why": n.why}

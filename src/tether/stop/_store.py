@@ -72,6 +72,44 @@ def _ensure_own_store(person_uid: int) -> None:
             return
 
 
+def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
+    """A reading of the account's own store where its folders are not there yet.
+
+    With the home there, a reading that would make the store (`made`: a run's, a
+    verb's) reads it; a display-only one (`tether status`) makes nothing and says what
+    a run would find: no stop, as nothing can stand in a folder that is not there. With
+    the home itself missing, nothing can be made: HOLD, saying the account was never
+    set up and what to run.
+    """
+    if reading.outcome is not ReadOutcome.HOLD or place.folder is not None:
+        return reading
+    if "cannot be found" not in (reading.reason or ""):
+        return (
+            reading  # only a missing folder, never a hung or broken one, is looked at
+        )
+    home = account_home()
+    if os.path.isdir(home) and not made and place.person_uid == os.geteuid():
+        return attrs.evolve(
+            reading,
+            outcome=ReadOutcome.CLEAR,
+            reason=None,
+            notes=(
+                *reading.notes,
+                f"no stop store yet at {place.uid_dir}: the first run or "
+                "`tether stop` makes it",
+            ),
+        )
+    if os.path.lexists(home):
+        return reading
+    return attrs.evolve(
+        reading,
+        reason=(
+            f"this account was never set up ({home} does not exist): run "
+            "`tether setup` to make it, then `tether stop` sets a stop"
+        ),
+    )
+
+
 def place_of(record: SetupRecord) -> Place:
     """Where the stop of `record` is read."""
     return Place(
@@ -157,14 +195,22 @@ class StopStore:
     """The system binding of this account, if it is bound."""
     system_dir: Path | None = None
     """Where the system binding is read (a constant; tests pass their own)."""
+    made: bool = True
+    """False for a display-only store (`tether status`) that makes no folder."""
 
     @classmethod
     def from_setup(
-        cls, record: SetupRecord | None = None, *, system_dir: Path | None = None
+        cls,
+        record: SetupRecord | None = None,
+        *,
+        system_dir: Path | None = None,
+        create: bool = True,
     ) -> StopStore:
         """Build the store of this account: the system binding first, then its setup.
 
-        With the own store, its directories are made when the account's home exists.
+        With the own store and `create`, its directories are made when the account's
+        home exists; a read for display only (`tether status`) passes `create=False`
+        and changes nothing on disk.
         A bound account whose own record is broken still reads the bound stop (the
         broken record holds); so does one whose install it could change.
 
@@ -189,12 +235,18 @@ class StopStore:
             holds.append(str(exc))
         own = None
         if rec is not None:
-            if rec.folder is None:
+            if rec.folder is None and create:
                 _ensure_own_store(rec.person_uid)
             own = place_of(rec)
         if binding is None:
             assert own is not None
-            return cls(place=own, record=rec, holds=tuple(holds), system_dir=system_dir)
+            return cls(
+                place=own,
+                record=rec,
+                holds=tuple(holds),
+                system_dir=system_dir,
+                made=create,
+            )
         first = bound_place(binding)
         also = () if own is None or own.stop_path == first.stop_path else (own,)
         if (
@@ -208,6 +260,7 @@ class StopStore:
             holds=tuple(holds),
             binding=binding,
             system_dir=system_dir,
+            made=create,
         )
 
     @property
@@ -217,7 +270,10 @@ class StopStore:
 
     def read(self) -> StopReading:
         """Read the stop now, with every check; never raises."""
-        readings = [read_place(place).reading for place in self.places]
+        readings = [
+            _unmade(read_place(place).reading, place, self.made)
+            for place in self.places
+        ]
         return combine(self.place, readings, self.holds)
 
     def watch(self) -> StopWatch:

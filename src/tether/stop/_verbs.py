@@ -31,7 +31,7 @@ from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_f
 from ._lifts import LiftRecord, append_lift, now_utc
 from ._mounts import plan
 from ._read import ReadOutcome, StopReading, _kind, within_bound
-from ._setup import MAX_STOP_SIZE, STOP_NAME, SetupRecord, load_setup
+from ._setup import MAX_STOP_SIZE, STOP_NAME, SetupRecord, account_home, load_setup
 from ._store import StopStore, _ensure_own_store
 
 __all__ = ("AGENT_MARKERS", "LiftResult", "check_caller", "lift_stop", "set_stop")
@@ -100,6 +100,12 @@ def _open_checked(
 ) -> int:
     """Walk to the person's uid directory as a read does; return its descriptor."""
     if record.folder is None:
+        home = account_home()
+        if not home.is_dir():
+            raise StoreError(
+                f"{failed}: {home} does not exist, so this account was never set up: "
+                "run `tether setup` (it makes the folder), then try again"
+            )
         _ensure_own_store(record.person_uid)
     try:
         folder_fd = open_folder(record.store_dir, record.person_uid, progress=progress)

@@ -1,0 +1,116 @@
+"""What a new account sees of the recorded stop: a home never set up is named as such,
+a read changes nothing on disk, and the person's reason is shown, never judged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.stop import AGENT_MARKERS, StopStore, set_stop, stop_reason
+from tether.stop._reason import REASON_LIMIT
+from tether.stop._setup import STOP_NAME
+
+_MARKERS = ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", *AGENT_MARKERS)
+
+
+def _tether(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in _MARKERS}
+    env["TETHER_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_status_of_a_home_that_does_not_exist_says_never_set_up_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "not-yet"
+    done = _tether("status", home=home)
+    assert done.returncode == 0, done.stderr
+    assert "never set up" in done.stdout
+    assert "`tether setup`" in done.stdout
+    assert "is gone" not in done.stdout
+    data = json.loads(_tether("status", "--json", home=home).stdout)
+    assert data["outcome"] == "HOLD"
+    assert "tether setup" in data["reason"]
+    assert not home.exists()
+
+
+def test_status_of_a_fresh_home_reads_clear_and_makes_no_folder(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "fresh"
+    home.mkdir(mode=0o700)
+    data = json.loads(_tether("status", "--json", home=home).stdout)
+    assert data["outcome"] == "CLEAR"
+    assert _tree(home) == []
+    text = _tether("status", home=home).stdout
+    assert "no stop store yet" in text
+
+
+def test_stop_in_a_home_that_does_not_exist_names_tether_setup(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tether_home / "not-yet"
+    monkeypatch.setenv("TETHER_HOME", str(missing))
+    with pytest.raises(Exception, match=r"never set up: run `tether setup`") as caught:
+        set_stop("lunch")
+    assert "NOT set" in str(caught.value)
+    assert not missing.exists()
+
+
+def test_status_shows_the_persons_reason_and_json_carries_it_as_stop_reason(
+    tether_home: Path,
+) -> None:
+    set_stop("deploy freeze\x1b[31m until\tMonday")
+    text = _tether("status", home=tether_home).stdout
+    assert "reason deploy freeze [31m until Monday" in text
+    data = json.loads(_tether("status", "--json", home=tether_home).stdout)
+    assert data["outcome"] == "STOPPED"
+    assert data["stop_reason"] == "deploy freeze [31m until Monday"
+    assert data["reason"] is None  # "reason" keeps its meaning: why a HOLD
+
+
+def test_stop_reason_is_null_without_a_reason_and_when_not_stopped(
+    tether_home: Path,
+) -> None:
+    assert (
+        json.loads(_tether("status", "--json", home=tether_home).stdout)["stop_reason"]
+        is None
+    )
+    set_stop(None)
+    data = json.loads(_tether("status", "--json", home=tether_home).stdout)
+    assert data["outcome"] == "STOPPED"
+    assert data["stop_reason"] is None
+
+
+def test_stop_reason_is_bounded_and_a_rewritten_file_never_changes_the_outcome(
+    tether_home: Path,
+) -> None:
+    reading = set_stop("x" * 5000)
+    shown = stop_reason(reading)
+    assert shown is not None
+    assert len(shown) == REASON_LIMIT
+    assert shown.endswith("…")
+    # Bytes that are not what `tether stop` writes: no reason shown, still STOPPED.
+    stop = reading.stop_path
+    assert stop.name == STOP_NAME
+    stop.write_bytes(b"\xff\xfe not json")
+    again = StopStore.from_setup().read()
+    assert str(again.outcome) == "STOPPED"
+    assert stop_reason(again) is None
