@@ -16,10 +16,10 @@ import anyio
 
 from .._config import paths
 from .._ids import new_id
-from ..errors import UsageError
+from ..errors import TetherError, UsageError
 from ..stop import StopStore
 from ._digest import write_digest
-from ._plan import load_plan
+from ._plan import Plan, load_plan
 from ._run import ExitCode, Run
 from ._store import open_store, store_url
 from ._takeover import prepare_takeover
@@ -66,12 +66,7 @@ async def run_plan(
             plan_path = Path(row.plan)
         assert plan_path is not None
         plan = load_plan(plan_path)
-        for stage in plan.stages:
-            if stage.agent is None:
-                raise UsageError(
-                    f"{plan.path}: stage {stage.name!r}: the builtin agent is not in "
-                    "this build yet; give a command line as agent"
-                )
+        check_models(plan)
         store = open_store(store_url(store_option, plan.store))
         for item in plan.items:
             store.add_item(item.id, item.brief)
@@ -117,6 +112,24 @@ async def run_plan(
     finally:
         if store is not None:
             store.close()
+
+
+def check_models(plan: Plan) -> None:
+    """Refuse at the start a builtin stage whose model cannot be used.
+
+    Raises:
+        UsageError: the model spec or its script is wrong; the line says which stage.
+    """
+    from ..models import model_from_spec
+
+    for stage in plan.stages:
+        if stage.agent is None and stage.model is not None:
+            try:
+                model_from_spec(stage.model)
+            except TetherError as exc:
+                raise UsageError(
+                    f"{plan.path}: stage {stage.name!r}: the model cannot be used: {exc}"
+                ) from None
 
 
 async def _execute(run: Run, handle_sigint: bool) -> ExitCode:

@@ -187,7 +187,7 @@ class _Reader:
                 )
 
 
-def _stage(reader: _Reader, raw: object, index: int) -> Stage:
+def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
     field = f"stage[{index}]"
     if not isinstance(raw, dict):
         raise reader.fail(field, "must be a table ([[stage]])")
@@ -222,6 +222,10 @@ def _stage(reader: _Reader, raw: object, index: int) -> Stage:
                 table="stage",
                 index=index,
             )
+        kind, _, rest = model.partition(":")
+        if kind == "scripted" and rest and not Path(rest).is_absolute():
+            # A script named in the plan is found beside the plan, wherever the run starts.
+            model = f"scripted:{path.resolve().parent / rest}"
         return Stage(name=name, agent=None, model=model, timeout=timeout)
     if (
         not isinstance(agent, list)
@@ -323,7 +327,7 @@ def load_plan(path: Path) -> Plan:
         raise reader.fail(
             "stage", "the plan needs at least one [[stage]] with a name and an agent"
         )
-    stages = tuple(_stage(reader, raw, i) for i, raw in enumerate(stages_raw))
+    stages = tuple(_stage(reader, raw, i, path) for i, raw in enumerate(stages_raw))
     names = [s.name for s in stages]
     for i, name in enumerate(names):
         if name in names[:i]:

@@ -30,6 +30,7 @@ import attrs
 
 from ..stop import ReadOutcome, StopReading, StopWatch
 from ._agents import AgentOutcome, expand, run_command_agent
+from ._builtin import run_builtin_agent
 from ._lanes import (
     GitFailed,
     SaveFailed,
@@ -287,17 +288,25 @@ class Run:
 
     async def _call(self, lane: _Lane, index: int) -> AgentOutcome:
         stage = self.plan.stages[index]
-        assert stage.agent is not None  # builtin stages are refused at the start
         brief = self._brief(lane.row.item)
-        argv = expand(
-            stage.agent, {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
-        )
 
         def on_call(call: anyio.CancelScope | None) -> None:
             lane.call = call
             if call is not None:
                 crash_point("stage")
 
+        if stage.agent is None:
+            assert stage.model is not None  # the plan requires a model for builtin
+            return await run_builtin_agent(
+                stage.model,
+                brief,
+                cwd=lane.worktree,
+                log=self._log_path(lane.row.id),
+                on_call=on_call,
+            )
+        argv = expand(
+            stage.agent, {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
+        )
         return await run_command_agent(
             argv,
             cwd=lane.worktree,
