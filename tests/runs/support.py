@@ -108,13 +108,21 @@ def tether(
 
 
 def wait_for(
-    check: Callable[[], bool], *, timeout: float = 30.0, what: str = ""
+    check: Callable[[], bool],
+    *,
+    timeout: float = 30.0,
+    what: str = "",
+    explain: Callable[[], object] | None = None,
 ) -> None:
-    """Poll `check` until true; fail after `timeout` seconds (a bound, never a hope)."""
+    """Poll `check` until true; fail after `timeout` seconds (a bound, never a hope).
+
+    `explain` adds what it returns to the failure (the ledger, say).
+    """
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
+            more = f": {explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out waiting for {what or check}{more}")
         time.sleep(0.02)
 
 

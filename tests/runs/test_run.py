@@ -242,11 +242,20 @@ def test_hold_lets_nothing_go_and_moves_nothing_until_the_read_is_clear(
     uid_dir = StopStore.from_setup().place.uid_dir
     uid_dir.chmod(0o770)
     store = open_default_store()
-    wait_for(lambda: store.run(run).state is RunState.HELD, what="held")  # type: ignore[union-attr]
+
+    def ledger() -> object:
+        return [(e.kind, e.detail) for e in store.events(run)]
+
+    wait_for(
+        lambda: store.run(run).state is RunState.HELD,  # type: ignore[union-attr]
+        what="held",
+        explain=ledger,
+    )
     (marks / "go").touch()
     wait_for(
         lambda: sum(1 for k, _ in kinds(store, run) if k == "receipt") == 2,
         what="both receipts",
+        explain=ledger,
     )
     # Held: both claims kept, no review stage started, lanes still there.
     assert len(store.claims(run)) == 2
@@ -258,7 +267,7 @@ def test_hold_lets_nothing_go_and_moves_nothing_until_the_read_is_clear(
     hold = next(e for e in store.events(run) if e.kind == "hold")
     assert "writ" in hold.detail
     uid_dir.chmod(0o700)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=60) == 0, ledger()
     assert [i.state for i in store.items()] == ["done", "done"]
     assert ("hold-ended", None) in kinds(store, run)
 

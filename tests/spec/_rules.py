@@ -41,6 +41,8 @@ RULES: dict[str, str] = {
     "hold": "HOLD makes no move and lets nothing go",
     "restart-path": "a dead run is found; its worktrees saved first; a take-over loses nothing",
     "ctrl-c": "first Ctrl-C halts in order; the second kills every agent tree, saves, exits 130",
+    "usage-window": "a usage limit is a wait for the reset, not a stop; nothing released",
+    "digest": "a run writes the dated digest into the person's directory",
     "status-runs": "tether status lists this account's runs with their state",
     # spec 04: the ACP server
     "acp-cancel": "session/prompt answers cancelled only once settled, final statuses first",

@@ -16,6 +16,7 @@ import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import final
 
@@ -24,8 +25,16 @@ import attrs
 
 from .._env import TetherEnv
 from ..host._proctree import run_command
+from ._plan import Stage
 
-__all__ = ("AgentOutcome", "expand", "run_command_agent")
+__all__ = (
+    "WINDOW_SHARE",
+    "AgentOutcome",
+    "expand",
+    "run_command_agent",
+    "usage_reset",
+    "window_reset",
+)
 
 _PLACEHOLDER = re.compile(r"\{(brief|lane|item)\}")
 _TAIL = 4000
@@ -61,6 +70,8 @@ class AgentOutcome:
     """The start and the end of its output."""
     killed: bool = False
     """The run killed its tree (a second Ctrl-C)."""
+    rate_limits: tuple[tuple[str, str], ...] = ()
+    """The rate-limit headers of the model's latest answer (builtin stages)."""
 
 
 async def run_command_agent(
@@ -120,3 +131,72 @@ async def run_command_agent(
     if outcome.timed_out:
         tail += f"\ntether: the agent ran past its {timeout} s and was killed\n"
     return AgentOutcome(exit_status=outcome.returncode, log_tail=tail)
+
+
+def usage_reset(stage: Stage, outcome: AgentOutcome, now: float) -> float | None:
+    """When a failed agent said it hit a usage limit: the time its window resets.
+
+    The stage's `usage_limit` pattern is searched in the log tail; a named group
+    `reset` holding a Unix time or an ISO 8601 time gives the reset, else the stage's
+    `usage_wait` seconds from now. None when the call did not hit a limit.
+    """
+    if outcome.exit_status == 0 or stage.usage_limit is None:
+        return None
+    found = re.search(stage.usage_limit, outcome.log_tail)
+    if found is None:
+        return None
+    text = found.groupdict().get("reset")
+    if text:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            pass
+        else:
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            return when.timestamp()
+    return now + stage.usage_wait
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+WINDOW_SHARE = 0.95
+"""A model account at this share of its usage window waits for the reset."""
+
+
+def _seconds(text: str) -> float | None:
+    """`6m0s`, `1.5s`, `20ms`, `3` (seconds) -> seconds; None when unreadable."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def window_reset(headers: tuple[tuple[str, str], ...], seen_at: float) -> float | None:
+    """When an endpoint's answer says its window is at 95 % or more: the reset time.
+
+    Reads `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (OpenAI's names);
+    the later reset of the windows that are used up counts. None when no window is.
+    """
+    got = {name.lower(): value for name, value in headers}
+    resets: list[float] = []
+    for kind in ("requests", "tokens"):
+        try:
+            limit = float(got[f"x-ratelimit-limit-{kind}"])
+            remaining = float(got[f"x-ratelimit-remaining-{kind}"])
+        except (KeyError, ValueError):
+            continue
+        if limit <= 0 or (limit - remaining) / limit < WINDOW_SHARE:
+            continue
+        after = _seconds(got.get(f"x-ratelimit-reset-{kind}", ""))
+        resets.append(seen_at + (after if after is not None else 60.0))
+    return max(resets) if resets else None

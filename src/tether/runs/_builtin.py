@@ -79,4 +79,8 @@ async def run_builtin_agent(
         if ended.error:
             write(f"tether: {ended.error}\n")
     status = 0 if ended.stop_reason == "end_turn" else 1
-    return AgentOutcome(exit_status=status, log_tail="".join(tail)[-_TAIL:])
+    return AgentOutcome(
+        exit_status=status,
+        log_tail="".join(tail)[-_TAIL:],
+        rate_limits=tuple(session.rate_limits.items()),
+    )

@@ -28,7 +28,9 @@ _KNOWN_PLACEHOLDERS = frozenset({"brief", "lane", "item"})
 _TOP_KEYS = frozenset(
     {"repo", "lanes", "store", "stage", "item", "poll", "heartbeat", "lease"}
 )
-_STAGE_KEYS = frozenset({"name", "agent", "model", "timeout"})
+_STAGE_KEYS = frozenset(
+    {"name", "agent", "model", "timeout", "usage_limit", "usage_wait"}
+)
 _ITEM_KEYS = frozenset({"id", "brief"})
 
 
@@ -63,6 +65,11 @@ class Stage:
     """The model of a `builtin` stage (`scripted:<file>` or `openai:<model>`)."""
     timeout: float | None = None
     """Seconds the agent may run; None: no limit."""
+    usage_limit: str | None = None
+    """A pattern that, found in a failed agent's output, means it hit a usage limit;
+    a named group `reset` may hold the reset time (Unix or ISO 8601)."""
+    usage_wait: float = 300.0
+    """Seconds to wait for the usage window when the output names no reset time."""
 
 
 @final
@@ -248,7 +255,33 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
                     table="stage",
                     index=index,
                 )
-    return Stage(name=name, agent=tuple(agent), model=model, timeout=timeout)
+    limit = raw.get("usage_limit")
+    if limit is not None:
+        try:
+            re.compile(limit)
+        except (re.error, TypeError) as exc:
+            raise reader.fail(
+                f"{field}.usage_limit",
+                f"must be a regular expression ({exc})",
+                table="stage",
+                index=index,
+            ) from None
+    wait = reader.number(
+        raw,
+        "usage_wait",
+        300.0,
+        field=f"{field}.usage_wait",
+        table="stage",
+        index=index,
+    )
+    return Stage(
+        name=name,
+        agent=tuple(agent),
+        model=model,
+        timeout=timeout,
+        usage_limit=limit,
+        usage_wait=wait,
+    )
 
 
 def _item(reader: _Reader, raw: object, index: int, seen: set[str]) -> Item:

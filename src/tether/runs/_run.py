@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import assert_never, final
 
@@ -29,7 +31,13 @@ import anyio
 import attrs
 
 from ..stop import ReadOutcome, StopReading, StopWatch
-from ._agents import AgentOutcome, expand, run_command_agent
+from ._agents import (
+    AgentOutcome,
+    expand,
+    run_command_agent,
+    usage_reset,
+    window_reset,
+)
 from ._builtin import run_builtin_agent
 from ._lanes import (
     GitFailed,
@@ -119,6 +127,8 @@ class Run:
     _inherit: list[LaneRow] = attrs.field(factory=list)
     _failed: bool = False
     _any_held: bool = False
+    _windows: dict[str, float] = attrs.field(factory=dict)
+    """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
 
     @property
     def halting(self) -> bool:
@@ -331,12 +341,23 @@ class Run:
         return ""
 
     async def _stages(self, lane: _Lane) -> None:
-        for index in range(lane.stage, len(self.plan.stages)):
-            name = self.plan.stages[index].name
+        index = lane.stage
+        while index < len(self.plan.stages):
+            stage = self.plan.stages[index]
+            name = stage.name
             if not await self._gate(f"hand out {name}", lane.row.id):
                 return
             if not await self._gate(f"start agent for {name}", lane.row.id):
                 return
+            if stage.model is not None and stage.agent is None:
+                reset = self._windows.get(stage.model, 0.0)
+                if reset > time.time():
+                    # Spec 03: at 95 % of its window a model account waits for the
+                    # reset; the run never moves onto another key.
+                    await self._wait_usage(lane, name, reset)
+                    if self.halting:
+                        return
+                    continue
             self.store.update_lane(lane.row.id, state=LaneState.IN_CALL)
             self._log("stage-start", lane=lane.row.id, detail=name)
             self.say(f"{lane.row.item}: {name} started")
@@ -367,7 +388,20 @@ class Run:
             self._log(
                 "receipt", lane=lane.row.id, detail=f"{name} exit {outcome.exit_status}"
             )
-            lane.stage = index + 1
+            if stage.model is not None and outcome.rate_limits:
+                window = window_reset(outcome.rate_limits, time.time())
+                if window is not None:
+                    self._windows[stage.model] = window
+            limited = usage_reset(stage, outcome, time.time())
+            if limited is not None:
+                # Spec 03: a usage limit is a wait, not a stop: nothing is saved or
+                # released; the same stage runs again at the reset.
+                await self._wait_usage(lane, name, limited)
+                if self.halting:
+                    return
+                continue
+            index += 1
+            lane.stage = index
             self.store.update_lane(lane.row.id, state=LaneState.OPEN, stage=lane.stage)
             self.say(
                 f"{lane.row.item}: {name} ended, exit {outcome.exit_status}, "
@@ -376,6 +410,17 @@ class Run:
             if outcome.exit_status != 0:
                 lane.failed = True
                 return
+
+    async def _wait_usage(self, lane: _Lane, stage: str, reset: float) -> None:
+        at = datetime.fromtimestamp(reset, UTC).isoformat(timespec="seconds")
+        note = f"waiting for the usage window (resets at {at})"
+        self.store.update_lane(lane.row.id, note=note)
+        self._log("usage-wait", lane=lane.row.id, detail=f"{stage}: resets at {at}")
+        self.say(f"{lane.row.item}: {note}")
+        with anyio.move_on_after(max(0.0, reset - time.time())):
+            await self._halt.wait()
+        self.store.update_lane(lane.row.id, note="")
+        self._log("usage-resumed", lane=lane.row.id, detail=stage)
 
     async def _lane(
         self, claim: Claim, previous: LaneRow | None, slots: anyio.Semaphore

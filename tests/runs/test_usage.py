@@ -1,0 +1,123 @@
+"""Usage windows: a command-line agent that says it hit a usage limit makes its lane
+wait for the reset instead of failing; a wait, not a stop (nothing is released)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .support import git, make_repo, open_default_store, run_id_of, start, wait_for
+
+LIMITED_ONCE = (
+    'if [ ! -e "$MARKS/limited" ]; then touch "$MARKS/limited"; '
+    'echo "usage limit reached; resets at $(( $(date +%s) + 2 ))"; exit 1; fi; '
+    "echo done > done.txt; git add done.txt; "
+    "git -c user.email=a@b -c user.name=agent commit -qm done"
+)
+
+
+@pytest.mark.rule("usage-window")
+def test_a_usage_limit_makes_the_lane_wait_for_the_reset_and_go_on(
+    tmp_path: Path,
+) -> None:
+    """The agent's first call exits naming a reset two seconds ahead: the lane waits
+    (shown in `runs show`'s lane note and the ledger) holding its claim, runs the same
+    stage again at the reset, and the run ends 0."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f'repo = "{repo}"\npoll = 0.1\n\n[[stage]]\nname = "work"\n'
+        f"agent = ['sh', '-c', '''{LIMITED_ONCE}''']\n"
+        "usage_limit = 'usage limit reached; resets at (?P<reset>\\d+)'\n\n"
+        '[[item]]\nid = "one"\nbrief = "b"\n',
+        encoding="utf-8",
+    )
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    store = open_default_store()
+    wait_for(
+        lambda: any(e.kind == "usage-wait" for e in store.events(run)),
+        what="the usage wait",
+    )
+    (lane,) = store.lanes(run)
+    assert "waiting for the usage window (resets at " in (lane.note or "")
+    assert [c.item for c in store.claims(run)] == ["one"]
+    assert proc.wait(timeout=60) == 0
+    events = store.events(run)
+    wait = next(e for e in events if e.kind == "usage-wait")
+    resumed = next(e for e in events if e.kind == "usage-resumed")
+    assert "released" not in [e.kind for e in events[: events.index(resumed)]]
+    found = re.search(r"resets at (\S+)", wait.detail)
+    assert found is not None
+    from datetime import datetime
+
+    reset = datetime.fromisoformat(found.group(1)).timestamp()
+    assert resumed.at >= reset - 0.01
+    assert [r.exit_status for r in store.receipts(run)] == [1, 0]
+    assert git(repo, "show", "tether/one:done.txt") == "done"
+
+
+@pytest.mark.rule("usage-window")
+@pytest.mark.anyio
+async def test_a_model_at_95_percent_of_its_window_waits_for_the_reset(
+    tmp_path: Path,
+) -> None:
+    """A local OpenAI-compatible server answers the first builtin stage with headers
+    saying 96 % of the request window is used, resetting in 2 s: the second builtin
+    stage on that model is not started before the reset (the lane waits, its claim
+    kept), then runs; the run ends 0."""
+    import os
+    import sys
+    import time
+
+    import anyio
+
+    from tether.testing import ModelServer, text_reply
+
+    repo = make_repo(tmp_path)
+    headers = [
+        ("x-ratelimit-limit-requests", "100"),
+        ("x-ratelimit-remaining-requests", "4"),
+        ("x-ratelimit-reset-requests", "2s"),
+    ]
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f'repo = "{repo}"\npoll = 0.1\n\n'
+        '[[stage]]\nname = "first"\nagent = "builtin"\nmodel = "openai:m"\n\n'
+        '[[stage]]\nname = "second"\nagent = "builtin"\nmodel = "openai:m"\n\n'
+        '[[item]]\nid = "one"\nbrief = "b"\n',
+        encoding="utf-8",
+    )
+    async with ModelServer.open(
+        [text_reply("first done", headers=headers), text_reply("second done")]
+    ) as server:
+        env = {
+            **os.environ,
+            "TETHER_MODEL_URL": server.url,
+            "TETHER_MODEL_KEY": "test",
+        }
+        started = time.time()
+        with anyio.fail_after(60):
+            result = await anyio.run_process(
+                [sys.executable, "-m", "tether", "run", str(plan)],
+                env=env,
+                check=False,
+            )
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = result.stdout.decode().split()[1]
+    store = open_default_store()
+    events = store.events(run)
+    kinds = [e.kind for e in events]
+    assert kinds.count("stage-start") == 2
+    wait_at = kinds.index("usage-wait")
+    assert kinds.index("usage-resumed") > wait_at
+    second = [e for e in events if e.kind == "stage-start"][1]
+    resumed = next(e for e in events if e.kind == "usage-resumed")
+    assert second.at >= resumed.at
+    assert resumed.at - started >= 1.5  # the 2 s window, counted from its answer
+    assert "released" not in kinds
+    assert [r.exit_status for r in store.receipts(run)] == [0, 0]
