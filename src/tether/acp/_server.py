@@ -12,6 +12,7 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -50,7 +51,7 @@ from ._transport import LineTransport
 
 __all__ = ("AcpServer", "AcpStatistics")
 
-_VERSION: Final = "0.1.0"
+_VERSION: Final = importlib.metadata.version("tether")
 
 PromptBlock = (
     TextContentBlock

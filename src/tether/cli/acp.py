@@ -36,9 +36,8 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
       tether acp --model openai:gpt-4.1-mini --tool builtin:Read --tool builtin:Grep
     \b
     In Zed's settings.json:
-      "agent_servers": {
-        "tether": {"command": "tether", "args": ["acp", "--model", "openai:gpt-4.1-mini"]}
-      }
+      "agent_servers": {"tether": {"type": "custom", "command": "tether",
+        "args": ["acp", "--model", "openai:gpt-4.1-mini"]}}
     """
     import anyio
 
