@@ -91,9 +91,14 @@ def cli() -> None:
 
     \b
     Examples:
-      tether demo                 a turn whose tools are stopped, with the report
+      tether demo                 an unattended run stopped, halted and taken over
+      tether demo turn            a turn whose tools are stopped, with the report
+      tether run plan.toml        work through a plan's items in lanes
+      tether stop --reason TEXT   set the stop every run of this account honours
       tether status --json        is a stop set for this account's runs?
-      tether host --stdio         serve tools over JSON-RPC on stdin/stdout
+      tether chat --model openai:MODEL
+                                  talk to an agent in the terminal
+      tether acp                  serve an ACP editor (Zed and others) on stdio
     """
 
 
