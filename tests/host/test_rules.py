@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tether._config import Config
 from tether.errors import UsageError
 from tether.host import StopClass, Tool, ToolContext, tool
-from tether.host._rules import PermissionRules, Rule, default_for
+from tether.host._rules import PermissionRules, Rule, default_decision
 
 
 def _make(name: str, stop_class: StopClass, subject_field: str | None) -> Tool:
@@ -292,7 +292,7 @@ def test_rule_parse_keeps_parts() -> None:
 
 def test_defaults_by_class() -> None:
     """Read-only tools are allowed by default and every other class asks."""
-    assert {sc: default_for(sc) for sc in StopClass} == {
+    assert {sc: default_decision(sc) for sc in StopClass} == {
         StopClass.READ_ONLY: "allow",
         StopClass.PROCESS: "ask",
         StopClass.MUTATING: "ask",

@@ -23,7 +23,7 @@ def _permission(rules: PermissionRules, tool: Tool) -> dict[str, Any]:
     status:*)`) decide only the calls they match, so the decision then depends on the
     input and the class default applies to the rest.
     """
-    from ..host._rules import default_for
+    from ..host._tool import default_decision
 
     named = [
         {"kind": kind, "rule": rule.text, "bare": rule.specifier is None}
@@ -31,7 +31,7 @@ def _permission(rules: PermissionRules, tool: Tool) -> dict[str, Any]:
         for rule in getattr(rules, kind)
         if rule.names(tool.name)
     ]
-    default = default_for(tool.stop_class)
+    default = default_decision(tool.stop_class)
     bare = [r["kind"] for r in named if r["bare"]]
     if bare:
         decision = max(bare, key=_STRENGTH.__getitem__)

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import attrs
 
 from ..errors import GuardRefused, PermissionDenied
 from ._protocol import Approver, CallKey, PermissionRequest
-from ._tool import StopClass, Tool
+from ._tool import Decision, StopClass, Tool, default_decision
 
 __all__ = ("Broker", "Decision", "Guard", "RuleSet", "default_decision", "stop_guard")
-
-Decision: TypeAlias = Literal["allow", "ask", "deny"]
 
 Guard: TypeAlias = Callable[[Tool, Mapping[str, Any], Path], str | None]
 """Returns the reason a call is refused by the stop guard, or None to let it pass."""
@@ -31,11 +29,6 @@ class RuleSet(Protocol):
     def decide(
         self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
     ) -> Decision: ...
-
-
-def default_decision(stop_class: StopClass) -> Decision:
-    """The default when no rule matches: read-only calls run, every other class asks."""
-    return "allow" if stop_class is StopClass.READ_ONLY else "ask"
 
 
 def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:

@@ -42,7 +42,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
@@ -50,18 +50,14 @@ import attrs
 from ..errors import UsageError
 from ..stop._programs import SHELL_KEYWORDS, WRAPPERS
 from ..stop._shell import ShellSyntaxError, ShellTooComplex, parse_script
-from ._tool import StopClass, Tool
+from ._tool import Decision, StopClass, Tool, default_decision
 from .tools.glob import compile_glob as _glob_regex
 
 if TYPE_CHECKING:
     from .._config import Config
 
-__all__ = ("Decision", "Explanation", "PermissionRules", "Rule", "default_for")
+__all__ = ("Decision", "Explanation", "PermissionRules", "Rule", "default_decision")
 
-Decision = Literal["allow", "ask", "deny"]
-"""What a permission check concludes for one call."""
-
-_ListName = Literal["allow", "ask", "deny"]
 
 _RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.*-]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 _PATH_FIELDS = ("file_path", "path", "notebook_path")
@@ -72,11 +68,6 @@ word, so no allow rule with a specifier can allow it."""
 _WRAPPERS = SHELL_KEYWORDS | WRAPPERS
 """Words that run what follows them: deny and ask rules look past them."""
 _SAFE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
-
-
-def default_for(stop_class: StopClass) -> Decision:
-    """Return the decision when no rule matches: READ_ONLY allows, the rest ask."""
-    return "allow" if stop_class is StopClass.READ_ONLY else "ask"
 
 
 @attrs.frozen
@@ -91,7 +82,7 @@ class Explanation:
 
 
 def _default(stop_class: StopClass) -> Explanation:
-    decision = default_for(stop_class)
+    decision = default_decision(stop_class)
     return Explanation(decision, (), f"default for {stop_class.value}: no rule matches")
 
 
@@ -410,7 +401,7 @@ class PermissionRules:
             and not any(field in args for field in (*_PATH_FIELDS, "pattern"))
         ):
             # No rule at all and nothing a path rule could judge: the class default.
-            return default_for(tool.stop_class)
+            return default_decision(tool.stop_class)
         return self.explain(tool, args, workspace=workspace).decision
 
     def explain(
@@ -513,7 +504,7 @@ class PermissionRules:
             rules: tuple[Rule, ...] = getattr(self, kind)
             shown = ", ".join(r.text for r in rules) if rules else "(none)"
             lines.append(f"{kind}: {shown}")
-        defaults = ", ".join(f"{sc.value} {default_for(sc)}" for sc in StopClass)
+        defaults = ", ".join(f"{sc.value} {default_decision(sc)}" for sc in StopClass)
         lines.append(f"defaults (no rule matches): {defaults}")
         lines.append(
             "outside the workspace: at least ask, unless an allow rule names the path"
@@ -526,7 +517,7 @@ class PermissionRules:
             "allow": [r.text for r in self.allow],
             "ask": [r.text for r in self.ask],
             "deny": [r.text for r in self.deny],
-            "defaults": {sc.value: default_for(sc) for sc in StopClass},
+            "defaults": {sc.value: default_decision(sc) for sc in StopClass},
             "source": str(self.source) if self.source else None,
         }
 

@@ -27,11 +27,14 @@ if TYPE_CHECKING:
     from ._contain import CommandOutcome
 
 __all__ = (
+    "Decision",
     "FunctionTool",
     "StopClass",
     "Tool",
     "ToolContext",
+    "TypedTool",
     "check_unique_names",
+    "default_decision",
     "tool",
 )
 
@@ -47,6 +50,15 @@ class StopClass(enum.StrEnum):
     """Changes files: never abandoned once started; its real result is awaited."""
     EXTENSION = "extension"
     """MCP and plugin tools: as MUTATING, the real result is awaited."""
+
+
+Decision: typing.TypeAlias = typing.Literal["allow", "ask", "deny"]
+"""What permission rules and the broker decide for a call."""
+
+
+def default_decision(stop_class: StopClass) -> Decision:
+    """The decision when no rule matches: read-only calls run, every other class asks."""
+    return "allow" if stop_class is StopClass.READ_ONLY else "ask"
 
 
 @attrs.define(eq=False)
@@ -214,7 +226,31 @@ def validate_with(
         ) from None
 
 
-class FunctionTool(Tool):
+class TypedTool(Tool):
+    """A tool whose input is a pydantic model: its schema and validation come from it.
+
+    A subclass sets `input_model` (with `extra="forbid"`: an unknown field is refused)
+    and writes `run`; it overrides `validate` only for checks the model cannot express,
+    calling `super().validate(raw)` first.
+    """
+
+    input_model: type[pydantic.BaseModel]
+    """The model of the input; its field descriptions reach the model in the schema."""
+
+    def input_schema(self) -> dict[str, Any]:
+        """Return the JSON schema of `input_model` (aliases as field names)."""
+        return self.input_model.model_json_schema(by_alias=True)
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate `raw` against `input_model`.
+
+        Raises:
+            InvalidInput: the input does not match; `.path` names the field.
+        """
+        return validate_with(self.input_model, raw)
+
+
+class FunctionTool(TypedTool):
     """A tool made from an async function by `@tool`; input schema from its parameters."""
 
     def __init__(
@@ -233,15 +269,7 @@ class FunctionTool(Tool):
         self.stop_class = stop_class
         self.description = description or inspect.getdoc(fn) or ""
         self.subject_field = subject_field
-        self.model = _model_from_signature(fn, self.name)
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema built from the function's parameters."""
-        return self.model.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate the input against the parameters' types."""
-        return validate_with(self.model, raw)
+        self.input_model = _model_from_signature(fn, self.name)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Call the function with the context and the validated input."""

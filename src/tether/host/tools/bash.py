@@ -35,7 +35,7 @@ from ..._config import Config
 from ..._env import TetherEnv
 from ...errors import ErrorCode, InvalidInput, ToolFailed
 from .._proctree import CommandOutcome, run_command
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 
 __all__ = ("Bash", "agent_env", "describe_exit", "lost_supervisor_message", "tools")
 
@@ -107,8 +107,10 @@ def _result_text(outcome: CommandOutcome) -> str:
 
 
 @final
-class Bash(Tool):
+class Bash(TypedTool):
     """Run a bash command in the workspace; stoppable, its whole process tree reclaimed."""
+
+    input_model: type[pydantic.BaseModel] = BashInput
 
     name = "Bash"
     stop_class = StopClass.PROCESS
@@ -130,13 +132,9 @@ class Bash(Tool):
         self.max_timeout = max_timeout
         self.output_limit = output_limit
 
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of `command`, `timeout` and `description`."""
-        return BashInput.model_json_schema()
-
     def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Validate the input; a timeout above the maximum is refused."""
-        args = validate_with(BashInput, raw)
+        args = super().validate(raw)
         timeout = args["timeout"]
         if timeout is not None and timeout > self.max_timeout:
             raise InvalidInput(

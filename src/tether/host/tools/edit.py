@@ -17,7 +17,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ToolFailed
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import read_regular, replace_file, resolve
 from ._threads import builtin_threads
 
@@ -85,8 +85,10 @@ def edit_text(path: Path, old: str, new: str, replace_all: bool) -> str:
 
 
 @final
-class Edit(Tool):
+class Edit(TypedTool):
     """Replace an exact string in a file, atomically."""
+
+    input_model: type[pydantic.BaseModel] = EditInput
 
     name = "Edit"
     stop_class = StopClass.MUTATING
@@ -95,14 +97,6 @@ class Edit(Tool):
         "Replace an exact string in a file. `old_string` must occur exactly once unless "
         "`replace_all` is set; the file is written back atomically."
     )
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of Edit's input."""
-        return EditInput.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate Edit's input."""
-        return validate_with(EditInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Edit the file in a worker thread and wait for it, whatever happens.

@@ -26,7 +26,7 @@ import pydantic
 from ..._config import Config
 from ...errors import ErrorCode, ToolFailed, UsageError
 from .._proctree import run_command
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from .bash import agent_env, describe_exit, lost_supervisor_message
 
 __all__ = ("BUILTIN_COMMAND", "GenerateImages", "tools")
@@ -75,8 +75,10 @@ def fill(template: str, *, out: Path) -> str:
 
 
 @final
-class GenerateImages(Tool):
+class GenerateImages(TypedTool):
     """Make images with the configured command; files land in the workspace."""
+
+    input_model: type[pydantic.BaseModel] = GenerateImagesInput
 
     name = "GenerateImages"
     stop_class = StopClass.PROCESS
@@ -101,14 +103,6 @@ class GenerateImages(Tool):
             )
         self.command = template
         self.timeout = timeout
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of `prompt` and `count`."""
-        return GenerateImagesInput.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate the input against the schema."""
-        return validate_with(GenerateImagesInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Run the command once per image and return the paths written.

@@ -20,7 +20,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ToolFailed
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import (
     GITIGNORE,
     IgnoreRules,
@@ -154,8 +154,10 @@ class _Found:
 
 
 @final
-class Glob(Tool):
+class Glob(TypedTool):
     """Find files by name pattern; newest first."""
+
+    input_model: type[pydantic.BaseModel] = GlobInput
 
     name = "Glob"
     stop_class = StopClass.READ_ONLY
@@ -184,14 +186,6 @@ class Glob(Tool):
         self.max_results = max_results
         self.check_every = check_every
         self.progress_every = progress_every
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of Glob's input."""
-        return GlobInput.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate Glob's input."""
-        return validate_with(GlobInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Walk the tree in a worker thread that a stop ends within a few entries.

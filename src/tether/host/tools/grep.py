@@ -28,7 +28,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ErrorCode, ToolFailed
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
 from ._threads import builtin_threads
 
@@ -156,8 +156,10 @@ def build_argv(inp: GrepInput, rg: str) -> list[str]:
 
 
 @final
-class Grep(Tool):
+class Grep(TypedTool):
     """Search file contents with ripgrep."""
+
+    input_model: type[pydantic.BaseModel] = GrepInput
 
     name = "Grep"
     stop_class = StopClass.READ_ONLY
@@ -180,14 +182,6 @@ class Grep(Tool):
         """
         self.max_output_bytes = max_output_bytes
         self.timeout = timeout
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of Grep's input (with the `-i`, `-A`... aliases)."""
-        return GrepInput.model_json_schema(by_alias=True)
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate Grep's input."""
-        return validate_with(GrepInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Run `rg`; a stop kills it and returns only once it is reaped.

@@ -20,7 +20,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ToolFailed
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import check_stop, progress_from_thread, resolve, run_worker
 
 __all__ = ("Read", "tools")
@@ -87,8 +87,10 @@ def _decode(raw: bytes, *, cut: bool) -> tuple[str, bool]:
 
 
 @final
-class Read(Tool):
+class Read(TypedTool):
     """Read a text file and return its lines numbered like `cat -n`."""
+
+    input_model: type[pydantic.BaseModel] = ReadInput
 
     name = "Read"
     stop_class = StopClass.READ_ONLY
@@ -117,14 +119,6 @@ class Read(Tool):
         self.chunk_size = chunk_size
         self.max_output_chars = max_output_chars
         self.progress_every = progress_every
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of Read's input."""
-        return ReadInput.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate Read's input."""
-        return validate_with(ReadInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Read the file in a worker thread that a stop ends between two chunks.

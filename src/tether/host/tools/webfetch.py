@@ -21,7 +21,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ErrorCode, ToolFailed
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
 from ._threads import builtin_threads
 
@@ -76,8 +76,10 @@ def _to_markdown(html: str) -> str:
 
 
 @final
-class WebFetch(Tool):
+class WebFetch(TypedTool):
     """Fetch a URL and return its text (HTML as Markdown)."""
+
+    input_model: type[pydantic.BaseModel] = WebFetchInput
 
     name = "WebFetch"
     stop_class = StopClass.READ_ONLY
@@ -110,14 +112,6 @@ class WebFetch(Tool):
         self.max_redirects = max_redirects
         self.max_output_chars = max_output_chars
         self.trust_env = trust_env
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of WebFetch's input."""
-        return WebFetchInput.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate WebFetch's input."""
-        return validate_with(WebFetchInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Fetch the URL; a stop or cancellation closes the connection.

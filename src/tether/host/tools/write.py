@@ -17,7 +17,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ToolFailed
-from .._tool import StopClass, Tool, ToolContext, validate_with
+from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import replace_file, resolve
 from ._threads import builtin_threads
 
@@ -56,8 +56,10 @@ def write_text(path: Path, content: str) -> str:
 
 
 @final
-class Write(Tool):
+class Write(TypedTool):
     """Write a whole file, atomically."""
+
+    input_model: type[pydantic.BaseModel] = WriteInput
 
     name = "Write"
     stop_class = StopClass.MUTATING
@@ -67,14 +69,6 @@ class Write(Tool):
         "atomic (readers see the old file or the new one) and keeps an existing file's "
         "mode. Parent directories are created. Prefer Edit for changing part of a file."
     )
-
-    def input_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of Write's input."""
-        return WriteInput.model_json_schema()
-
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate Write's input."""
-        return validate_with(WriteInput, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Write the file in a worker thread and wait for it, whatever happens.

@@ -1,0 +1,94 @@
+"""The typed base of the built-in tools and the one decision shared by rules and broker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from tether._config import Config
+from tether.errors import InvalidInput
+from tether.host import StopClass, ToolContext, tool
+from tether.host._broker import Broker
+from tether.host._rules import PermissionRules
+from tether.host._tool import TypedTool, default_decision
+from tether.host.tools import default_tools
+
+BUILTINS = default_tools(Config())
+
+
+@pytest.mark.parametrize("t", BUILTINS, ids=lambda t: t.name)
+def test_builtin_schema_is_its_input_model(t: TypedTool) -> None:
+    """Each built-in exposes its input model's schema, closed to unknown fields."""
+    assert isinstance(t, TypedTool)
+    schema = t.input_schema()
+    assert schema == t.input_model.model_json_schema(by_alias=True)
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("t", BUILTINS, ids=lambda t: t.name)
+def test_builtin_refuses_unknown_field(t: TypedTool) -> None:
+    """An unknown field is refused by name, for every built-in alike."""
+    with pytest.raises(InvalidInput) as caught:
+        t.validate({"no_such_field": 1})
+    assert caught.value.path in (*t.input_schema().get("required", ()), "no_such_field")
+    with pytest.raises(InvalidInput, match="JSON object"):
+        t.validate(["not", "a", "mapping"])  # type: ignore[arg-type]
+
+
+def test_subclass_gets_schema_and_validation_from_its_model() -> None:
+    """A new typed tool writes only its model and `run`."""
+
+    class EchoInput(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid")
+        text: str = pydantic.Field(min_length=1, description="What to echo.")
+
+    class Echo(TypedTool):
+        name = "Echo"
+        stop_class = StopClass.READ_ONLY
+        input_model: type[pydantic.BaseModel] = EchoInput
+
+        async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
+            return str(args["text"])
+
+    echo = Echo()
+    assert echo.input_schema()["properties"]["text"]["description"] == "What to echo."
+    assert echo.validate({"text": "hi"}) == {"text": "hi"}
+    with pytest.raises(InvalidInput) as caught:
+        echo.validate({"text": ""})
+    assert caught.value.path == "text"
+
+
+def test_function_tool_is_typed() -> None:
+    """`@tool` builds its input model from the signature and shares the same base."""
+
+    @tool(stop_class=StopClass.READ_ONLY)
+    async def lookup(ctx: ToolContext, key: str) -> str:
+        return key
+
+    assert isinstance(lookup, TypedTool)
+    assert lookup.input_schema() == lookup.input_model.model_json_schema()
+    with pytest.raises(InvalidInput) as caught:
+        lookup.validate({"key": "k", "extra": 1})
+    assert caught.value.path == "extra"
+
+
+@pytest.mark.parametrize("stop_class", list(StopClass))
+def test_rules_and_broker_share_the_default(
+    stop_class: StopClass, tmp_path: Path
+) -> None:
+    """No rules at all and rules that match nothing decide as the one default does."""
+
+    @tool(stop_class=stop_class, name="Thing")
+    async def thing(ctx: ToolContext, x: int = 0) -> str:
+        return ""
+
+    want = default_decision(stop_class)
+    assert Broker(tmp_path).decide(thing, {}) == want
+    unrelated = PermissionRules.from_lists(allow=["Other"], deny=["Else"])
+    assert Broker(tmp_path, rules=unrelated).decide(thing, {}) == want
+    assert unrelated.decide(thing, {}, workspace=tmp_path) == want
