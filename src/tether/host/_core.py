@@ -209,9 +209,9 @@ class HostCore:
             call.stop_requested = True
             call.ctx.cancelled.set()
             call.tool_scope.cancel()
-            return AbortAck(found=True, phase=phase)
+            return _ack(call, phase)
         if call.stop_requested:
-            return AbortAck(found=True, phase=phase)
+            return _ack(call, phase)
         call.stop_requested = True
         if phase in PRE_START_PHASES:
             if call.scope is not None:
@@ -232,7 +232,7 @@ class HostCore:
                     call.ctx.cancelled.set()
                 case StopClass.MUTATING:
                     pass  # never abandoned once started: its real result is awaited
-        return AbortAck(found=True, phase=phase)
+        return _ack(call, phase)
 
     def _release(self, key: CallKey) -> None:
         slot = self._slots.pop(key, None)
@@ -331,6 +331,12 @@ def _is_our_cancellation(exc: BaseException) -> bool:
     if not isinstance(exc, anyio.get_cancelled_exc_class()):
         return False
     return anyio.current_effective_deadline() <= anyio.current_time()
+
+
+def _ack(call: HostCall, phase: HostPhase) -> AbortAck:
+    # The count is read before the cancellation is delivered: a READ_ONLY call whose
+    # processes are being killed ends (its result is sent) only once they are reaped.
+    return AbortAck(found=True, phase=phase, processes=call.ctx.processes_running)
 
 
 def _as_tool_error(exc: Exception) -> ToolError:

@@ -91,6 +91,9 @@ class AbortAck:
 
     found: bool
     phase: HostPhase
+    processes: int = 0
+    """Process trees the call started (`ToolContext.run_process()`) not reaped yet: a
+    stopped call's result comes only once they are."""
 
 
 @attrs.frozen

@@ -107,6 +107,7 @@ class _Abort(_Key):
 class _AbortAck(pydantic.BaseModel):
     found: bool
     phase: HostPhase
+    processes: int = 0
 
 
 class _Progress(_Key):
@@ -177,13 +178,13 @@ def abort_from_wire(params: dict[str, Any]) -> AbortRequest:
 
 def abort_ack_to_wire(ack: AbortAck) -> dict[str, Any]:
     """The result of `tools.abort`."""
-    return {"found": ack.found, "phase": ack.phase}
+    return {"found": ack.found, "phase": ack.phase, "processes": ack.processes}
 
 
 def abort_ack_from_wire(result: Any) -> AbortAck:
     """Parse the result of `tools.abort`."""
     m = _parse(_AbortAck, result if isinstance(result, dict) else {})
-    return AbortAck(found=m.found, phase=m.phase)
+    return AbortAck(found=m.found, phase=m.phase, processes=m.processes)
 
 
 def event_to_wire(event: HostEvent) -> tuple[str, dict[str, Any]]:

@@ -82,6 +82,8 @@ class ActiveCall:
     """What the call streamed, head and tail only (bounded from the first byte)."""
     why: str | None = None
     """Why the call still runs after a stop (starts with its class, lower case)."""
+    processes: int = 0
+    """Process trees a stopped call had started and the host was still reaping."""
 
     async def wait_settled(self) -> None:
         """Wait until the call has settled."""
@@ -363,9 +365,12 @@ class Executor:
             return
         call.stop = stop
         if call.outcome is None and call.stop_class is StopClass.READ_ONLY:
-            # Nothing to wait for: the call ends now and its work cannot change anything.
+            # The caller is answered now; the call settles once the host says it started
+            # no process that is still being killed (`_apply_ack`).
             self._finish_aborted(call, partial=call.streamed.text())
-            self._settle(call)
+            call.why = (
+                f"{call.class_word}: stopped, asking the host about its processes"
+            )
         elif call.outcome is None:
             call.why = f"{call.class_word}: stop sent, waiting for the host to answer"
         assert self.host is not None
@@ -379,6 +384,18 @@ class Executor:
             self._apply_ack(call, ack)
 
     def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
+        if call.stop_class is StopClass.READ_ONLY and not call.is_settled:
+            if ack is not None and ack.processes:
+                # S13: its result comes once the trees it started are reaped.
+                call.processes = ack.processes
+                trees = "tree" if ack.processes == 1 else "trees"
+                call.why = (
+                    f"{call.class_word}: stopped, waiting for the {ack.processes} "
+                    f"process {trees} it started to be reaped"
+                )
+            else:
+                self._settle(call)
+            return
         if call.outcome is not None:
             return
         word = call.class_word
@@ -404,7 +421,7 @@ class Executor:
                 self._start_grace_window(call)
             case StopClass.MUTATING | StopClass.EXTENSION | None:
                 call.why = f"{word}: started, waiting for result"
-            case StopClass.READ_ONLY:  # pragma: no cover - ended in stop_call
+            case StopClass.READ_ONLY:  # pragma: no cover - handled above
                 pass
 
     def _start_grace_window(self, call: ActiveCall) -> None:
@@ -432,7 +449,7 @@ class Executor:
                         tool=call.key.tool,
                     )
                     self._finish(call, CallState.FAILED, result, ErrorCode.TOOL_FAILED)
-            if call.stop_class is StopClass.PROCESS:
+            if _has_processes(call):
                 call.why = f"{call.class_word}: host lost, waiting for its processes to be reaped"
                 processes.append(call)
             else:
@@ -473,7 +490,7 @@ class Executor:
                         self._failure(call, reason),
                         ErrorCode.TOOL_FAILED,
                     )
-            if call.stop_class is StopClass.PROCESS:
+            if _has_processes(call):
                 processes.append(call)
             else:
                 self._settle(call)
@@ -559,6 +576,11 @@ class Executor:
             why = call.why or f"{call.class_word}: running, no stop requested"
             out.append(PendingCall(call.key.call_id, call.key.tool, why))
         return tuple(out)
+
+
+def _has_processes(call: ActiveCall) -> bool:
+    """Whether the call may have started processes the host has to reap."""
+    return call.stop_class is StopClass.PROCESS or call.processes > 0
 
 
 def _record(
