@@ -108,6 +108,7 @@ def test_verbs_caller_setup_through_a_terminal_prints_the_board() -> None:
     assert "folder rule" in out
     assert "pass" in out
     assert "obey the guard" in out
+    assert "containment of process trees" in out
 
 
 @pytest.mark.rule("verbs-caller")

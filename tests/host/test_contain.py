@@ -339,3 +339,90 @@ async def test_run_process_returns_output_and_code_and_refuses_what_cannot_start
     assert done.containment is not None
     with pytest.raises(ToolFailed, match="no-such-program could not start"):
         await ctx.run_process(["no-such-program"])
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+def test_the_runtime_refuses_an_unsatisfiable_containment_and_names_the_fallback() -> (
+    None
+):
+    """Where the kernel refuses namespaces, `Runtime(...)` with
+    `TETHER_CONTAINMENT=namespace` is refused with one line; with `auto` the runtime
+    starts and `problems` says the fallback is in force and why."""
+    refused = _in_user_namespace_without_namespaces(
+        "from tether import Runtime\n"
+        "try:\n    Runtime(workspace='.', tools=[], guard=False)\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)",
+        TETHER_CONTAINMENT="namespace",
+    )
+    assert refused.startswith(
+        "UsageError TETHER_CONTAINMENT=namespace, but the kernel refuses"
+    )
+    assert "\n" not in refused
+    problems = _in_user_namespace_without_namespaces(
+        "import anyio\n"
+        "from tether import Runtime\n"
+        "async def main():\n"
+        "    async with Runtime(workspace='.', tools=[], guard=False) as rt:\n"
+        "        print(rt.containment.kind); print(*rt.problems, sep='\\n')\n"
+        "anyio.run(main)"
+    )
+    kind, *lines = problems.splitlines()
+    assert kind == "subreaper"
+    [line] = [p for p in lines if "containment" in p]
+    assert line.startswith("process trees get the fallback containment (subreaper): ")
+    assert "the kernel refuses namespaces here" in line
+
+
+@pytest.mark.anyio
+async def test_the_runtime_refuses_a_bad_containment_at_start_and_shows_the_one_in_force(
+    monkeypatch: pytest.MonkeyPatch, workspace: Path
+) -> None:
+    """A `TETHER_CONTAINMENT` that names no containment is refused by `Runtime(...)`, not
+    by each Bash call later; the namespace adds no problem, the forced fallback does."""
+    from tether import Runtime
+
+    monkeypatch.setenv("TETHER_CONTAINMENT", "chroot")
+    with pytest.raises(
+        UsageError, match=r"TETHER_CONTAINMENT='chroot' is not a contain"
+    ):
+        Runtime(workspace=workspace, tools=[Bash()], guard=False)
+    monkeypatch.setenv("TETHER_CONTAINMENT", "auto")
+    async with Runtime(workspace=workspace, tools=[], guard=False) as rt:
+        assert rt.containment is not None
+        assert rt.containment.kind == "namespace"
+        assert not [p for p in rt.problems if "containment" in p]
+    monkeypatch.setenv("TETHER_CONTAINMENT", "subreaper")
+    async with Runtime(workspace=workspace, tools=[], guard=False) as rt:
+        assert rt.problems == [
+            "process trees get the fallback containment (subreaper): "
+            "TETHER_CONTAINMENT=subreaper asks for the fallback"
+        ]
+
+
+@pytest.mark.parametrize(
+    ("chosen", "kind", "style"),
+    [
+        ("auto", "namespace", "ok"),
+        ("subreaper", "subreaper", "warn"),
+        ("x", "refused", "fail"),
+    ],
+)
+def test_the_setup_board_shows_the_containment_in_force(
+    monkeypatch: pytest.MonkeyPatch, chosen: str, kind: str, style: str
+) -> None:
+    """`tether setup` shows which containment process trees get, and why (or why the
+    one asked for is refused), in its lines and its JSON."""
+    from tether.stop import SetupRecord, build_board
+    from tether.stop._render import board_json, board_lines
+
+    monkeypatch.setenv("TETHER_CONTAINMENT", chosen)
+    board = build_board(SetupRecord(folder=None, person_uid=os.geteuid()))
+    lines = board_lines(board)
+    at = lines.index(("head", "containment of process trees"))
+    shown_style, text = lines[at + 1]
+    assert shown_style == style
+    assert text.startswith(f"  {kind}: ")
+    shown = board_json(board)["containment"]
+    assert isinstance(shown, dict)
+    assert shown["kind"] == kind
+    assert text == f"  {kind}: {shown['reason']}"

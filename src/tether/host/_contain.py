@@ -32,6 +32,9 @@ __all__ = (
     "Containment",
     "ContainmentKind",
     "containment",
+    "containment_choice",
+    "containment_now",
+    "containment_shown",
     "probed",
     "supervisor_argv",
     "wall_paths",
@@ -127,12 +130,11 @@ def probed() -> bool:
     return "result" in _probed
 
 
-def containment() -> Containment:
-    """Return the containment process trees get, probing the kernel once per process.
+def containment_choice() -> str:
+    """Return what `TETHER_CONTAINMENT` asks for: `auto`, `namespace` or `subreaper`.
 
     Raises:
-        UsageError: `TETHER_CONTAINMENT` names no containment, or asks for `namespace`
-            where the kernel refuses it.
+        UsageError: the variable names no containment.
     """
     choice = os.environ.get(TetherEnv.CONTAINMENT, "auto").strip().lower() or "auto"
     if choice not in _CHOICES:
@@ -140,6 +142,34 @@ def containment() -> Containment:
             f"{TetherEnv.CONTAINMENT}={choice!r} is not a containment; "
             f"use one of {', '.join(_CHOICES)}"
         )
+    return choice
+
+
+def containment_shown() -> tuple[str, str]:
+    """Return (kind, reason) for a report: `refused` with the reason when
+    `TETHER_CONTAINMENT` cannot be honoured (every process tree would fail to start)."""
+    try:
+        found = containment()
+    except UsageError as exc:
+        return "refused", str(exc)
+    return found.kind, found.reason
+
+
+async def containment_now() -> Containment:
+    """`containment()` for async code: the once-per-process probe runs in a thread."""
+    import anyio.to_thread
+
+    return containment() if probed() else await anyio.to_thread.run_sync(containment)
+
+
+def containment() -> Containment:
+    """Return the containment process trees get, probing the kernel once per process.
+
+    Raises:
+        UsageError: `TETHER_CONTAINMENT` names no containment, or asks for `namespace`
+            where the kernel refuses it.
+    """
+    choice = containment_choice()
     if choice == "subreaper":
         return Containment(
             kind="subreaper",

@@ -47,8 +47,7 @@ from ..errors import UsageError
 from ._contain import (
     CommandOutcome,
     Containment,
-    containment,
-    probed,
+    containment_now,
     supervisor_argv,
     wall_paths,
 )
@@ -95,10 +94,6 @@ def _stop_paths() -> list[Path]:
     from ..stop import protected_paths
 
     return protected_paths()
-
-
-async def _containment() -> Containment:
-    return containment() if probed() else await anyio.to_thread.run_sync(containment)
 
 
 @final
@@ -166,7 +161,7 @@ class ProcessTree:
             raise NotADirectoryError(20, f"working directory is not a directory: {cwd}")
         executable = _resolve(argv[0], env, cwd)
         try:
-            self.containment = chosen = await _containment()
+            self.containment = chosen = await containment_now()
         except UsageError as exc:
             raise OSError(f"cannot contain {argv[0]}: {exc}") from None
         walls: list[str] = []

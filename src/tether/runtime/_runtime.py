@@ -19,6 +19,12 @@ from .._config import Config, load_config
 from .._ids import new_id
 from ..errors import UsageError
 from ..host._broker import Broker, Guard, RuleSet, stop_guard
+from ..host._contain import (
+    Containment,
+    containment,
+    containment_choice,
+    containment_now,
+)
 from ..host._core import HostCore
 from ..host._inprocess import InProcessHost
 from ..host._loadable import check_stdio_loadable
@@ -105,6 +111,12 @@ class Runtime:
                 f"({MIN_ABORT_BOUND:g} s: a stdio round trip on a loaded machine); "
                 f"pass abort_bound={MIN_ABORT_BOUND:g} or more"
             )
+        # A bad or unsatisfiable TETHER_CONTAINMENT is refused now, not by every
+        # process tree later. Only an explicit `namespace` needs the kernel probed here.
+        if containment_choice() == "namespace":
+            containment()
+        self.containment: Containment | None = None
+        """The containment process trees get, known once the runtime is entered."""
         self._problems: list[str] = []
         self._use_defaults = tools is None
         if tools is None:
@@ -142,8 +154,9 @@ class Runtime:
     @property
     def problems(self) -> list[str]:
         """What the runtime could not do as asked: plugins and MCP servers skipped (and
-        why), stopped calls whose workers still run (by tool), and what closing waited
-        for or could not wait for."""
+        why), the fallback containment when it is in force (and why), stopped calls
+        whose workers still run (by tool), and what closing waited for or could not
+        wait for."""
         return [*self._problems, *self.executor.outliving()]
 
     def statistics(self) -> RuntimeStatistics:
@@ -200,6 +213,7 @@ class Runtime:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
+            await self._note_containment()
             tg = await stack.enter_async_context(anyio.create_task_group())
             self.executor.task_group = tg
             if self._use_defaults and self.host_kind == "inprocess":
@@ -259,6 +273,15 @@ class Runtime:
                 for stream in self._subscribers:
                     stream.close()
                 self.ledger.close()
+
+    async def _note_containment(self) -> None:
+        """Learn the containment in force; the fallback is a problem, with its reason."""
+        found = await containment_now()
+        self.containment = found
+        if found.kind == "subreaper":
+            line = f"process trees get the fallback containment (subreaper): {found.reason}"
+            if line not in self._problems:
+                self._problems.append(line)
 
     def _say(self, text: str) -> None:
         """Tell the person what closing waits for, or what it could not wait for."""

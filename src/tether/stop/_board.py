@@ -2,7 +2,7 @@
 
 The board lists every check of the folder rule with the path that failed, the
 filesystem, which folders an age cleaner tends, the current reading with any stop not
-honoured, and plain notes (the same-account caveat, an opted-in filesystem's cost).
+honoured, the containment of the process trees tether starts, and plain notes (the same-account caveat, an opted-in filesystem's cost).
 Setup records the choice even when a check fails: the board says what to repair, and
 runs hold until it is repaired.
 """
@@ -18,6 +18,7 @@ from typing import TypeVar
 import attrs
 
 from ..errors import Refused, StoreError, UsageError
+from ..host._contain import containment_shown
 from ._bounded import Hung, Progress
 from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
@@ -65,6 +66,9 @@ class Board:
     """A read made now."""
     notes: tuple[str, ...] = ()
     """Plain notes: what setup did, what a choice costs."""
+    containment: tuple[str, str] | None = None
+    """The containment of the process trees tether starts here, and why: `namespace`,
+    `subreaper` (the fallback) or `refused` (`TETHER_CONTAINMENT` cannot be honoured)."""
 
     @property
     def ok(self) -> bool:
@@ -217,6 +221,7 @@ def build_board(
         tended_by=tended,
         reading=reading,
         notes=tuple(more),
+        containment=containment_shown(),
     )
 
 

@@ -136,6 +136,12 @@ def board_lines(board: Board) -> list[Line]:
     )
     lines.append(("head", "now"))
     lines.extend(reading_lines(board.reading))
+    if board.containment is not None:
+        kind, reason = board.containment
+        shown: dict[str, Style] = {"namespace": "ok", "subreaper": "warn"}
+        style = shown.get(kind, "fail")
+        lines.append(("head", "containment of process trees"))
+        lines.append((style, f"  {kind}: {reason}"))
     if board.notes:
         lines.append(("head", "notes"))
         lines.extend(("warn", f"  {note}") for note in board.notes)
@@ -164,6 +170,9 @@ def board_json(board: Board) -> dict[str, object]:
         "tended_by_age_cleaner": board.tended_by is not None,
         "status": status_json(board.reading),
         "notes": list(board.notes),
+        "containment": None
+        if board.containment is None
+        else {"kind": board.containment[0], "reason": board.containment[1]},
     }
 
 
