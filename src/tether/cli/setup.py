@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import attrs
 import click
 
 from ._output import echo_json
+
+if TYPE_CHECKING:
+    from ..stop import Board
 
 __all__ = ("setup",)
 
@@ -104,13 +109,22 @@ def setup(
     elif no_shared_folder:
         folder = None
     uid = person_uid_from(person) if person is not None else os.geteuid()
-    board = choose_setup(
-        folder=folder, person_uid=uid, allow_untrusted_fs=allow_untrusted_fs
+    board = with_containment(
+        choose_setup(
+            folder=folder, person_uid=uid, allow_untrusted_fs=allow_untrusted_fs
+        )
     )
     if as_json:
         echo_json(board_json(board))
         return
     emit(board_lines(board))
+
+
+def with_containment(board: Board) -> Board:
+    """The board with the containment process trees get here, and why."""
+    from ..host._contain import containment_shown
+
+    return attrs.evolve(board, containment=containment_shown())
 
 
 def _system(

@@ -18,7 +18,6 @@ from typing import TypeVar
 import attrs
 
 from ..errors import Refused, StoreError, UsageError
-from ..host._contain import containment_shown
 from ._bounded import Hung, Progress
 from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
@@ -68,7 +67,8 @@ class Board:
     """Plain notes: what setup did, what a choice costs."""
     containment: tuple[str, str] | None = None
     """The containment of the process trees tether starts here, and why: `namespace`,
-    `subreaper` (the fallback) or `refused` (`TETHER_CONTAINMENT` cannot be honoured)."""
+    `subreaper` (the fallback) or `refused` (`TETHER_CONTAINMENT` cannot be honoured).
+    Filled in by `tether setup` (the host layer knows it; this one does not)."""
 
     @property
     def ok(self) -> bool:
@@ -221,7 +221,6 @@ def build_board(
         tended_by=tended,
         reading=reading,
         notes=tuple(more),
-        containment=containment_shown(),
     )
 
 
