@@ -12,10 +12,11 @@ import pytest
 from tether._config import Config
 from tether.errors import InvalidInput
 from tether.host import StopClass, ToolContext, tool
-from tether.host._broker import Broker
+from tether.host._broker import Broker, stop_guard
 from tether.host._rules import PermissionRules
 from tether.host._tool import TypedTool, default_decision
 from tether.host.tools import default_tools
+from tether.host.tools.glob import compile_glob
 
 BUILTINS = default_tools(Config())
 
@@ -92,3 +93,51 @@ def test_rules_and_broker_share_the_default(
     unrelated = PermissionRules.from_lists(allow=["Other"], deny=["Else"])
     assert Broker(tmp_path, rules=unrelated).decide(thing, {}) == want
     assert unrelated.decide(thing, {}, workspace=tmp_path) == want
+
+
+PATHS = (
+    "src/x.ts",
+    "src/a/b/c.tsx",
+    "src/x.js",
+    "lib/x.ts",
+    "src/.hidden.ts",
+    "src/a/x.tsx.bak",
+    "srcx/y.ts",
+)
+
+
+@pytest.mark.parametrize(
+    "pattern", ["src/**/*.{ts,tsx}", "src/*.ts", "src/[a-b]/**", "**/x.[!j]s"]
+)
+def test_rules_match_paths_in_the_glob_dialect(pattern: str, tmp_path: Path) -> None:
+    """A path rule matches exactly the relative paths the Glob tool's pattern does."""
+    workspace = tmp_path.resolve()
+    read = next(t for t in BUILTINS if t.name == "Read")
+    rules = PermissionRules.from_lists(deny=[f"Read({pattern})"])
+    regex = compile_glob(pattern)
+    for rel in PATHS:
+        decided = rules.decide(read, {"file_path": rel}, workspace=workspace)
+        want = "deny" if regex.match(rel) else default_decision(read.stop_class)
+        assert decided == want, rel
+    assert any(regex.match(rel) for rel in PATHS)
+
+
+@pytest.mark.parametrize("pattern", ["[]a]", "[!]a]", "a[]", "[z-a]", "x[[]y", "[a-"])
+def test_glob_odd_classes_compile(pattern: str) -> None:
+    """A `]` first in a class is a member; a class that cannot be one is literal text."""
+    assert compile_glob(pattern).match(pattern) or "]" in pattern
+    assert compile_glob("[]a]").match("]")
+    assert not compile_glob("[!]a]").match("]")
+    assert compile_glob("[z-a]").match("[z-a]")
+
+
+def test_guard_reads_a_negated_class_as_glob_does(tmp_path: Path) -> None:
+    """`[^x]` negates in the guard as in Glob and bash, so it cannot hide a stop folder."""
+    stop_dir = tmp_path / "stopdir"
+    stop_dir.mkdir()
+    check = stop_guard(lambda: [stop_dir])
+    bash = next(t for t in BUILTINS if t.name == "Bash")
+    for word in ("sto[^x]dir", "sto[!x]dir", "st?pdir", "stopdi[a-z]"):
+        reason = check(bash, {"command": f"rm -r {tmp_path}/{word}"}, tmp_path)
+        assert reason is not None, word
+    assert check(bash, {"command": f"rm -r {tmp_path}/sto[^p]dir"}, tmp_path) is None

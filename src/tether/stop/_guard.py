@@ -14,7 +14,6 @@ operating-system account boundary binds (spec 02, "The guard").
 from __future__ import annotations
 
 import copy
-import fnmatch
 import os
 import posixpath
 import re
@@ -29,6 +28,7 @@ from typing import Any, Literal, final
 import attrs
 
 from ..errors import GuardRefused
+from ..host.tools.glob import compile_glob
 from ._effects import Effect, command_effects
 from ._programs import UNKNOWN, words
 from ._shell import ShellTooComplex
@@ -657,13 +657,13 @@ class _Guard:
 def _match_parts(
     pattern: list[str], protected: tuple[str, ...], known: int
 ) -> Literal["inside", "ancestor"] | None:
-    """Match glob components against a protected path's components."""
+    """Match glob components (the Glob tool's dialect) against a protected path's."""
     if pattern[:known] != list(protected[:known]) and not (
         len(protected) <= known and list(protected) == pattern[: len(protected)]
     ):
         return None
     common = min(len(pattern), len(protected))
     for i in range(known, common):
-        if not fnmatch.fnmatchcase(protected[i], pattern[i]):
+        if not compile_glob(pattern[i]).match(protected[i]):
             return None
     return "ancestor" if len(pattern) < len(protected) else "inside"

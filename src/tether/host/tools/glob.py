@@ -75,6 +75,27 @@ def _expand_braces(pattern: str) -> list[str]:
     return [pattern]
 
 
+def _char_class(seg: str, start: int) -> tuple[str, int] | None:
+    """The class opening at `start` as a regex and the index of its `]`, or None.
+
+    As in shells, a `]` right after `[` (or `[!`) is a member, and `[` without a
+    closing `]` or with an empty range (`[z-a]`) stands for itself.
+    """
+    first = start + 1
+    if seg[first : first + 1] in ("!", "^"):
+        first += 1
+    close = seg.find("]", first + 1)
+    if close == -1:
+        return None
+    body = seg[first:close].replace("\\", "\\\\").replace("[", "\\[")
+    regex = ("[^" if first > start + 1 else "[") + body + "]"
+    try:
+        re.compile(regex)
+    except re.error:
+        return None
+    return regex, close
+
+
 def _segment(seg: str) -> str:
     out: list[str] = []
     i = 0
@@ -84,16 +105,9 @@ def _segment(seg: str) -> str:
             out.append("[^/]*")
         elif ch == "?":
             out.append("[^/]")
-        elif ch == "[":
-            close = seg.find("]", i + 2 if seg[i + 1 : i + 2] in ("!", "^") else i + 1)
-            if close == -1:
-                out.append(re.escape(ch))
-            else:
-                body = seg[i + 1 : close]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = close
+        elif ch == "[" and (cls := _char_class(seg, i)) is not None:
+            out.append(cls[0])
+            i = cls[1]
         else:
             out.append(re.escape(ch))
         i += 1
