@@ -47,11 +47,11 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .._glob import compile_glob as _glob_regex
 from ..errors import UsageError
 from ..stop._programs import SHELL_KEYWORDS, WRAPPERS
 from ..stop._shell import ShellSyntaxError, ShellTooComplex, parse_script
 from ._tool import Decision, StopClass, Tool, default_decision
-from .tools.glob import compile_glob as _glob_regex
 
 if TYPE_CHECKING:
     from .._config import Config

@@ -27,8 +27,8 @@ from typing import Any, Literal, final
 
 import attrs
 
+from .._glob import compile_glob
 from ..errors import GuardRefused
-from ..host.tools.glob import compile_glob
 from ._effects import Effect, command_effects
 from ._programs import UNKNOWN, words
 from ._shell import ShellTooComplex
