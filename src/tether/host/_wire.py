@@ -36,6 +36,7 @@ __all__ = (
     "abort_from_wire",
     "abort_to_wire",
     "checked_input",
+    "encoded_input",
     "event_from_wire",
     "event_to_wire",
     "execute_from_wire",
@@ -52,7 +53,13 @@ MAX_INPUT = MAX_LINE - 64 * 1024
 
 
 def checked_input(raw: object) -> dict[str, Any]:
-    """Return `raw` as a tool input both hosts take alike, or say why it cannot be one.
+    """Return `raw` as a tool input both hosts take alike (see `encoded_input()`)."""
+    return encoded_input(raw)[0]
+
+
+def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
+    """Return `raw` as a tool input both hosts take alike, with its JSON text, or say
+    why it cannot be one.
 
     Every input is checked here, for the in-process host too, so the same input gets the
     same answer on both hosts: a JSON object that JSON can carry, within a frame.
@@ -67,7 +74,7 @@ def checked_input(raw: object) -> dict[str, Any]:
         )
     value = raw if type(raw) is dict else dict(raw)
     try:
-        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False))
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except RecursionError:
         raise InvalidInput(
             "input is nested too deeply to send as JSON", path="<input>"
@@ -76,12 +83,13 @@ def checked_input(raw: object) -> dict[str, Any]:
         raise InvalidInput(
             f"input cannot be sent as JSON: {exc}", path="<input>"
         ) from None
+    size = len(text)
     if size > MAX_INPUT:
         raise InvalidInput(
             f"input is {size} bytes of JSON; a call takes at most {MAX_INPUT}",
             path="<input>",
         )
-    return value
+    return value, text
 
 
 class _Key(pydantic.BaseModel):

@@ -38,8 +38,15 @@ from ..host._protocol import (
     ResultEvent,
 )
 from ..host._tool import StopClass
-from ..host._wire import checked_input
-from ._ledger import CallRecord, CallState, Ledger, input_column, outcome_columns
+from ..host._wire import encoded_input
+from ._ledger import (
+    CallRecord,
+    CallState,
+    Ledger,
+    bounded,
+    input_column,
+    outcome_columns,
+)
 from ._values import (
     CallChanged,
     PendingCall,
@@ -187,13 +194,12 @@ class Executor:
         """Send `tools.execute` for a registered call; a failed send fails the call."""
         host = self.host
         assert host is not None
-        self.ledger.note(
-            call.key.session_id, call.key.call_id, input=input_column(input)
-        )
+        key = call.key
         try:
-            request = ExecuteRequest(call.key, checked_input(input))
+            value, text = encoded_input(input)
         except InvalidInput as exc:
             # The same answer on both hosts, before anything crosses the seam.
+            self.ledger.note(key.session_id, key.call_id, input=input_column(input))
             self._on_result(
                 call,
                 ResultEvent(
@@ -205,11 +211,10 @@ class Executor:
                 ),
             )
             return
-        self.ledger.note(
-            call.key.session_id, call.key.call_id, input=input_column(input)
-        )
+        # The input is encoded once: its JSON text is what the ledger keeps.
+        self.ledger.note(key.session_id, key.call_id, input=bounded(text))
         try:
-            await host.execute(request)
+            await host.execute(ExecuteRequest(key, value))
         except Exception as exc:  # the host is gone or refused the frame
             self._on_result(
                 call,
