@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import collections.abc
+import enum
 import importlib
 import inspect
+import typing
 
 import pytest
 
@@ -45,21 +48,26 @@ def test_all_lists_exactly_the_public_names(module_name: str) -> None:
 
 def test_spec_public_api_names() -> None:
     """The names spec 01 fixes are importable from where the spec says."""
+    import tether
     from tether import ErrorCode, Runtime, StopClass, ToolAborted, ToolContext, tool
     from tether.tools import default_tools
 
-    assert all(
-        x is not None
-        for x in (
-            ErrorCode,
-            Runtime,
-            StopClass,
-            ToolAborted,
-            ToolContext,
-            tool,
-            default_tools,
-        )
-    )
+    for name in (
+        "ErrorCode",
+        "Runtime",
+        "StopClass",
+        "ToolAborted",
+        "ToolContext",
+        "tool",
+    ):
+        assert name in tether.__all__, f"tether.__all__ lacks {name}"
+    assert issubclass(ErrorCode, enum.Enum)
+    assert issubclass(StopClass, enum.Enum)
+    assert issubclass(ToolAborted, BaseException)
+    assert inspect.isclass(Runtime)
+    assert inspect.isclass(ToolContext)
+    assert callable(tool)
+    assert callable(default_tools)
 
 
 def test_what_a_newcomer_needs_has_a_public_name() -> None:
@@ -75,6 +83,6 @@ def test_what_a_newcomer_needs_has_a_public_name() -> None:
     assert paths().config_file.name == "config.toml"
     assert PermissionRules.from_lists(allow=["Read"]).allow[0].text == "Read"
     assert PermissionRequest.__module__.startswith("tether.")
-    assert Approver is not None
+    assert typing.get_origin(Approver) is collections.abc.Callable
     assert callable(McpTools.open)
     assert load_plugins().problems == ()
