@@ -3,12 +3,27 @@ wait for the reset instead of failing; a wait, not a stop (nothing is released).
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import time
 from pathlib import Path
 
+import anyio
+import anyio.abc
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .support import git, make_repo, open_default_store, run_id_of, start, wait_for
+from tether.testing import ModelServer, text_reply
+
+from .support import (
+    git,
+    make_repo,
+    open_default_store,
+    run_id_of,
+    start,
+    wait_for,
+)
 
 LIMITED_ONCE = (
     'if [ ! -e "$MARKS/limited" ]; then touch "$MARKS/limited"; '
@@ -61,28 +76,36 @@ def test_a_usage_limit_makes_the_lane_wait_for_the_reset_and_go_on(
     assert git(repo, "show", "tether/one:done.txt") == "done"
 
 
+CLOCKED_RUN = Path(__file__).with_name("clocked_run.py")
+
+
+class _Lines:
+    """Lines of a process's stdout, read without blocking the event loop."""
+
+    def __init__(self, proc: anyio.abc.Process) -> None:
+        assert proc.stdout is not None
+        self._stream = BufferedByteReceiveStream(proc.stdout)
+
+    async def next(self) -> str:
+        line = await self._stream.receive_until(b"\n", 1 << 16)
+        return line.decode().strip()
+
+
 @pytest.mark.rule("usage-window")
 @pytest.mark.anyio
 async def test_a_model_at_95_percent_of_its_window_waits_for_the_reset(
     tmp_path: Path,
 ) -> None:
     """A local OpenAI-compatible server answers the first builtin stage with headers
-    saying 96 % of the request window is used, resetting in 2 s: the second builtin
-    stage on that model is not started before the reset (the lane waits, its claim
-    kept), then runs; the run ends 0."""
-    import os
-    import sys
-    import time
-
-    import anyio
-
-    from tether.testing import ModelServer, text_reply
-
+    saying 96 % of the request window is used, resetting in 30 s. On the run's clock
+    (moved by the test) the second stage on that model is not started before the reset
+    — the lane waits with its claim kept and nothing released, still so at 0.1 s before
+    the reset — and it starts, and the run ends 0, once the clock reaches the reset."""
     repo = make_repo(tmp_path)
     headers = [
         ("x-ratelimit-limit-requests", "100"),
         ("x-ratelimit-remaining-requests", "4"),
-        ("x-ratelimit-reset-requests", "2s"),
+        ("x-ratelimit-reset-requests", "30s"),
     ]
     plan = tmp_path / "plan.toml"
     plan.write_text(
@@ -92,32 +115,43 @@ async def test_a_model_at_95_percent_of_its_window_waits_for_the_reset(
         '[[item]]\nid = "one"\nbrief = "b"\n',
         encoding="utf-8",
     )
+    start = float(int(time.time()))
     async with ModelServer.open(
         [text_reply("first done", headers=headers), text_reply("second done")]
     ) as server:
-        env = {
-            **os.environ,
-            "TETHER_MODEL_URL": server.url,
-            "TETHER_MODEL_KEY": "test",
-        }
-        started = time.time()
+        env = {**os.environ, "TETHER_MODEL_URL": server.url, "TETHER_MODEL_KEY": "t"}
         with anyio.fail_after(60):
-            result = await anyio.run_process(
-                [sys.executable, "-m", "tether", "run", str(plan)],
+            async with await anyio.open_process(
+                [sys.executable, str(CLOCKED_RUN), str(plan), repr(start)],
                 env=env,
-                check=False,
-            )
-    assert result.returncode == 0, result.stdout + result.stderr
-    run = result.stdout.decode().split()[1]
-    store = open_default_store()
+                stderr=None,
+            ) as proc:
+                assert proc.stdin is not None
+                lines = _Lines(proc)
+                run = (await lines.next()).split()[1]
+                while not (line := await lines.next()).startswith("asleep "):
+                    pass
+                assert float(line.split()[1]) == start + 30
+                store = open_default_store()
+                kinds = [e.kind for e in store.events(run)]
+                assert kinds.count("stage-start") == 1
+                assert "usage-wait" in kinds
+                assert "released" not in kinds
+                assert [c.item for c in store.claims(run)] == ["one"]
+                (lane,) = store.lanes(run)
+                assert "waiting for the usage window (resets at " in (lane.note or "")
+                await proc.stdin.send(f"{start + 29.9!r}\n".encode())
+                assert await lines.next() == f"still asleep at {start + 29.9!r}"
+                kinds = [e.kind for e in store.events(run)]
+                assert kinds.count("stage-start") == 1
+                assert [c.item for c in store.claims(run)] == ["one"]
+                await proc.stdin.send(f"{start + 30!r}\n".encode())
+                assert await lines.next() == "awake"
+                assert await proc.wait() == 0
     events = store.events(run)
     kinds = [e.kind for e in events]
     assert kinds.count("stage-start") == 2
-    wait_at = kinds.index("usage-wait")
-    assert kinds.index("usage-resumed") > wait_at
-    second = [e for e in events if e.kind == "stage-start"][1]
-    resumed = next(e for e in events if e.kind == "usage-resumed")
-    assert second.at >= resumed.at
-    assert resumed.at - started >= 1.5  # the 2 s window, counted from its answer
-    assert "released" not in kinds
+    resumed = kinds.index("usage-resumed")
+    assert kinds.index("usage-wait") < resumed < kinds.index("stage-start", resumed)
+    assert "released" not in kinds[:resumed]
     assert [r.exit_status for r in store.receipts(run)] == [0, 0]

@@ -18,6 +18,7 @@ from .._config import paths
 from .._ids import new_id
 from ..errors import TetherError, UsageError
 from ..stop import StopStore
+from ._clock import RunClock, WallClock
 from ._digest import write_digest
 from ._plan import Plan, load_plan
 from ._run import ExitCode, Run
@@ -42,6 +43,7 @@ async def run_plan(
     handle_sigint: bool = True,
     follow: bool = False,
     on_start: Callable[[Run], None] | None = None,
+    clock: RunClock | None = None,
 ) -> ExitCode:
     """Run a plan (or take over a run) to its end; returns the exit code.
 
@@ -89,6 +91,7 @@ async def run_plan(
             lease=plan.lease,
             save_retry=save_retry,
             follow=follow,
+            clock=clock if clock is not None else WallClock(),
         )
         run.start_record()
         say(f"run {run.id}")

@@ -39,6 +39,7 @@ from ._agents import (
     window_reset,
 )
 from ._builtin import run_builtin_agent
+from ._clock import RunClock, WallClock
 from ._lanes import (
     GitFailed,
     SaveFailed,
@@ -119,6 +120,8 @@ class Run:
     """Seconds a failed save is retried before the run ends with the lane held."""
     follow: bool = False
     """When nothing is left to claim, wait for new queue items instead of ending."""
+    clock: RunClock = attrs.field(factory=WallClock)
+    """The wall clock usage windows are judged and waited on."""
     _halt: anyio.Event = attrs.field(factory=anyio.Event)
     _halt_source: str | None = None
     _held_reason: str | None = None
@@ -351,7 +354,7 @@ class Run:
                 return
             if stage.model is not None and stage.agent is None:
                 reset = self._windows.get(stage.model, 0.0)
-                if reset > time.time():
+                if reset > self.clock.now():
                     # Spec 03: at 95 % of its window a model account waits for the
                     # reset; the run never moves onto another key.
                     await self._wait_usage(lane, name, reset)
@@ -389,10 +392,10 @@ class Run:
                 "receipt", lane=lane.row.id, detail=f"{name} exit {outcome.exit_status}"
             )
             if stage.model is not None and outcome.rate_limits:
-                window = window_reset(outcome.rate_limits, time.time())
+                window = window_reset(outcome.rate_limits, self.clock.now())
                 if window is not None:
                     self._windows[stage.model] = window
-            limited = usage_reset(stage, outcome, time.time())
+            limited = usage_reset(stage, outcome, self.clock.now())
             if limited is not None:
                 # Spec 03: a usage limit is a wait, not a stop: nothing is saved or
                 # released; the same stage runs again at the reset.
@@ -417,8 +420,16 @@ class Run:
         self.store.update_lane(lane.row.id, note=note)
         self._log("usage-wait", lane=lane.row.id, detail=f"{stage}: resets at {at}")
         self.say(f"{lane.row.item}: {note}")
-        with anyio.move_on_after(max(0.0, reset - time.time())):
-            await self._halt.wait()
+        # A wait, not a stop: it ends at the reset or when the run halts.
+        async with anyio.create_task_group() as tg:
+
+            async def halted() -> None:
+                await self._halt.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(halted)
+            await self.clock.sleep_until(reset)
+            tg.cancel_scope.cancel()
         self.store.update_lane(lane.row.id, note="")
         self._log("usage-resumed", lane=lane.row.id, detail=stage)
 
@@ -638,7 +649,6 @@ class Run:
 
 def anyio_time() -> float:
     """Wall-clock seconds (runs record when they started)."""
-    import time
 
     return time.time()
 
