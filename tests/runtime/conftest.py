@@ -34,3 +34,34 @@ def make_runtime(host_kind: str, workspace: Path) -> Callable[..., Runtime]:
         return Runtime(**options)
 
     return make
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The runtime tests run on both of anyio's backends (trio keeps no task order)."""
+    return str(request.param)
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Trio runs with the in-process host only: over stdio the tools run in the host
+    process on its own loop, so trio would repeat only the parent's side, at the cost
+    of a second run of the slowest tests."""
+    here = Path(__file__).parent
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        if (
+            params.get("anyio_backend") == "trio"
+            and params.get("host_kind") == "stdio"
+            and item.path.is_relative_to(here)
+        ):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
