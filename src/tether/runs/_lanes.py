@@ -12,9 +12,10 @@ like a stash, so restoring brings back what was staged as well as every file.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -103,6 +104,37 @@ async def commits_since(worktree: Path, base: str) -> tuple[str, ...]:
     return tuple(out.split())
 
 
+@contextlib.asynccontextmanager
+async def _worktrees_locked(repo: Path) -> AsyncIterator[None]:
+    """Hold the repository's worktree lock while worktrees are added or removed.
+
+    git takes no lock of its own around `worktree add`, `remove` and `prune`: run at
+    once (two lanes, or two runs on one repository), a prune can remove an add's half
+    made entry, and an add can read another's entry before its `commondir` is written
+    ("failed to read .git/worktrees/…/commondir"). So every lane takes this `flock` in
+    the repository's common git dir first; it is held by an open descriptor, so a run
+    that dies lets it go. Written by hand: no library locks git's worktree list.
+    """
+    try:
+        common = Path(await git("rev-parse", "--git-common-dir", cwd=repo))
+        if not common.is_absolute():
+            common = repo / common
+        fd = os.open(
+            common / "tether-worktrees.lock",
+            os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+            0o600,
+        )
+    except (GitFailed, OSError):
+        yield  # no repository to lock: the git commands say what is wrong
+        return
+    try:
+        # Blocking in a worker: the holder is a git command that ends on its own.
+        await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 async def open_worktree(repo: Path, path: Path, branch: str) -> Path:
     """Add a worktree at `path` on `branch` (made from the repo's HEAD if new).
 
@@ -110,25 +142,29 @@ async def open_worktree(repo: Path, path: Path, branch: str) -> Path:
         GitFailed: the repository or the branch cannot be used.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        await git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo)
-    except GitFailed:
-        await git(
-            "worktree", "add", "--quiet", "-b", branch, str(path), "HEAD", cwd=repo
-        )
-    else:
-        await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
+    async with _worktrees_locked(repo):
+        try:
+            await git(
+                "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo
+            )
+        except GitFailed:
+            await git(
+                "worktree", "add", "--quiet", "-b", branch, str(path), "HEAD", cwd=repo
+            )
+        else:
+            await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
     return path
 
 
 async def remove_worktree(repo: Path, path: Path) -> None:
     """Remove a worktree whose work is saved aside or committed; its branch stays."""
-    with contextlib.suppress(GitFailed):
-        await git("worktree", "remove", "--force", str(path), cwd=repo)
-    if await anyio.Path(path).exists():
-        await anyio.to_thread.run_sync(shutil.rmtree, path, True)
-    with contextlib.suppress(GitFailed):
-        await git("worktree", "prune", cwd=repo)
+    async with _worktrees_locked(repo):
+        with contextlib.suppress(GitFailed):
+            await git("worktree", "remove", "--force", str(path), cwd=repo)
+        if await anyio.Path(path).exists():
+            await anyio.to_thread.run_sync(shutil.rmtree, path, True)
+        with contextlib.suppress(GitFailed):
+            await git("worktree", "prune", cwd=repo)
 
 
 async def _copy(src: Path, dst: Path) -> None:
