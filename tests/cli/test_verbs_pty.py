@@ -3,16 +3,15 @@ one or inside an agent session (exit 2, one line)."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from tests.pty_run import run_in_pty
 
 from tether.stop import AGENT_MARKERS, SetupRecord, StopStore
 from tether.stop._setup import save_setup
@@ -28,38 +27,10 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _in_pty(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run `python -m tether ARGS` with a pseudo-terminal on stdin, stdout and stderr."""
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
+    return run_in_pty(
         [sys.executable, "-m", "tether", *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
         env=env if env is not None else _env(),
-        start_new_session=True,
     )
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError as exc:
-                if exc.errno != errno.EIO:
-                    raise
-                break
-            if not data:
-                break
-            chunks.append(data)
-        code = proc.wait(timeout=30)
-    finally:
-        os.close(master)
-    return code, b"".join(chunks).decode(errors="replace")
 
 
 def _plain(

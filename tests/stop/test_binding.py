@@ -5,10 +5,8 @@ takes the stop away; unbound, the account's own setup decides, as documented."""
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import os
-import select
 import shutil
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.pty_run import run_in_pty
 
 import tether.stop._system as system_module
 from tether.errors import Refused
@@ -152,39 +151,12 @@ def _in_pty(
     prefix = []
     if uid is not None:
         prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
+    return run_in_pty(
         [*prefix, sys.executable, "-c", _LAUNCH, str(system_dir), *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
         env=env,
         cwd="/",
-        start_new_session=True,
+        timeout=60,
     )
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError as exc:
-                if exc.errno != errno.EIO:
-                    raise
-                break
-            if not data:
-                break
-            chunks.append(data)
-        code = proc.wait(timeout=60)
-    finally:
-        os.close(master)
-    return code, b"".join(chunks).decode(errors="replace")
 
 
 @pytest.mark.rule("system-binding")
