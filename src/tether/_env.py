@@ -35,5 +35,7 @@ class TetherEnv(enum.StrEnum):
     """Store of runs, claims and ledger (spec 03): a SQLite path or a `postgresql://` URL."""
     STORE_URL = "TETHER_STORE_URL"
     """Store for claims and ledger: a SQLite path or a `postgresql://` URL."""
+    MACHINE_ID = "TETHER_MACHINE_ID"
+    """This machine's id in a shared store (default: host name and /etc/machine-id)."""
     TEST_CRASH_AT = "TETHER_TEST_CRASH_AT"
     """Test-only: a run SIGKILLs itself at the named point (crash tests)."""

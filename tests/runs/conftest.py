@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from tether.runs import Store
 from tether.runs._sqlite import SqliteStore
+
+from . import pg
 
 StoreFactory = Callable[[], Store]
 """Opens one more connection to the same store (a second run, another machine)."""
@@ -29,18 +32,51 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A real PostgreSQL server for the session: its admin URL (see `tests/runs/pg.py`).
+
+    Skipped with the reason when the machine has none, except in CI, which must run it.
+    """
+    try:
+        with pg.server() as url:
+            yield url
+    except pg.Missing as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the PostgreSQL store tests: {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's server."""
+    with pg.fresh_database(pg_server, f"t_{os.urandom(6).hex()}") as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
 def store_factory(
     request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
 ) -> Iterator[StoreFactory]:
     """Open connections to one fresh store of the backend under test."""
     opened: list[Store] = []
-    path = tmp_path / "store" / "runs.sqlite3"
+    if request.param == "postgres":
+        from tether.runs._postgres import PostgresStore
 
-    def factory() -> Store:
-        store = SqliteStore.open(path, clock=clock)
-        opened.append(store)
-        return store
+        url = request.getfixturevalue("pg_url")
+
+        def factory() -> Store:
+            store = PostgresStore.open(url, clock=clock)
+            opened.append(store)
+            return store
+
+    else:
+        path = tmp_path / "store" / "runs.sqlite3"
+
+        def factory() -> Store:
+            store = SqliteStore.open(path, clock=clock)
+            opened.append(store)
+            return store
 
     yield factory
     for store in opened:

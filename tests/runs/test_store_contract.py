@@ -223,6 +223,14 @@ def test_two_runs_never_hold_one_item_over_any_interleaving(
     """Two runs on two connections to one store, their acts interleaved every way
     hypothesis finds: no item is ever held by both, nor finished twice."""
     stores = [store_factory(), store_factory()]
+    try:
+        _interleave(stores, ops)
+    finally:
+        for store in stores:
+            store.close()
+
+
+def _interleave(stores: list[Store], ops: list[tuple[str, int, int]]) -> None:
     tag = os.urandom(4).hex()
     runs = [f"r0-{tag}", f"r1-{tag}"]
     items = [f"i{n}-{tag}" for n in range(3)]
@@ -272,3 +280,65 @@ def test_two_runs_never_hold_one_item_over_any_interleaving(
                 and (c.run, c.epoch) == (current[item].run, current[item].epoch)
             ]
             assert len(believers) <= 1
+
+
+def _dead_pid() -> int:
+    """A pid whose process has exited (and been reaped)."""
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.rule("several-machines")
+def test_a_run_of_another_host_is_judged_by_its_leases_on_the_store_clock(
+    store_factory: StoreFactory, clock: Clock
+) -> None:
+    """Two store users that are two hosts: host beta never judges alpha's pid (it may
+    name any process there), only alpha's leases on the store's clock; alpha itself
+    judges its own run by its process."""
+    from tether.runs._liveness import process_start
+    from tether.runs._takeover import effective_state
+
+    alpha, beta = store_factory(), store_factory()
+    dead = RunRow(
+        id="run-gone",
+        state=RunState.RUNNING,
+        host="alpha",
+        pid=_dead_pid(),
+        pid_start=1.0,
+        started_at=clock.now,
+        plan="/p.toml",
+        repo="/r",
+    )
+    alive = attrs.evolve(
+        dead, id="run-alive", pid=os.getpid(), pid_start=process_start()
+    )
+    for run, item in ((dead, "a"), (alive, "b")):
+        alpha.create_run(run)
+        alpha.add_item(item, "do it")
+        claim = alpha.take_claim(
+            run.id, "l", only=[item], host="alpha", pid=run.pid, lease=60
+        )
+        assert claim is not None
+
+    def state(store: Store, run: RunRow, here_id: str) -> RunState:
+        row = store.run(run.id)
+        assert row is not None
+        return effective_state(store, row, here_id=here_id)
+
+    # Beta: leases still current, so both runs count as alive whatever their pids.
+    assert state(beta, dead, "beta") is RunState.RUNNING
+    assert state(beta, alive, "beta") is RunState.RUNNING
+    # Alpha: its own run whose process is gone is dead at once, leases or not.
+    assert state(alpha, dead, "alpha") is RunState.DEAD
+    assert "process" in alpha.events("run-gone")[-1].detail
+    # Past the lease on the store's clock, beta finds the live run dead by its leases;
+    # alpha, which can see the process, still counts it alive.
+    clock.now += 61
+    assert state(alpha, alive, "alpha") is RunState.RUNNING
+    assert state(beta, alive, "beta") is RunState.DEAD
+    assert beta.events("run-alive")[-1].detail == (
+        "its leases expired on the store's clock (host alpha)"
+    )

@@ -44,6 +44,8 @@ RULES: dict[str, str] = {
     "usage-window": "a usage limit is a wait for the reset, not a stop; nothing released",
     "digest": "a run writes the dated digest into the person's directory",
     "status-runs": "tether status lists this account's runs with their state",
+    # spec 00 / 03: beyond one machine
+    "several-machines": "one PostgreSQL store shared by hosts: another host's run is judged by its leases on the store's clock, never by a pid here",
     # spec 04: the ACP server
     "acp-cancel": "session/prompt answers cancelled only once settled, final statuses first",
     "acp-errors": "malformed or unknown ACP messages get JSON-RPC errors; serving goes on",

@@ -2,16 +2,24 @@
 
 A pid alone may have been recycled, so a run records its process's start time and the
 restart path compares both. On another host nothing can be checked from here: the
-claims' leases decide (spec 03: an expired lease is taken only through the restart path).
+claims' leases decide, on the store's clock (spec 03: an expired lease is taken only
+through the restart path).
+
+A host is named by a stable id, not its name alone: two machines of one name (cloned
+images, containers) must not judge each other's pids. The id is the host name and the
+machine id (`/etc/machine-id`, kept across boots); `TETHER_MACHINE_ID` sets it outright.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+from pathlib import Path
 
 import psutil
 
+from .._env import TetherEnv
 from ._values import ACTIVE_RUN_STATES, RunRow
 
 __all__ = ("here", "is_dead", "process_alive", "process_start")
@@ -19,10 +27,29 @@ __all__ = ("here", "is_dead", "process_alive", "process_start")
 _START_SLACK = 0.5
 """Seconds of difference allowed between two readings of one process's start time."""
 
+_MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+
+
+@functools.cache
+def _machine_id() -> str:
+    for path in _MACHINE_ID_FILES:
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            return text[:12]
+    return ""
+
 
 def here() -> str:
-    """This host's name, as runs record it."""
-    return socket.gethostname()
+    """This host's id, as runs and claims record it: `TETHER_MACHINE_ID`, else name/machine."""
+    chosen = os.environ.get(TetherEnv.MACHINE_ID, "").strip()
+    if chosen:
+        return chosen
+    machine = _machine_id()
+    name = socket.gethostname()
+    return f"{name}/{machine}" if machine else name
 
 
 def process_start(pid: int | None = None) -> float:
@@ -30,9 +57,14 @@ def process_start(pid: int | None = None) -> float:
     return psutil.Process(pid if pid is not None else os.getpid()).create_time()
 
 
-def process_alive(host: str, pid: int, started: float) -> bool | None:
-    """True or False for a process on this host; None when it is on another host."""
-    if host != here():
+def process_alive(
+    host: str, pid: int, started: float, *, here_id: str | None = None
+) -> bool | None:
+    """True or False for a process on this host; None when it is on another host.
+
+    `here_id` is this host's id (`here()` by default).
+    """
+    if host != (here_id if here_id is not None else here()):
         return None
     try:
         return abs(process_start(pid) - started) <= _START_SLACK
@@ -43,11 +75,14 @@ def process_alive(host: str, pid: int, started: float) -> bool | None:
         return True
 
 
-def is_dead(run: RunRow, *, leases_expired: bool) -> bool:
-    """Whether a run that should be working has lost its process (the restart path)."""
+def is_dead(run: RunRow, *, leases_expired: bool, here_id: str | None = None) -> bool:
+    """Whether a run that should be working has lost its process (the restart path).
+
+    On the run's own host its process decides; on another, its leases only.
+    """
     if run.state not in ACTIVE_RUN_STATES:
         return False
-    alive = process_alive(run.host, run.pid, run.pid_start)
+    alive = process_alive(run.host, run.pid, run.pid_start, here_id=here_id)
     if alive is None:
         return leases_expired
     return not alive

@@ -21,7 +21,7 @@ from typing import final
 
 from .._fs import check_owner_only
 from ..errors import StoreError
-from ._store import crash_point
+from ._store import crash_point, stale
 from ._values import (
     Claim,
     Event,
@@ -31,7 +31,6 @@ from ._values import (
     Receipt,
     RunRow,
     RunState,
-    StaleClaim,
 )
 
 __all__ = ("SqliteStore",)
@@ -182,9 +181,15 @@ class SqliteStore:
         return cls(conn, str(path), clock, lock)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (again: nothing)."""
         self._conn.close()
-        os.close(self._lock)
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
+
+    def now(self) -> float:
+        """The store's clock: this machine's (the file is never shared across hosts)."""
+        return self._clock()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -366,11 +371,7 @@ class SqliteStore:
             "SELECT epoch, run FROM claims WHERE item = ?", (claim.item,)
         ).fetchone()
         if row is None or row[0] != claim.epoch or row[1] != claim.run:
-            now = "released" if row is None else f"held by {row[1]} at epoch {row[0]}"
-            raise StaleClaim(
-                f"{act} refused: the claim on {claim.item} at epoch {claim.epoch} is "
-                f"no longer current ({now})"
-            )
+            raise stale(act, claim, None if row is None else (row[0], row[1]))
 
     def renew(self, claim: Claim, lease: float) -> Claim:
         """Extend a claim's lease; `StaleClaim` when it is no longer current."""

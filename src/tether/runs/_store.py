@@ -1,4 +1,4 @@
-"""The store interface every backend implements (SQLite now, PostgreSQL next).
+"""The store interface both backends implement: embedded SQLite and PostgreSQL.
 
 A store keeps the work items (the queue), the runs, their lanes, the claims with their
 leases and epochs, the receipts and the ledger. Every method is synchronous and short:
@@ -26,9 +26,17 @@ from ._values import (
     Receipt,
     RunRow,
     RunState,
+    StaleClaim,
 )
 
-__all__ = ("Store", "default_store_path", "open_store", "store_url")
+__all__ = (
+    "Store",
+    "default_store_path",
+    "is_postgres_url",
+    "open_store",
+    "stale",
+    "store_url",
+)
 
 _CRASH_ENV = TetherEnv.TEST_CRASH_AT
 
@@ -53,6 +61,13 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Close the connection."""
+
+    def now(self) -> float:
+        """The store's clock (seconds since the epoch): leases are compared against it.
+
+        One clock for every machine that shares the store, so a lease written by one
+        host is judged expired by another on the same time line.
+        """
 
     # -- the queue -------------------------------------------------------------------
     def add_item(self, item: str, brief: str) -> bool:
@@ -192,18 +207,35 @@ def store_url(option: str | None = None, plan_store: str | None = None) -> str:
     return str(default_store_path())
 
 
+def stale(act: str, claim: Claim, current: tuple[int, str] | None) -> StaleClaim:
+    """The refusal of `act` under `claim`, given the item's current (epoch, run) if any."""
+    now = (
+        "released" if current is None else f"held by {current[1]} at epoch {current[0]}"
+    )
+    return StaleClaim(
+        f"{act} refused: the claim on {claim.item} at epoch {claim.epoch} is "
+        f"no longer current ({now})"
+    )
+
+
+def is_postgres_url(url: str) -> bool:
+    """Whether `url` names a PostgreSQL store (`postgresql://` or `postgres://`)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
 def open_store(url: str) -> Store:
     """Open the store at `url` (a SQLite file path, `sqlite:///path`, or PostgreSQL).
 
     Raises:
-        UsageError: the URL names a backend this build cannot open.
-        StoreError: the file breaks the owner-only rule or cannot be opened.
+        UsageError: the URL names no backend, or is not a valid PostgreSQL URL.
+        StoreError: the file breaks the owner-only rule or cannot be opened; the
+            PostgreSQL server cannot be reached, refuses the login, or keeps a newer
+            schema.
     """
-    if url.startswith(("postgresql://", "postgres://")):
-        raise UsageError(
-            "the PostgreSQL store is not in this build yet; "
-            "use the embedded SQLite store (leave store unset)"
-        )
+    if is_postgres_url(url):
+        from ._postgres import PostgresStore
+
+        return PostgresStore.open(url)
     if "://" in url and not url.startswith("sqlite://"):
         raise UsageError(f"store {url!r}: use a file path or a postgresql:// URL")
     from ._sqlite import SqliteStore

@@ -9,7 +9,6 @@ while no stop stands (spec 03).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import anyio
 from ..errors import Refused, UsageError
 from ..stop import ReadOutcome, StopWatch
 from ._lanes import SaveFailed, save_aside, saved_ref
-from ._liveness import is_dead
+from ._liveness import here, is_dead
 from ._store import Store, crash_point
 from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
 
@@ -29,22 +28,37 @@ def _leases_expired(store: Store, run: RunRow, now: float) -> bool:
     return all(claim.expires < now for claim in store.claims(run.id))
 
 
-def effective_state(store: Store, run: RunRow) -> RunState:
+def effective_state(
+    store: Store, run: RunRow, *, here_id: str | None = None
+) -> RunState:
     """A run's state, after the restart path: an active run whose process died is dead.
 
-    A dead run found this way is recorded as such in the store.
+    A run of this host (`here_id`, default `here()`) is judged by its process; a run of
+    another host by its leases, on the store's clock. A dead run found this way is
+    recorded as such in the store.
     """
-    if run.state in ACTIVE_RUN_STATES and is_dead(
-        run, leases_expired=_leases_expired(store, run, time.time())
+    if run.state not in ACTIVE_RUN_STATES or not is_dead(
+        run,
+        leases_expired=_leases_expired(store, run, store.now()),
+        here_id=here_id,
     ):
-        store.set_run_state(run.id, RunState.DEAD)
-        store.log(run.id, "dead", detail=f"process {run.pid} on {run.host} is gone")
-        return RunState.DEAD
-    return run.state
+        return run.state
+    if run.host == (here_id if here_id is not None else here()):
+        why = f"process {run.pid} on {run.host} is gone"
+    else:
+        why = f"its leases expired on the store's clock (host {run.host})"
+    store.set_run_state(run.id, RunState.DEAD)
+    store.log(run.id, "dead", detail=why)
+    return RunState.DEAD
 
 
 async def prepare_takeover(
-    store: Store, run_id: str, watch: StopWatch, say: Callable[[str], None]
+    store: Store,
+    run_id: str,
+    watch: StopWatch,
+    say: Callable[[str], None],
+    *,
+    here_id: str | None = None,
 ) -> tuple[RunRow, list[LaneRow]]:
     """Check that `run_id` may be taken over, save its worktrees, list its open lanes.
 
@@ -58,7 +72,7 @@ async def prepare_takeover(
     previous = store.run(run_id)
     if previous is None:
         raise UsageError(f"no run {run_id} in {store.url}; see `tether runs`")
-    state = effective_state(store, previous)
+    state = effective_state(store, previous, here_id=here_id)
     if state in ACTIVE_RUN_STATES:
         raise Refused(
             f"run {run_id} is alive (pid {previous.pid} on {previous.host}); "
