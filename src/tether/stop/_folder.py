@@ -31,7 +31,9 @@ __all__ = (
     "RuleCheck",
     "fs_type",
     "open_folder",
+    "open_folder_with_stat",
     "open_uid_dir",
+    "open_uid_dir_with_stat",
     "untrusted_fs_why",
 )
 
@@ -118,6 +120,27 @@ def open_folder(
 ) -> int:
     """Walk from `/` to `folder` and return a descriptor of it; every step is judged.
 
+    As `open_folder_with_stat`, without the folder's `fstat`.
+
+    Raises:
+        RuleBroken: as `open_folder_with_stat`.
+    """
+    fd, _ = open_folder_with_stat(
+        folder, person_uid, record=record, readable=readable, progress=progress
+    )
+    return fd
+
+
+def open_folder_with_stat(
+    folder: Path,
+    person_uid: int,
+    *,
+    record: Record = None,
+    readable: bool = False,
+    progress: Progress | None = None,
+) -> tuple[int, os.stat_result]:
+    """Walk from `/` to `folder`; return its descriptor and the `fstat` that judged it.
+
     Args:
         folder: absolute, normal path of the folder holding the uid directories.
         person_uid: the person; directories must be owned by root or this uid.
@@ -171,13 +194,27 @@ def open_folder(
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 def open_uid_dir(
     folder_fd: int, folder: Path, person_uid: int, progress: Progress | None = None
 ) -> int:
     """Open `<folder>/<uid>/` relative to the checked folder and judge it.
+
+    As `open_uid_dir_with_stat`, without the directory's `fstat`.
+
+    Raises:
+        RuleBroken: as `open_uid_dir_with_stat`.
+    """
+    fd, _ = open_uid_dir_with_stat(folder_fd, folder, person_uid, progress)
+    return fd
+
+
+def open_uid_dir_with_stat(
+    folder_fd: int, folder: Path, person_uid: int, progress: Progress | None = None
+) -> tuple[int, os.stat_result]:
+    """Open `<folder>/<uid>/` relative to the checked folder; return it and its `fstat`.
 
     Raises:
         RuleBroken: the directory is missing ("not armed"), a symlink, not a directory,
@@ -210,7 +247,7 @@ def open_uid_dir(
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 # statfs f_type -> name, for the common cases; FUSE (subtypes differ) and anything

@@ -16,6 +16,7 @@ This module does not open the folder or the stop (`_folder`, `_read` do).
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import threading
@@ -24,7 +25,7 @@ import attrs
 
 from ._folder import untrusted_fs_why
 
-__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan")
+__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan", "unchanged")
 
 LOCAL_TYPES = frozenset(
     {
@@ -63,6 +64,8 @@ class MountPlan:
     """Every crossed mount is local: the reading may run inline."""
     untrusted: tuple[Mount, str] | None = None
     """The first crossed mount whose owners cannot be trusted, and why (spec 02)."""
+    generation: int = -1
+    """The generation of the table the plan was made from (see `unchanged`)."""
 
 
 def _unescape(field: bytes) -> str:
@@ -98,20 +101,24 @@ def parse_mountinfo(data: bytes) -> tuple[Mount, ...]:
     return tuple(found)
 
 
+_GENERATIONS = itertools.count(1)
+"""Generations of the table, never reused, not even by a forked child's new table."""
+
+
 class _Table:
     """The parsed mount table, parsed again only when the kernel flags a change."""
 
+    # A forked child starts with a table of its own (`_forget_after_fork`): the
+    # descriptor's poll state is shared with the parent's.
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pid = -1
         self.fd = -1
         self.poller: select.poll | None = None
         self.mounts: tuple[Mount, ...] | None = None
         self.generation = 0
 
     def _reload(self) -> None:
-        if self.pid != os.getpid() or self.fd < 0:
-            self.pid = os.getpid()
+        if self.fd < 0:
             self.fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
             self.poller = select.poll()
             self.poller.register(self.fd, select.POLLPRI)
@@ -120,7 +127,7 @@ class _Table:
         while chunk := os.read(self.fd, 65536):
             chunks.append(chunk)
         self.mounts = parse_mountinfo(b"".join(chunks))
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
 
     def current(self) -> tuple[tuple[Mount, ...] | None, int]:
         """The table now and its generation; (None, -1) when it cannot be read."""
@@ -128,7 +135,6 @@ class _Table:
             try:
                 stale = (
                     self.mounts is None
-                    or self.pid != os.getpid()
                     or self.poller is None
                     or bool(self.poller.poll(0))
                 )
@@ -138,6 +144,22 @@ class _Table:
                 self.mounts, self.fd, self.poller = None, -1, None
                 return None, -1
             return self.mounts, self.generation
+
+    def unchanged(self, generation: int) -> bool:
+        """Whether no mount or unmount happened since `generation` was current.
+
+        A `poll` reports a change once, so a change seen here is read at once.
+        """
+        with self.lock:
+            if generation < 0 or generation != self.generation or self.poller is None:
+                return False
+            try:
+                if not self.poller.poll(0):
+                    return True
+                self._reload()
+            except OSError:
+                self.mounts, self.fd, self.poller = None, -1, None
+            return False
 
 
 _TABLE = _Table()
@@ -177,11 +199,20 @@ def plan(folder: str, uid_dir: str) -> MountPlan | None:
     cached = _PLANS.get(key)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    made = _make_plan(mounts, folder, uid_dir)
+    made = attrs.evolve(_make_plan(mounts, folder, uid_dir), generation=generation)
     if len(_PLANS) > 64:
         _PLANS.clear()
     _PLANS[key] = (generation, made)
     return made
+
+
+def unchanged(generation: int) -> bool:
+    """Whether the mount table is still the one of `generation` (one `poll`).
+
+    Within one generation no mount came or went, so a device number names the same
+    mounted file system as when it was judged.
+    """
+    return _TABLE.unchanged(generation)
 
 
 def _forget_after_fork() -> None:

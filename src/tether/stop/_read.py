@@ -8,7 +8,8 @@ Only `ENOENT` on the stop's own name, after every directory above it passed, is 
 every other errno and any unexpected exception is HOLD.
 
 Stops of other accounts found in the folder are reported, never honoured. This module
-has no memory between reads; pinning identities across a run is `StopWatch`'s job.
+has no memory between reads of its own: pinning identities across a run is
+`StopWatch`'s job, and what a watch's reads may reuse is handed in as a `ReadMemo`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ import stat
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import attrs
 
 from ._bounded import Hung, Progress, run_bounded
-from ._folder import DIR_FLAGS, RuleBroken, fs_type, open_folder, open_uid_dir
+from ._folder import (
+    DIR_FLAGS,
+    RuleBroken,
+    fs_type,
+    open_folder_with_stat,
+    open_uid_dir_with_stat,
+)
 from ._folder import untrusted_fs_why as _untrusted_fs_why
+from ._memo import ReadMemo
 from ._mounts import MountPlan, plan
 from ._setup import MAX_STOP_SIZE, STOP_NAME
 
@@ -156,13 +164,18 @@ class Place:
     """`<store dir>/<uid>/stop` (derived)."""
 
 
-@attrs.frozen(kw_only=True)
-class RawRead:
-    """A reading plus what a watch pins: the directories' and the stop's identities."""
+class RawRead(NamedTuple):
+    """A reading plus what a watch pins: the directories' and the stop's identities.
+
+    A named tuple, not an attrs class: one is made on every read of a run.
+    """
 
     reading: StopReading
+    """What the read saw."""
     folder_id: Identity | None = None
+    """`(st_dev, st_ino)` of the folder, when it was opened."""
     uid_dir_id: Identity | None = None
+    """`(st_dev, st_ino)` of the uid directory, when it was opened."""
     stop_id: tuple[int, int, int] | None = None
     """`(st_dev, st_ino, st_mtime_ns)` of a STOPPED stop."""
 
@@ -186,10 +199,6 @@ def _reading(
 
 def _utc(seconds_ns: int) -> datetime:
     return datetime.fromtimestamp(seconds_ns / 1e9, UTC)
-
-
-def _identity(st: os.stat_result) -> Identity:
-    return (st.st_dev, st.st_ino)
 
 
 _TYPE_NAMES = (
@@ -224,6 +233,7 @@ def read_place(
     check_fs: bool = True,
     after_gate: Hook = None,
     after_open: Hook = None,
+    memo: ReadMemo | None = None,
 ) -> RawRead:
     """Read the stop at `place` once, within `place.bound` seconds; never raises.
 
@@ -243,6 +253,8 @@ def read_place(
             type gate and the open of the stop.
         after_open: test seam, called with the stop's descriptor between its open and
             its `fstat`.
+        memo: what earlier reads of `place` by the same watch found, reused while the
+            sign it is keyed on is unchanged (`_memo`); None: derive everything.
     """
     try:
         mounts = plan(str(place.store_dir), str(place.uid_dir))
@@ -255,20 +267,13 @@ def read_place(
                 "or opt in at setup"
             )
             return RawRead(reading=_reading(place, ReadOutcome.HOLD, reason=reason))
-        skip = frozenset() if mounts is None else mounts.skip
-        # The table judged every mount at or under the uid dir; without it the uid
-        # dir's own descriptor is judged (issue 12).
-        judge_uid_fs = mounts is None
+        hooks = (after_gate, after_open)
+        if mounts is not None and mounts.local:
+            # Local kernel filesystems only: every call returns (`within_bound`).
+            return _read_now(place, pins, check_fs, hooks, mounts, memo, None)
 
         def read(progress: Progress | None) -> RawRead:
-            return _read_now(
-                place,
-                pins,
-                (check_fs, judge_uid_fs),
-                (after_gate, after_open),
-                skip,
-                progress,
-            )
+            return _read_now(place, pins, check_fs, hooks, mounts, memo, progress)
 
         key = (place.store_dir, place.person_uid)
         return within_bound(mounts, key, read, bound=place.bound)
@@ -304,25 +309,25 @@ def _errtext(exc: OSError) -> str:
 def _read_now(
     place: Place,
     pins: tuple[Identity | None, Identity | None],
-    checks: tuple[bool, bool],
+    check_fs: bool,
     hooks: tuple[Hook, Hook],
-    skip: frozenset[str],
+    mounts: MountPlan | None,
+    memo: ReadMemo | None,
     progress: Progress | None,
 ) -> RawRead:
-    check_fs, judge_uid_fs = checks
     fds: list[int] = []
     folder_id: Identity | None = None
     uid_id: Identity | None = None
     others: tuple[NotHonoured, ...] = ()
     try:
-        folder_fd = open_folder(
+        folder_fd, folder_st = open_folder_with_stat(
             place.store_dir,
             place.person_uid,
             readable=place.scan_others,
             progress=progress,
         )
         fds.append(folder_fd)
-        folder_id = _identity(os.fstat(folder_fd))
+        folder_id = (folder_st.st_dev, folder_st.st_ino)
         if pins[0] is not None and folder_id != pins[0]:
             raise _Hold(
                 f"the setting changed: {place.store_dir} is not the folder this run "
@@ -333,23 +338,30 @@ def _read_now(
         judge_fs = (
             check_fs and place.folder is not None and not place.allow_untrusted_fs
         )
-        if judge_fs:
+        generation = -1 if mounts is None else mounts.generation
+        if judge_fs and (memo is None or not memo.fs_passed(generation, folder_st)):
             _judge_fs(folder_fd, place.store_dir)
+            if memo is not None:
+                memo.fs_judged(generation, folder_st)
         if place.scan_others:
-            others = _scan_others(folder_fd, place, skip, progress)
-        uid_fd = open_uid_dir(
+            skip = frozenset() if mounts is None else mounts.skip
+            names = _names(folder_fd, folder_st, memo)
+            others = _scan_others(folder_fd, names, place, skip, progress)
+        uid_fd, uid_st = open_uid_dir_with_stat(
             folder_fd, place.store_dir, place.person_uid, progress=progress
         )
         fds.append(uid_fd)
-        uid_id = _identity(os.fstat(uid_fd))
+        uid_id = (uid_st.st_dev, uid_st.st_ino)
         if pins[1] is not None and uid_id != pins[1]:
             raise _Hold(
                 f"the setting changed: {place.uid_dir} was replaced since this run "
                 "started; restart the run"
             )
-        if judge_fs and judge_uid_fs:
-            _judge_fs(uid_fd, place.uid_dir)  # issue 12: a mount on the uid dir too
-        reading, stop_id = _judge_stop(place, uid_fd, hooks, fds, progress)
+        if judge_fs and mounts is None:
+            # issue 12: a mount on the uid dir too; the table, when it can be read,
+            # judged every mount at or under the uid dir already.
+            _judge_fs(uid_fd, place.uid_dir)
+        reading, stop_id = _judge_stop(place, uid_fd, hooks, fds, memo, progress)
     except (RuleBroken, _Hold) as exc:
         reading, stop_id = _reading(place, ReadOutcome.HOLD, reason=str(exc)), None
     except OSError as exc:
@@ -397,6 +409,7 @@ def _judge_stop(
     uid_fd: int,
     hooks: tuple[Hook, Hook],
     fds: list[int],
+    memo: ReadMemo | None,
     progress: Progress | None,
 ) -> tuple[StopReading, tuple[int, int, int] | None]:
     path = place.stop_path
@@ -406,7 +419,7 @@ def _judge_stop(
     try:
         gate = os.stat(STOP_NAME, dir_fd=uid_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return _reading(place, ReadOutcome.CLEAR), None
+        return _clear(place, memo), None
     if not stat.S_ISREG(gate.st_mode):
         # Never opened: a FIFO would block, a device would run its driver.
         raise _Hold(f"{path} is {_kind(gate.st_mode)}, not a stop file; remove it")
@@ -415,7 +428,7 @@ def _judge_stop(
     try:
         fd = os.open(STOP_NAME, FILE_FLAGS, dir_fd=uid_fd)
     except FileNotFoundError:
-        return _reading(place, ReadOutcome.CLEAR), None
+        return _clear(place, memo), None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _Hold(f"{path} is a symlink, not a stop file; remove it") from None
@@ -446,6 +459,11 @@ def _judge_stop(
             f"{path} is {st.st_size} bytes, more than a stop's {place.max_size}; "
             "a malformed stop holds: remove it and set the stop again"
         )
+    stop_id = (st.st_dev, st.st_ino, st.st_mtime_ns)
+    # Everything the reading says comes from these fields (the owner was judged above).
+    key = (*stop_id, st.st_ctime_ns, st.st_nlink, st.st_mode, st.st_uid)
+    if memo is not None and memo.stopped is not None and memo.stopped[0] == key:
+        return memo.stopped[1], stop_id
     notes: list[str] = []
     if st.st_mode & stat.S_IWOTH:
         notes.append(f"{path} is writable by others: its time may have been changed")
@@ -462,11 +480,37 @@ def _judge_stop(
         person_uid=place.person_uid,
         stop_path=place.stop_path,
     )
-    return reading, (st.st_dev, st.st_ino, st.st_mtime_ns)
+    if memo is not None:
+        memo.stopped = (key, reading)
+    return reading, stop_id
+
+
+def _clear(place: Place, memo: ReadMemo | None) -> StopReading:
+    if memo is None:
+        return _reading(place, ReadOutcome.CLEAR)
+    if memo.clear is None:
+        memo.clear = _reading(place, ReadOutcome.CLEAR)
+    return memo.clear
+
+
+def _names(
+    folder_fd: int, st: os.stat_result, memo: ReadMemo | None
+) -> tuple[str, ...]:
+    """The folder's names; `()` when it cannot be listed (an `O_PATH` descriptor)."""
+    try:
+        return (
+            tuple(os.listdir(folder_fd)) if memo is None else memo.names(folder_fd, st)
+        )
+    except OSError:
+        return ()
 
 
 def _scan_others(
-    folder_fd: int, place: Place, skip: frozenset[str], progress: Progress | None
+    folder_fd: int,
+    names: tuple[str, ...],
+    place: Place,
+    skip: frozenset[str],
+    progress: Progress | None,
 ) -> tuple[NotHonoured, ...]:
     """Report stops other accounts left in the folder; never honours one, never raises.
 
@@ -476,10 +520,6 @@ def _scan_others(
     `O_NOFOLLOW`) to look for its `stop`.
     """
     mine = str(place.person_uid)
-    try:
-        names = os.listdir(folder_fd)
-    except OSError:
-        return ()  # an O_PATH descriptor (folder not readable): nothing to report
     found: list[NotHonoured] = []
     for name in names:
         if name == mine or name in skip:

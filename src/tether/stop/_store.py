@@ -26,6 +26,7 @@ import attrs
 
 from ..errors import StoreError
 from ._lifts import find_lift
+from ._memo import ReadMemo
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
 from ._system import (
@@ -306,12 +307,19 @@ class _View:
     folder_pin: Identity | None = None
     uid_dir_pin: Identity | None = None
     last_stop: tuple[int, int, int] | None = None
+    memo: ReadMemo = attrs.Factory(ReadMemo)
 
     def read(self) -> StopReading:
         place = self.place
-        # The filesystem type is judged on every read (one fstatfs): a reading that
-        # held must never leave a pin behind that later reads trust instead.
-        raw = read_place(place, pins=(self.folder_pin, self.uid_dir_pin), check_fs=True)
+        # The filesystem type is judged on every read: a reading that held must never
+        # leave a pin behind that later reads trust instead. The memo keeps only a
+        # type that passed, and only while the mount table is unchanged.
+        raw = read_place(
+            place,
+            pins=(self.folder_pin, self.uid_dir_pin),
+            check_fs=True,
+            memo=self.memo,
+        )
         reading = raw.reading
         if reading.outcome is not ReadOutcome.HOLD:
             # Pins come only from a read that passed every check.

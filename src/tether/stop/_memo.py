@@ -1,0 +1,105 @@
+"""What a run's reads of one place carry from one read to the next, and why it is safe.
+
+A `StopWatch` reads the same place before every move. Some of what a read finds cannot
+change without a sign the next read looks at anyway, so the next read compares that
+sign instead of deriving the finding again:
+
+- the names in the folder (for the report of other accounts' stops) while the folder's
+  `fstat` shows the same identity, times, size and link count, and its `st_ctime` was
+  already more than `SETTLED_NS` in the past when the names were listed: the kernel sets
+  `st_ctime` on every change of an entry, from a clock that can lag by one tick, so
+  only a ctime older than that tick tells a later change from the listed state;
+- that the file system of a device number passed the type check, while the mount table
+  is the generation it was judged in (`_mounts.unchanged`: one `poll`, after the
+  descriptor's `fstat`): no mount came or went, so the number names the same file system;
+- the reading itself, a value made from the place and the stop's `fstat` alone.
+
+Every check of the folder rule (the walk, owners, modes, the pins, the uid directory,
+the gate, the stop's own `open` and `fstat`) still runs on every read. A memo belongs to
+one place of one watch; `StopStore.read` passes none and remembers nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, final
+
+from ._mounts import unchanged
+
+if TYPE_CHECKING:
+    from ._read import StopReading
+
+__all__ = ("SETTLED_NS", "ReadMemo")
+
+SETTLED_NS = 1_000_000_000
+"""How far in the past a folder's `st_ctime` must be for its listing to be kept.
+
+Far above a kernel clock tick (1 to 10 ms), so a listing kept is one no later change can
+share a ctime with, whatever the file system's timestamp granularity.
+"""
+
+_Stamp = tuple[int, int, int, int, int, int]
+
+
+def _folder_stamp(st: os.stat_result) -> _Stamp:
+    return (
+        st.st_dev,
+        st.st_ino,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_size,
+        st.st_nlink,
+    )
+
+
+@final
+class ReadMemo:
+    """The findings a watch's reads of one place reuse while their sign is unchanged."""
+
+    __slots__ = ("_clock", "_fs", "_listing", "clear", "fs_checks", "lists", "stopped")
+
+    def __init__(self, *, clock: Callable[[], int] = time.time_ns) -> None:
+        self._clock = clock
+        # Invariant: the stamp is of an `fstat` made before the names were listed.
+        self._listing: tuple[_Stamp, tuple[str, ...]] | None = None
+        # Invariant: (generation, st_dev) of a file system whose type passed.
+        self._fs: tuple[int, int] | None = None
+        self.clear: StopReading | None = None
+        """The place's CLEAR reading: a value of the place alone, made once."""
+        self.stopped: tuple[tuple[int, ...], StopReading] | None = None
+        """The last STOPPED reading and the stop's `fstat` fields it was made from."""
+        self.lists = 0
+        """How many times the folder was listed (a test reads it)."""
+        self.fs_checks = 0
+        """How many times a file system type passed its check (a test reads it)."""
+
+    def names(self, folder_fd: int, st: os.stat_result) -> tuple[str, ...]:
+        """The folder's names: listed again unless `st` shows the folder as listed.
+
+        Raises:
+            OSError: the folder cannot be listed (an `O_PATH` descriptor).
+        """
+        stamp = _folder_stamp(st)
+        if self._listing is not None and self._listing[0] == stamp:
+            return self._listing[1]
+        self._listing = None
+        now = self._clock()
+        names = tuple(os.listdir(folder_fd))
+        self.lists += 1
+        if now - st.st_ctime_ns > SETTLED_NS:
+            self._listing = (stamp, names)
+        return names
+
+    def fs_passed(self, generation: int, st: os.stat_result) -> bool:
+        """Whether the file system of `st` passed in this generation of the mount table.
+
+        Called after the `fstat` that gave `st`; the `poll` in `unchanged` comes after it.
+        """
+        return self._fs == (generation, st.st_dev) and unchanged(generation)
+
+    def fs_judged(self, generation: int, st: os.stat_result) -> None:
+        """Remember that the file system of `st` passed its type check in `generation`."""
+        self.fs_checks += 1
+        self._fs = (generation, st.st_dev) if generation >= 0 else None
