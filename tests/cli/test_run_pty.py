@@ -20,9 +20,9 @@ from tests.runs.support import (
     git,
     make_repo,
     open_default_store,
-    wait_for,
     write_plan,
 )
+from tests.waiting import wait_until
 
 from tether.runs import LaneState
 
@@ -134,7 +134,7 @@ def test_one_ctrl_c_halts_cleanly_and_says_what_it_waits_for(tmp_path: Path) -> 
     term = Terminal("run", str(plan), env={"MARKS": str(marks)})
     try:
         term.read_until("run run_")
-        wait_for(lambda: len(list(marks.glob("*.impl"))) == 2, what="agents busy")
+        wait_until(lambda: len(list(marks.glob("*.impl"))) == 2, what="agents busy")
         term.press_ctrl_c()
         shown = term.read_until("press Ctrl-C again to kill now")
         assert "stopping: waiting for 2 agents to finish their calls" in shown
@@ -159,7 +159,7 @@ def test_two_ctrl_c_kill_every_agent_tree_and_still_save_the_worktrees(
     term = Terminal("run", str(plan), env={"MARKS": str(marks)})
     try:
         term.read_until("run run_")
-        wait_for(lambda: len(list(marks.glob("*.impl"))) == 2, what="agents busy")
+        wait_until(lambda: len(list(marks.glob("*.impl"))) == 2, what="agents busy")
         assert _tree_pids(marks)
         term.press_ctrl_c()
         term.read_until("press Ctrl-C again")

@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tether.runs import Store
@@ -105,25 +103,6 @@ def tether(
         check=False,
         env={**os.environ, **(env or {})},
     )
-
-
-def wait_for(
-    check: Callable[[], bool],
-    *,
-    timeout: float = 30.0,
-    what: str = "",
-    explain: Callable[[], object] | None = None,
-) -> None:
-    """Poll `check` until true; fail after `timeout` seconds (a bound, never a hope).
-
-    `explain` adds what it returns to the failure (the ledger, say).
-    """
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            more = f": {explain()}" if explain is not None else ""
-            raise AssertionError(f"timed out waiting for {what or check}{more}")
-        time.sleep(0.02)
 
 
 def open_default_store() -> Store:

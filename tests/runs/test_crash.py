@@ -11,12 +11,17 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
+import anyio
+import psutil
 import pytest
+from tests.waiting import wait_until
 
 from tether.runs import RunState, Store
 from tether.stop import lift_stop, set_stop
+from tether.testing._trees import alive, wait_exited
 
 from .support import (
     WAIT_FOR_GO,
@@ -26,7 +31,6 @@ from .support import (
     run_id_of,
     start,
     tether,
-    wait_for,
     write_plan,
 )
 
@@ -82,20 +86,31 @@ def _assert_nothing_lost(store: Store, repo: Path, notes: dict[str, str]) -> Non
         assert git(repo, "show", f"tether/{item}:README.md") == "hello\nchanged"
 
 
-def _no_tree_left(run: str) -> bool:
+def _tree_of(run: str) -> list[psutil.Process]:
+    """The processes of `run`'s agents still running (they carry TETHER_RUN)."""
     needle = f"TETHER_RUN={run}\0".encode()
+    found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 if needle in f.read():
-                    with open(f"/proc/{pid}/stat", "rb") as s:
-                        if s.read().rsplit(b")", 1)[1].split()[0] != b"Z":
-                            return False
-        except OSError:
+                    found.append(psutil.Process(int(pid)))
+        except (OSError, psutil.Error):
             continue
-    return True
+    return [p for p in found if alive([p])]
+
+
+def _wait_tree_gone(run: str) -> None:
+    """Wait for the exit of every agent process of `run` (a shell may start one more
+    before it dies: look again until none is left)."""
+    for _ in range(20):
+        procs = _tree_of(run)
+        if not procs:
+            return
+        anyio.run(partial(wait_exited, procs, timeout=30))
+    raise AssertionError(f"agent processes of {run} keep starting: {procs}")
 
 
 def _takeover(run: str, marks: Path, *, expect: int = 0, **env: str) -> str:
@@ -113,13 +128,13 @@ def test_killed_during_a_stage_then_taken_over(tmp_path: Path) -> None:
     plan, repo = _plan(tmp_path, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
+    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
     store = open_default_store()
     notes = _notes_now(store, run)
     assert set(notes) == set(ITEMS)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    wait_for(lambda: _no_tree_left(run), what="agent trees gone with the run")
+    _wait_tree_gone(run)  # the agents die with the run
     assert len(store.claims(run)) == 2  # still held by the dead run
     (marks / "go").touch()
     _takeover(run, marks)
@@ -180,7 +195,7 @@ def test_killed_between_a_save_and_its_release_then_taken_over(tmp_path: Path) -
         env={"MARKS": str(marks), "TETHER_TEST_CRASH_AT": "save-release"},
     )
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
+    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
     store = open_default_store()
     notes = _notes_now(store, run)
     set_stop()
@@ -205,7 +220,7 @@ def test_killed_during_the_takeover_itself_then_taken_over_again(
     plan, repo = _plan(tmp_path, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
+    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
     store = open_default_store()
     notes = _notes_now(store, run)
     proc.send_signal(signal.SIGKILL)
@@ -224,7 +239,7 @@ def test_a_live_run_cannot_be_taken_over(tmp_path: Path) -> None:
     plan, _ = _plan(tmp_path, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
+    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
     result = tether("takeover", run)
     assert result.returncode == 2
     assert "is alive" in result.stderr

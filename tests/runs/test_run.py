@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.waiting import wait_until
 
 from tether.runs import LaneState, RunState
 from tether.stop import lift_stop, set_stop
@@ -19,7 +20,6 @@ from .support import (
     run_id_of,
     start,
     tether,
-    wait_for,
     write_plan,
 )
 
@@ -115,10 +115,12 @@ def test_the_halt_goes_in_the_spec_order_for_every_lane(tmp_path: Path) -> None:
     plan = _busy_plan(tmp_path, repo, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    wait_until(
+        lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy"
+    )
     set_stop("test")
     store = open_default_store()
-    wait_for(lambda: ("stop-observed", None) in kinds(store, run), what="stop seen")
+    wait_until(lambda: ("stop-observed", None) in kinds(store, run), what="stop seen")
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 3, proc.communicate()
     events = store.events(run)
@@ -154,7 +156,9 @@ def test_saving_aside_keeps_tracked_and_untracked_work_and_touches_nothing(
     plan = _busy_plan(tmp_path, repo, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    wait_until(
+        lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy"
+    )
     set_stop()
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 3
@@ -190,7 +194,9 @@ def test_a_lift_alone_resumes_nothing_and_a_takeover_restores_and_finishes(
     plan = _busy_plan(tmp_path, repo, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    wait_until(
+        lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy"
+    )
     set_stop()
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 3
@@ -236,7 +242,9 @@ def test_hold_lets_nothing_go_and_moves_nothing_until_the_read_is_clear(
     plan = _busy_plan(tmp_path, repo, marks)
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy")
+    wait_until(
+        lambda: len(list(marks.glob("*.implement"))) == 2, what="both agents busy"
+    )
     from tether.stop import StopStore
 
     uid_dir = StopStore.from_setup().place.uid_dir
@@ -246,13 +254,13 @@ def test_hold_lets_nothing_go_and_moves_nothing_until_the_read_is_clear(
     def ledger() -> object:
         return [(e.kind, e.detail) for e in store.events(run)]
 
-    wait_for(
+    wait_until(
         lambda: store.run(run).state is RunState.HELD,  # type: ignore[union-attr]
         what="held",
         explain=ledger,
     )
     (marks / "go").touch()
-    wait_for(
+    wait_until(
         lambda: sum(1 for k, _ in kinds(store, run) if k == "receipt") == 2,
         what="both receipts",
         explain=ledger,
@@ -298,7 +306,7 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     )
     proc = start("run", str(plan), "--save-retry", "0.3", env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.impl"))) == 2, what="both agents busy")
+    wait_until(lambda: len(list(marks.glob("*.impl"))) == 2, what="both agents busy")
     set_stop()
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 4
@@ -357,7 +365,7 @@ def test_a_save_on_a_full_disk_holds_its_lane_and_claims(
     )
     proc = start("run", str(plan), "--save-retry", "0.3", env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: len(list(marks.glob("*.impl"))) == 1, what="the agent busy")
+    wait_until(lambda: len(list(marks.glob("*.impl"))) == 1, what="the agent busy")
     with (small_tmpfs / "filler").open("wb") as filler:
         try:
             while True:
@@ -390,7 +398,7 @@ def test_a_following_run_takes_new_queue_items_and_halts_on_a_stop(
     run = run_id_of(proc)
     assert tether("queue", "add", "late", "--brief", "Came late").returncode == 0
     store = open_default_store()
-    wait_for(lambda: [i.state for i in store.items()] == ["done"], what="late done")
+    wait_until(lambda: [i.state for i in store.items()] == ["done"], what="late done")
     assert git(repo, "show", "tether/late:work.txt") == "Came late"
     set_stop()
     stopped = time.monotonic()

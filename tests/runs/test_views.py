@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from tests.waiting import wait_until
 
 from tether.stop import StopStore, set_stop
 
@@ -16,7 +17,6 @@ from .support import (
     run_id_of,
     start,
     tether,
-    wait_for,
     write_plan,
 )
 
@@ -41,7 +41,7 @@ def test_a_halted_run_shows_its_lanes_and_writes_the_day_s_digest(
     )
     proc = start("run", str(plan), env={"MARKS": str(marks)})
     run = run_id_of(proc)
-    wait_for(lambda: (marks / "one.w").exists(), what="agent busy")
+    wait_until(lambda: (marks / "one.w").exists(), what="agent busy")
     set_stop("lunch")
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 3

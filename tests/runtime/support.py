@@ -1,4 +1,4 @@
-"""Runtime test support: the test tools and a helper to wait for runtime events."""
+"""Runtime test support: the test tools and the runtime's events, waited on."""
 
 from __future__ import annotations
 
@@ -70,11 +70,3 @@ async def events_of(runtime: Runtime) -> AsyncIterator[Events]:
     stream = runtime.subscribe()
     async with stream:
         yield Events(stream)
-
-
-async def poll_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait, bounded, for a condition that no event announces (another process's file,
-    a counter); fails the test if it does not hold within `timeout`."""
-    with anyio.fail_after(timeout):
-        while not predicate():  # noqa: ASYNC110 - nothing to wait on but the condition
-            await anyio.sleep(0.01)

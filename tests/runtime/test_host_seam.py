@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, poll_until
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import ErrorCode
 from tether.host._broker import Broker
@@ -32,22 +32,30 @@ pytestmark = pytest.mark.anyio
 
 
 class Results:
+    """The host's events as they arrive, with a wait that wakes on each new one."""
+
     def __init__(self) -> None:
         self.events: list[HostEvent] = []
+        self._arrived = anyio.Event()
 
     def __call__(self, event: HostEvent) -> None:
         self.events.append(event)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    async def wait(self, predicate: Callable[[HostEvent], bool]) -> HostEvent:
+        """Return the first event `predicate` accepts, waiting (bounded) for it."""
+        with anyio.fail_after(10):
+            while True:
+                arrived = self._arrived
+                for event in self.events:
+                    if predicate(event):
+                        return event
+                await arrived.wait()
 
     async def result(self, key: CallKey) -> ResultEvent:
-        def find() -> ResultEvent | None:
-            for e in self.events:
-                if isinstance(e, ResultEvent) and e.key == key:
-                    return e
-            return None
-
-        await poll_until(lambda: find() is not None)
-        found = find()
-        assert found is not None
+        found = await self.wait(lambda e: isinstance(e, ResultEvent) and e.key == key)
+        assert isinstance(found, ResultEvent)
         return found
 
 
@@ -143,9 +151,7 @@ async def test_abort_answers_with_the_phase_of_the_call(
     async with open_host(host_kind, workspace) as (host, results):
         key = CallKey("s1", "w1", "SlowWrite")
         await host.execute(ExecuteRequest(key, {"path": "f.txt", "seconds": 0.3}))
-        await poll_until(
-            lambda: any(getattr(e, "phase", None) == "running" for e in results.events)
-        )
+        await results.wait(lambda e: getattr(e, "phase", None) == "running")
         ack = await host.abort(_abort(key))
         assert ack.found
         assert ack.phase == "running"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.runtime.support import TEST_TOOLS, events_of, poll_until
+from tests.runtime.support import TEST_TOOLS, events_of
+from tests.waiting import await_until
 
 from tether import ErrorCode, Runtime, StopClass, ToolAborted, ToolError
 from tether.errors import DuplicateCallId
@@ -81,7 +82,7 @@ async def test_s2_losing_the_race_abandons_the_wait_and_tells_the_host(
             await events.started()
             await session.abort()
         assert errors
-        await poll_until(marker.exists)
+        await await_until(marker.exists, what="the host's cancel handler ran")
         assert marker.read_text(encoding="utf-8") == "cancelled"
 
 
@@ -108,7 +109,9 @@ async def test_s3_late_result_of_abandoned_call_changes_nothing(
             await session.abort()
         await session.settled()
         before = session.ledger_calls()
-        await poll_until(lambda: rt.statistics().late_results >= 1)
+        await await_until(
+            lambda: rt.statistics().late_results >= 1, what="the late result"
+        )
         assert session.ledger_calls() == before
         assert len(results) == 1
         assert isinstance(results[0], ToolAborted)
@@ -141,7 +144,9 @@ async def test_s4_progress_of_abandoned_call_stops_at_the_stop(
             await session.abort()
             events.drain()
             count_at_stop = len(events.seen)
-        await poll_until(lambda: rt.statistics().late_results >= 1)
+        await await_until(
+            lambda: rt.statistics().late_results >= 1, what="the late result"
+        )
         events.drain()
         late = [e for e in events.seen[count_at_stop:] if isinstance(e, ToolProgress)]
         assert late == []

@@ -13,7 +13,8 @@ from typing import Any
 import anyio
 import pytest
 from tests.runtime.misbehaving import MISBEHAVING
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of, poll_until
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.waiting import await_until
 
 from tether import ErrorCode, Runtime, ToolAborted
 from tether._jsonrpc import MAX_LINE, Connection, FdReceiveStream, FdSendStream
@@ -157,7 +158,11 @@ async def test_bash_partial_output_killed_at_grace_is_bounded(
                     assert len(caught.value.partial_output) <= 128 * 1024
 
                 tg.start_soon(call)
-                await poll_until(lambda: (workspace / "printed.flag").exists(), 20)
+                await await_until(
+                    (workspace / "printed.flag").exists,
+                    what="the whole output printed",
+                    bound=20,
+                )
                 await session.abort()
             await session.settled()
             async with session.turn() as turn:

@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import final
 
@@ -35,6 +36,7 @@ __all__ = (
     "open_gate",
     "tree_pids",
     "tree_procs",
+    "wait_exited",
 )
 
 _PID = re.compile(r"tree-pid (\d+) (pid:\[\d+\])\n")
@@ -109,6 +111,39 @@ def alive(procs: list[psutil.Process]) -> list[int]:
         except psutil.Error:
             pass
     return out
+
+
+async def wait_exited(
+    procs: Sequence[psutil.Process], *, timeout: float = 10.0
+) -> None:
+    """Wait until every process of `procs` has exited (a zombie has exited).
+
+    Waits on each process's pidfd, which the kernel makes readable when it exits, so
+    nothing is polled; a process already gone (or whose pid was reused) is done.
+
+    Raises:
+        TimeoutError: some are still running after `timeout` seconds; names their pids.
+    """
+    fds: list[int] = []
+    try:
+        for proc in procs:
+            try:
+                fd = os.pidfd_open(proc.pid)
+            except ProcessLookupError:
+                continue
+            fds.append(fd)
+            if not proc.is_running():  # the pid now names another process
+                fds.pop()
+                os.close(fd)
+        with anyio.move_on_after(timeout):
+            for fd in fds:
+                await anyio.wait_readable(fd)
+            return
+    finally:
+        for fd in fds:
+            os.close(fd)
+    left = alive(list(procs))
+    raise TimeoutError(f"processes still running after {timeout:g} s: {left}")
 
 
 @final
