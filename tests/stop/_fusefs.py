@@ -3,7 +3,7 @@
 `python _fusefs.py MODE MOUNTPOINT PERSON` serves `/`, `/<PERSON>/` and `/<PERSON>/stop`
 (an empty file owned by PERSON) until it is unmounted. MODE `eio` answers every flush
 (the `close()` of a descriptor) with EIO; MODE `bindfs` mounts as `fuse.bindfs`, whose
-daemon shows owners it makes up.
+daemon shows owners it makes up. It prints `mounted` once the mount is in place.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ class _Tree(mfusepy.Operations):  # type: ignore[misc]
             "st_mtime": self.now,
             "st_ctime": self.now,
         }
+
+    def init(self, path: str) -> None:
+        """The kernel's first request arrived: the mount is in place; say so."""
+        print("mounted", flush=True)
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
         person = str(self.person)

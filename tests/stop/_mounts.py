@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,16 +64,17 @@ def fuse_fs(point: Path, mode: str, person: int) -> Iterator[Path]:
     point.mkdir(exist_ok=True)
     proc = subprocess.Popen(
         [sys.executable, str(_FUSEFS), mode, str(point), str(person)],
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 10
-        while not _mounted(point):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                pytest.skip(f"cannot serve a FUSE file system here: {err.strip()}")
-            time.sleep(0.02)
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        if not ready or proc.stdout.readline() != b"mounted\n":
+            proc.kill()
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            pytest.skip(f"cannot serve a FUSE file system here: {err.strip()}")
+        assert _mounted(point)
         yield point
     finally:
         _libc.umount2(str(point).encode(), _MNT_DETACH)
@@ -83,5 +84,6 @@ def fuse_fs(point: Path, mode: str, person: int) -> Iterator[Path]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-        if proc.stderr:
-            proc.stderr.close()
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
