@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
+from tests.runtime.support import TEST_TOOLS
 
 from tether import Runtime
+from tether.testing import runtime_for
 
 
 @pytest.fixture(params=["inprocess", "stdio"])
@@ -21,17 +22,10 @@ def host_kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def make_runtime(host_kind: str, workspace: Path) -> Callable[..., Runtime]:
     def make(**kw: Any) -> Runtime:
-        options: dict[str, Any] = {
-            "workspace": workspace,
-            "tools": TEST_TOOLS,
-            "permissions": ALLOW_ALL,
-            "grace": 0.3,
-            "abort_bound": 0.5,
-            "host": host_kind,
-            "guard": False,
-        }
-        options.update(kw)
-        return Runtime(**options)
+        tools = kw.pop("tools", TEST_TOOLS)
+        kw.setdefault("host", host_kind)
+        kw.setdefault("guard", False)
+        return runtime_for(workspace, tools, **kw)
 
     return make
 

@@ -11,13 +11,14 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Runtime, ToolAborted
 from tether.errors import UsageError
 from tether.host._stdio import StdioHostClient
 from tether.runtime import ToolProgress
 from tether.runtime._runtime import MIN_ABORT_BOUND
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +39,7 @@ async def test_s6_the_smallest_accepted_bound_is_met(
 ) -> None:
     """S6: at the smallest accepted bound, abort() returns within it, turn after turn,
     with a read-only and a process call in flight."""
-    async with make_runtime(abort_bound=MIN_ABORT_BOUND) as rt, events_of(rt) as events:
+    async with make_runtime(abort_bound=MIN_ABORT_BOUND) as rt, event_log(rt) as events:
         session = rt.session()
         elapsed = []
         for n in range(10):
@@ -52,7 +53,7 @@ async def test_s6_the_smallest_accepted_bound_is_met(
 
                 tg.start_soon(call, "Stuck", {"seconds": 1.0})
                 tg.start_soon(call, "Stubborn", {})
-                await events.started(2 * (n + 1))
+                await events.wait_started(2 * (n + 1))
                 before = anyio.current_time()
                 report = await session.abort()
                 elapsed.append(anyio.current_time() - before)
@@ -85,7 +86,7 @@ async def test_s13b_abort_meets_its_bound_whatever_a_tool_prints(
         abort_bound=1.0,
         grace=1.0,
     )
-    async with rt, events_of(rt) as events:
+    async with rt, event_log(rt) as events:
         session = rt.session()
         before = _rss(rt)
         async with anyio.create_task_group() as tg, session.turn() as turn:
@@ -96,7 +97,7 @@ async def test_s13b_abort_meets_its_bound_whatever_a_tool_prints(
                 assert len(caught.value.partial_output) <= 128 * 1024
 
             tg.start_soon(call)
-            await events.wait(lambda e: isinstance(e, ToolProgress))
+            await events.wait_for(lambda e: isinstance(e, ToolProgress))
             await anyio.sleep(2.0)  # the flood under test: `yes` prints for 2 s
             grown = _rss(rt) - before
             report = await session.abort()
@@ -123,7 +124,7 @@ async def test_s6_a_frozen_host_is_never_reported_as_having_killed(
             grace=0.3,
             abort_bound=0.5,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         assert isinstance(rt.host, StdioHostClient)
         pid = rt.host.process.pid
@@ -135,7 +136,7 @@ async def test_s6_a_frozen_host_is_never_reported_as_having_killed(
                     await turn.call("Stubborn", {})
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             os.kill(pid, signal.SIGSTOP)
             try:
                 first = await session.abort()

@@ -10,10 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import ErrorCode, Runtime, ToolAborted
 from tether.runtime import CallState
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,7 @@ async def _leave_while_writing(
 ) -> tuple[list[Any], float, Runtime]:
     outcome: list[Any] = []
     async with anyio.create_task_group() as tg:
-        async with rt, events_of(rt) as events:
+        async with rt, event_log(rt) as events:
             session = rt.session()
             async with session.turn() as turn:
 
@@ -41,7 +42,7 @@ async def _leave_while_writing(
                     )
 
                 tg.start_soon(call)
-                await events.started()
+                await events.wait_started()
             left = anyio.current_time()
         closed = anyio.current_time() - left
     return outcome, closed, rt
@@ -105,7 +106,7 @@ async def test_closing_names_a_stopped_tool_that_ignores_cancellation(
     settles at once, and nothing hangs."""
     rt = make_runtime(grace=GRACE, abort_bound=BOUND)
     with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg, rt, events_of(rt) as events:
+        async with anyio.create_task_group() as tg, rt, event_log(rt) as events:
             session = rt.session()
             async with session.turn() as turn:
 
@@ -114,7 +115,7 @@ async def test_closing_names_a_stopped_tool_that_ignores_cancellation(
                         await turn.call("Stuck", {"seconds": SHUTDOWN + 1.0})
 
                 tg.start_soon(call)
-                await events.started()
+                await events.wait_started()
     (record,) = rt.sessions[0].ledger_calls()
     assert record.state is CallState.ABORTED
     if host_kind == "inprocess":

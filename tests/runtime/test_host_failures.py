@@ -11,12 +11,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import ErrorCode, Runtime, ToolAborted
 from tether._jsonrpc import Connection, FdReceiveStream, FdSendStream
 from tether.host._stdio import StdioHostClient
 from tether.runtime import CallState
+from tether.testing import alive, announce, event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +34,7 @@ async def test_calls_end_and_settle_when_the_stdio_host_dies(workspace: Path) ->
             guard=False,
             grace=0.3,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         assert isinstance(rt.host, StdioHostClient)
         session = rt.session()
@@ -45,7 +46,7 @@ async def test_calls_end_and_settle_when_the_stdio_host_dies(workspace: Path) ->
 
             tg.start_soon(call, "SlowWrite", {"path": "w.txt", "seconds": 30})
             tg.start_soon(call, "Stuck", {"seconds": 30})
-            await events.started(2)
+            await events.wait_started(2)
             os.kill(rt.host.process.pid, signal.SIGKILL)
         with anyio.fail_after(5):
             await session.settled()
@@ -70,7 +71,7 @@ async def test_abort_reaches_calls_of_an_earlier_turn_still_running(
             guard=False,
             grace=0.3,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         session = rt.session()
         async with anyio.create_task_group() as tg:
@@ -85,7 +86,7 @@ async def test_abort_reaches_calls_of_an_earlier_turn_still_running(
 
                 tg.start_soon(write)
                 tg.start_soon(stuck)
-                await events.started(2)
+                await events.wait_started(2)
             async with session.turn() as second:
                 report = await session.abort()
                 assert report.turn_id == second.id
@@ -144,7 +145,6 @@ async def test_s13_a_dead_host_settles_process_calls_only_once_their_trees_are_g
     from tether.host.tools import default_tools
 
     tools = [t for t in default_tools() if t.name == "Bash"]
-    from tether.testing._trees import alive, announce, tree_pids, tree_procs
 
     say = announce()
     command = (
@@ -160,7 +160,7 @@ async def test_s13_a_dead_host_settles_process_calls_only_once_their_trees_are_g
             guard=False,
             grace=0.3,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         assert isinstance(rt.host, StdioHostClient)
         session = rt.session()
@@ -171,14 +171,7 @@ async def test_s13_a_dead_host_settles_process_calls_only_once_their_trees_are_g
                 results.append(await turn.call("Bash", {"command": command}))
 
             tg.start_soon(call)
-            seen = ""
-            while len(tree_pids(seen)) < 2:
-                event = await events.wait(
-                    lambda e: "tree-pid" in getattr(e, "text", "")
-                )
-                events.seen.remove(event)
-                seen += event.text  # type: ignore[attr-defined]
-            procs = tree_procs(seen)
+            procs = await events.wait_announced(2)
             os.kill(rt.host.process.pid, signal.SIGKILL)
         with anyio.fail_after(10):
             await session.settled()

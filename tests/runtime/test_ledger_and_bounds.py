@@ -10,13 +10,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Runtime, ToolAborted
 from tether.errors import StoreError
 from tether.host._stdio import StdioHostClient
 from tether.runtime import CallState
 from tether.runtime._ledger import read_ledger_file
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def test_sqlite_ledger_is_owner_only_wal_and_agrees_with_memory(
             host=host_kind,  # type: ignore[arg-type]
             guard=False,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
@@ -47,7 +48,7 @@ async def test_sqlite_ledger_is_owner_only_wal_and_agrees_with_memory(
                     await turn.call("Stuck", {"seconds": 0.3})
 
             tg.start_soon(stuck)
-            await events.started()
+            await events.wait_started()
             report = await session.abort(reason="test")
         memory = session.ledger_calls()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -84,7 +85,7 @@ async def test_abort_returns_within_bound_when_the_host_is_frozen(
             host="stdio",
             guard=False,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         assert isinstance(rt.host, StdioHostClient)
         pid = rt.host.process.pid
@@ -100,7 +101,7 @@ async def test_abort_returns_within_bound_when_the_host_is_frozen(
 
             tg.start_soon(stuck)
             tg.start_soon(write)
-            await events.started(2)
+            await events.wait_started(2)
             os.kill(pid, signal.SIGSTOP)
             try:
                 t0 = time.perf_counter()
@@ -130,7 +131,7 @@ async def test_stopped_read_only_calls_never_starve_new_ones(workspace: Path) ->
             max_concurrent=4,
             guard=False,
         ) as rt,
-        events_of(rt) as events,
+        event_log(rt) as events,
     ):
         session = rt.session()
         for _ in range(25):
@@ -142,7 +143,7 @@ async def test_stopped_read_only_calls_never_starve_new_ones(workspace: Path) ->
                             await turn.call("Stuck", {"seconds": 1.0})
 
                     tg.start_soon(stuck)
-                await events.started(4)
+                await events.wait_started(4)
                 events.seen.clear()
                 await session.abort()
         async with session.turn() as turn:

@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import pytest
-from tests.runtime.support import events_of
 
 from tether import Runtime, ToolAborted
 from tether.host.tools import default_tools
 from tether.runtime import CallState
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ async def test_s11_stop_during_a_request_closes_the_connection(
                 host=host_kind,
                 abort_bound=0.5,  # type: ignore[arg-type]
             ) as rt,
-            events_of(rt),
+            event_log(rt),
         ):
             session = rt.session()
             async with anyio.create_task_group() as tg, session.turn() as turn:

@@ -10,10 +10,10 @@ from pathlib import Path
 import anyio
 import pytest
 from tests.runtime.misbehaving import Blocker
-from tests.runtime.support import events_of
 
 from tether import Runtime, ToolAborted
 from tether.host.tools import default_tools
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def test_stopped_workers_do_not_starve_the_built_in_tools(
         max_concurrent=16,
     )
     (workspace / "a.txt").write_text("needle\n", encoding="utf-8")
-    async with rt, events_of(rt) as events:
+    async with rt, event_log(rt) as events:
         try:
             session = rt.session()
             for batch in range(10):
@@ -50,7 +50,7 @@ async def test_stopped_workers_do_not_starve_the_built_in_tools(
                                 )
 
                         tg.start_soon(call)
-                    await events.started(10 * (batch + 1))
+                    await events.wait_started(10 * (batch + 1))
                     report = await session.abort()
                     assert report.settled
             if host_kind == "inprocess":

@@ -14,11 +14,12 @@ import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Runtime, ToolAborted, ToolResult
 from tether.host._inprocess import InProcessHost
 from tether.runtime import CallChanged, CallState, PermissionRequest, ToolProgress
+from tether.testing import event_log
 
 TOOLS: dict[str, dict[str, Any]] = {
     "Stuck": {"seconds": 0.2},
@@ -57,7 +58,7 @@ async def _one_race(
         max_concurrent=1 if phase == "queued" else 16,
     )
     outcomes: list[ToolResult | ToolAborted] = []
-    async with runtime as rt, events_of(rt) as events:
+    async with runtime as rt, event_log(rt) as events:
         session = rt.session()
         blocker = rt.session()
         async with anyio.create_task_group() as tg:
@@ -69,7 +70,7 @@ async def _one_race(
                             await bturn.call("Stuck", {"seconds": 0.3})
 
                 tg.start_soon(block)
-                await events.started()
+                await events.wait_started()
             async with session.turn() as turn:
 
                 async def call() -> None:
@@ -83,7 +84,7 @@ async def _one_race(
                     with anyio.fail_after(10):
                         await asked.wait()
                 elif phase == "queued":
-                    await events.wait(
+                    await events.wait_for(
                         lambda e: (
                             isinstance(e, CallChanged)
                             and e.tool == tool
@@ -91,7 +92,7 @@ async def _one_race(
                         )
                     )
                 elif phase in ("started", "finishing") and tool != "Echo":
-                    await events.wait(
+                    await events.wait_for(
                         lambda e: (
                             isinstance(e, ToolProgress)
                             and e.tool == tool

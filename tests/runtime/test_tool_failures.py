@@ -10,10 +10,11 @@ from typing import Any
 import anyio
 import pytest
 from tests.runtime.misbehaving import MISBEHAVING
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import ErrorCode, Runtime
 from tether.runtime import CallState
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -76,7 +77,7 @@ async def test_a_write_that_raises_after_its_work_is_recorded_as_failed_not_abor
 ) -> None:
     """S13b: with a stop in flight, a mutating call whose tool raises after writing is
     recorded as what happened (FAILED), never ABORTED ("never started")."""
-    async with runtime as rt, events_of(rt) as events:
+    async with runtime as rt, event_log(rt) as events:
         session = rt.session()
         outcome: list[Any] = []
         with anyio.fail_after(10):
@@ -90,7 +91,7 @@ async def test_a_write_that_raises_after_its_work_is_recorded_as_failed_not_abor
                     )
 
                 tg.start_soon(call)
-                await events.started()
+                await events.wait_started()
                 await session.abort()
             await session.settled()
         assert (workspace / "w.txt").read_text() == "whole"

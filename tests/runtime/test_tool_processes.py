@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import anyio
 import psutil
 import pytest
 from tests.host.contain_tools import slow_listing
-from tests.runtime.support import events_of
 
 from tether import Runtime, ToolAborted
-from tether.runtime import ToolProgress
-from tether.testing._trees import alive, tree_pids, tree_procs
+from tether.testing import alive, event_log, stop_once_started
 
 ABORT_BOUND = 0.5
 MARGIN = 1.0
@@ -34,37 +31,17 @@ async def test_s13_a_stopped_read_only_tool_settles_only_once_its_processes_are_
         permissions={"allow": ["slow_listing"]},
         abort_bound=ABORT_BOUND,
     )
-    aborted: list[ToolAborted] = []
-    async with runtime, events_of(runtime) as events:
-        session = runtime.session()
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-
-            async def call() -> None:
-                try:
-                    await turn.call("slow_listing", {}, call_id="ls")
-                except ToolAborted as exc:
-                    aborted.append(exc)
-
-            tg.start_soon(call)
-            seen: list[str] = []
-
-            def both_up(event: object) -> bool:
-                if isinstance(event, ToolProgress):
-                    seen.append(event.text)
-                return len(tree_pids("".join(seen))) >= 2
-
-            await events.wait(both_up)
-            procs = tree_procs("".join(seen))
-            report = await session.abort()
-        with anyio.fail_after(10):
-            await session.settled()
-        left = alive(procs)
+    async with runtime, event_log(runtime) as events:
+        stopped = await stop_once_started(
+            runtime.session(), events, "slow_listing", {}, processes=2
+        )
+        left = alive(list(stopped.procs))
         for pid in left:
             psutil.Process(pid).kill()
-        record = session.ledger_calls()[0]
+    procs, report, record = stopped.procs, stopped.report, stopped.record
     assert len(procs) == 2
     assert left == []
-    assert len(aborted) == 1
+    assert isinstance(stopped.outcome, ToolAborted)
     assert report.elapsed <= ABORT_BOUND + MARGIN
     assert report.settled or [p.why for p in report.pending] == [
         "read_only: stopped, waiting for the 1 process tree it started to be reaped"

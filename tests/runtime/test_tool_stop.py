@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.runtime.support import TEST_TOOLS, events_of
+from tests.runtime.support import TEST_TOOLS
 from tests.waiting import await_until
 
 from tether import ErrorCode, Runtime, StopClass, ToolAborted, ToolError
@@ -21,6 +21,7 @@ from tether.runtime import (
     ToolProgress,
     TurnSettled,
 )
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +39,7 @@ async def test_s5_abort_releases_call_whose_token_never_fires(
     make_runtime: MakeRuntime,
 ) -> None:
     """S5: a read-only tool that ignores its token and every cancellation is released."""
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         outcome: list[BaseException] = []
         async with anyio.create_task_group() as tg, session.turn() as turn:
@@ -50,7 +51,7 @@ async def test_s5_abort_releases_call_whose_token_never_fires(
                     outcome.append(exc)
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             report = await session.abort()
         assert report.settled
         assert report.pending == ()
@@ -67,7 +68,7 @@ async def test_s2_losing_the_race_abandons_the_wait_and_tells_the_host(
 ) -> None:
     """S2: a stop ends the wait on a hung read-only call and the host cancels its work."""
     marker = workspace / "told"
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
             errors: list[ToolAborted] = []
@@ -79,7 +80,7 @@ async def test_s2_losing_the_race_abandons_the_wait_and_tells_the_host(
                     errors.append(exc)
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             await session.abort()
         assert errors
         await await_until(marker.exists, what="the host's cancel handler ran")
@@ -91,7 +92,7 @@ async def test_s3_late_result_of_abandoned_call_changes_nothing(
     make_runtime: MakeRuntime,
 ) -> None:
     """S3: the late result of an abandoned call gives no second result and no ledger change."""
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         results: list[object] = []
         async with anyio.create_task_group() as tg, session.turn() as turn:
@@ -105,7 +106,7 @@ async def test_s3_late_result_of_abandoned_call_changes_nothing(
                     results.append(exc)
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             await session.abort()
         await session.settled()
         before = session.ledger_calls()
@@ -129,7 +130,7 @@ async def test_s4_progress_of_abandoned_call_stops_at_the_stop(
     make_runtime: MakeRuntime,
 ) -> None:
     """S4: no progress event of an abandoned call is delivered after the stop."""
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
 
@@ -138,7 +139,7 @@ async def test_s4_progress_of_abandoned_call_stops_at_the_stop(
                     await turn.call("Stuck", {"seconds": 0.5, "ticks": 0.02})
 
             tg.start_soon(call)
-            await events.wait(
+            await events.wait_for(
                 lambda e: isinstance(e, ToolProgress) and e.text == "tick"
             )
             await session.abort()
@@ -157,7 +158,7 @@ async def test_s6_abort_returns_within_bound_and_tells_what_still_runs(
     make_runtime: MakeRuntime, workspace: Path
 ) -> None:
     """S6: abort() returns within its bound; pending calls say why, class first."""
-    async with make_runtime(grace=0.3, abort_bound=0.5) as rt, events_of(rt) as events:
+    async with make_runtime(grace=0.3, abort_bound=0.5) as rt, event_log(rt) as events:
         session = rt.session()
         outcomes: dict[str, object] = {}
         async with anyio.create_task_group() as tg, session.turn() as turn:
@@ -172,7 +173,7 @@ async def test_s6_abort_returns_within_bound_and_tells_what_still_runs(
             tg.start_soon(call, "SlowExtension", {"seconds": 1.0})
             tg.start_soon(call, "Stubborn", {})
             tg.start_soon(call, "Stuck", {"seconds": 1.0})
-            await events.started(4)
+            await events.wait_started(4)
             t0 = time.perf_counter()
             report = await session.abort()
             elapsed = time.perf_counter() - t0
@@ -186,7 +187,7 @@ async def test_s6_abort_returns_within_bound_and_tells_what_still_runs(
             # The report is the ledger's view of the turn at that moment.
             assert list(report.calls) == session.ledger_calls()
             assert {r.tool for r in report.calls if not r.settled} == set(whys)
-        await events.wait(lambda e: isinstance(e, TurnSettled))
+        await events.wait_for(lambda e: isinstance(e, TurnSettled))
         assert (workspace / "out.txt").read_text(encoding="utf-8") == "x"
         states = {r.tool: r.state for r in session.ledger_calls()}
         assert states == {
@@ -205,7 +206,7 @@ async def test_process_call_ignoring_termination_ends_when_grace_closes(
     """A PROCESS call that ignores termination ends TOOL_ABORTED when the grace window
     closes, carrying what it streamed before the stop (spec 01 table)."""
     grace = 0.3
-    async with make_runtime(grace=grace) as rt, events_of(rt) as events:
+    async with make_runtime(grace=grace) as rt, event_log(rt) as events:
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
             got: list[ToolAborted] = []
@@ -219,7 +220,7 @@ async def test_process_call_ignoring_termination_ends_when_grace_closes(
                     done_at.append(time.perf_counter())
 
             tg.start_soon(call)
-            await events.wait(
+            await events.wait_for(
                 lambda e: isinstance(e, ToolProgress) and e.text == "line 2\n"
             )
             t0 = time.perf_counter()
@@ -235,7 +236,7 @@ async def test_process_call_that_obeys_returns_its_partial_output(
     make_runtime: MakeRuntime,
 ) -> None:
     """A PROCESS call that ends on termination within grace carries its full output."""
-    async with make_runtime(grace=5.0) as rt, events_of(rt) as events:
+    async with make_runtime(grace=5.0) as rt, event_log(rt) as events:
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
             got: list[ToolAborted] = []
@@ -247,7 +248,7 @@ async def test_process_call_that_obeys_returns_its_partial_output(
                     got.append(exc)
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             await session.abort()
         assert got[0].partial_output == "line 0\nline 1\nterminated\n"
 
@@ -365,7 +366,7 @@ async def test_s12_stopping_twice_or_a_settled_turn_is_harmless(
 ) -> None:
     """S12: a second stop and a stop of a settled turn return the same kind of report;
     the next turn starts clean with fresh ids."""
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         empty = await session.abort()
         assert empty.settled
@@ -377,7 +378,7 @@ async def test_s12_stopping_twice_or_a_settled_turn_is_harmless(
                     await turn.call("Stuck", {"seconds": 0.3})
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             first = await session.abort(reason="first")
             second = await session.abort(reason="second")
         third = await session.abort()
@@ -441,7 +442,7 @@ async def test_s1_every_stop_class_reaches_a_final_state(
     make_runtime: MakeRuntime, name: str, args: dict[str, object], expected: CallState
 ) -> None:
     """S1: a running call of each stop class reaches the final state its class promises."""
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
 
@@ -450,7 +451,7 @@ async def test_s1_every_stop_class_reaches_a_final_state(
                     await turn.call(name, args)
 
             tg.start_soon(call)
-            await events.started()
+            await events.wait_started()
             await session.abort()
         await session.settled()
         [record] = session.ledger_calls()
@@ -464,7 +465,7 @@ async def test_parallel_calls_in_one_turn_are_stopped_together(
     make_runtime: MakeRuntime,
 ) -> None:
     """Several `turn.call` awaited concurrently are stopped by one abort."""
-    async with make_runtime() as rt, events_of(rt) as events:
+    async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
         aborted = 0
         async with anyio.create_task_group() as tg, session.turn() as turn:
@@ -478,7 +479,7 @@ async def test_parallel_calls_in_one_turn_are_stopped_together(
 
             for _ in range(5):
                 tg.start_soon(call)
-            await events.started(5)
+            await events.wait_started(5)
             report = await session.abort()
         assert aborted == 5
         assert report.settled

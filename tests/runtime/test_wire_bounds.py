@@ -13,13 +13,14 @@ from typing import Any
 import anyio
 import pytest
 from tests.runtime.misbehaving import MISBEHAVING
-from tests.runtime.support import ALLOW_ALL, TEST_TOOLS, events_of
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 from tests.waiting import await_until
 
 from tether import ErrorCode, Runtime, ToolAborted
 from tether._jsonrpc import MAX_LINE, Connection, FdReceiveStream, FdSendStream
 from tether.host._core import MAX_TEXT
 from tether.runtime import CallState, ToolProgress
+from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
@@ -68,13 +69,13 @@ async def test_progress_over_a_frame_is_cut_and_the_host_lives_on(
     runtime: Runtime,
 ) -> None:
     """S13b: one progress report larger than a frame arrives cut, head and tail."""
-    async with runtime as rt, events_of(rt) as events:
+    async with runtime as rt, event_log(rt) as events:
         session = rt.session()
         with anyio.fail_after(30):
             async with session.turn() as turn:
                 result = await turn.call("Big", {"size": 1, "progress": OVER_A_FRAME})
                 assert result.output == "x"
-            event = await events.wait(
+            event = await events.wait_for(
                 lambda e: isinstance(e, ToolProgress) and e.text.startswith("pp")
             )
         assert isinstance(event, ToolProgress)
@@ -89,7 +90,7 @@ async def test_a_stopped_write_with_a_huge_result_ends_as_it_really_ended(
     """S13b (regression): a write stopped while running whose result is larger than a
     frame is recorded SUCCEEDED with its file whole; the host is never declared lost
     (the write was once recorded ABORTED and the host killed mid-write)."""
-    async with runtime as rt, events_of(rt) as events:
+    async with runtime as rt, event_log(rt) as events:
         session = rt.session()
         outcome: list[Any] = []
         with anyio.fail_after(30):
@@ -103,7 +104,7 @@ async def test_a_stopped_write_with_a_huge_result_ends_as_it_really_ended(
                     )
 
                 tg.start_soon(call)
-                await events.started()
+                await events.wait_started()
                 report = await session.abort()
                 assert not report.settled
                 assert report.pending[0].why.startswith("mutating: started")
