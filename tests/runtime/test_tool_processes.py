@@ -35,7 +35,7 @@ async def test_s13_a_stopped_read_only_tool_settles_only_once_its_processes_are_
         stopped = await stop_once_started(
             runtime.session(), events, "slow_listing", {}, processes=2
         )
-        left = alive(list(stopped.procs))
+        left = alive(stopped.procs)
         for pid in left:
             psutil.Process(pid).kill()
     procs, report, record = stopped.procs, stopped.report, stopped.record

@@ -191,18 +191,24 @@ async def stop_once_started(
         except ToolAborted as exc:
             outcomes.append(exc)
 
+    started = True
     async with anyio.create_task_group() as tg, session.turn() as turn:
         tg.start_soon(call)
-        if processes:
-            procs = await events.wait_announced(
-                processes, call_id=call_id, timeout=timeout
-            )
-        else:
-            await events.wait_for(
-                lambda e: isinstance(e, ToolProgress) and e.call_id == call_id,
-                timeout=timeout,
-            )
+        try:
+            if processes:
+                procs = await events.wait_announced(
+                    processes, call_id=call_id, timeout=timeout
+                )
+            else:
+                await events.wait_for(
+                    lambda e: isinstance(e, ToolProgress) and e.call_id == call_id,
+                    timeout=timeout,
+                )
+        except TimeoutError:
+            started = False  # the turn is stopped all the same, then this is raised
         report = await session.abort(reason=reason)
+    if not started:
+        raise TimeoutError(f"{name} did not start within {timeout:g} s")
     with anyio.fail_after(timeout):
         await session.settled()
     [record] = [r for r in session.ledger_calls() if r.call_id == call_id]

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import final
 
@@ -101,7 +101,7 @@ def tree_procs(output: str) -> list[psutil.Process]:
     return procs
 
 
-def alive(procs: list[psutil.Process]) -> list[int]:
+def alive(procs: Iterable[psutil.Process]) -> list[int]:
     """Return the pids of `procs` still running and not zombies."""
     out = []
     for proc in procs:
@@ -142,7 +142,7 @@ async def wait_exited(
     finally:
         for fd in fds:
             os.close(fd)
-    left = alive(list(procs))
+    left = alive(procs)
     raise TimeoutError(f"processes still running after {timeout:g} s: {left}")
 
 
