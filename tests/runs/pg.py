@@ -77,8 +77,11 @@ def _as_owner() -> tuple[list[str], int, int]:
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[str]:
+def cluster(*, durable: bool = False) -> Iterator[str]:
     """Start a private cluster; yields the URL of its `postgres` database (superuser).
+
+    `durable` keeps PostgreSQL's flushes on (as a real server has them); the tests
+    leave them off.
 
     Raises:
         Missing: no PostgreSQL binaries, or no account to run them as.
@@ -117,7 +120,7 @@ def cluster() -> Iterator[str]:
             env=env,
         )
         pg_ctl = [*prefix, str(bindir / "pg_ctl"), "-D", str(top / "data")]
-        port = _start(pg_ctl, top, env)
+        port = _start(pg_ctl, top, env, "" if durable else _FAST)
         try:
             yield f"postgresql://tether:{PASSWORD}@127.0.0.1:{port}/postgres"
         finally:
@@ -131,12 +134,12 @@ def cluster() -> Iterator[str]:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _start(pg_ctl: list[str], top: Path, env: dict[str, str]) -> int:
+def _start(pg_ctl: list[str], top: Path, env: dict[str, str], extra: str) -> int:
     """Start the server on a free port (another may take the port first: try again)."""
     last = ""
     for _ in range(5):
         port = _free_port()
-        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {top} {_FAST}"
+        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {top} {extra}"
         done = subprocess.run(
             [*pg_ctl, "-l", str(top / "log"), "-w", "-t", "60", "-o", options, "start"],
             capture_output=True,

@@ -342,3 +342,66 @@ def test_a_run_of_another_host_is_judged_by_its_leases_on_the_store_clock(
     assert beta.events("run-alive")[-1].detail == (
         "its leases expired on the store's clock (host alpha)"
     )
+
+
+@pytest.mark.rule("several-machines")
+def test_an_idle_run_of_another_host_lives_by_its_own_heartbeat(
+    store_factory: StoreFactory, clock: Clock
+) -> None:
+    """A run holding no claim (idle, between items) is not found dead by another host
+    while its own heartbeat is current; it is once the heartbeat's lease ran out."""
+    from tether.runs._takeover import effective_state
+
+    alpha, beta = store_factory(), store_factory()
+    run = RunRow(
+        id="run-idle",
+        state=RunState.RUNNING,
+        host="alpha",
+        pid=_dead_pid(),
+        pid_start=1.0,
+        started_at=clock.now,
+        plan="/p.toml",
+        repo="/r",
+    )
+    alpha.create_run(run)
+    alpha.beat(run.id, 60)
+    seen = beta.run(run.id)
+    assert seen is not None
+    assert seen.expires == clock.now + 60
+    assert effective_state(beta, seen, here_id="beta") is RunState.RUNNING
+    clock.now += 30
+    alpha.beat(run.id, 60)
+    clock.now += 45
+    seen = beta.run(run.id)
+    assert seen is not None
+    assert effective_state(beta, seen, here_id="beta") is RunState.RUNNING
+    clock.now += 16
+    assert effective_state(beta, seen, here_id="beta") is RunState.DEAD
+
+
+def test_a_store_file_of_an_earlier_version_gains_the_run_heartbeat(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """A SQLite store whose runs table has no `expires` column opens, keeps its rows,
+    and records heartbeats from then on."""
+    import sqlite3
+    from pathlib import Path
+
+    path = Path(tmp_path) / "s" / "runs.sqlite3"
+    SqliteStore.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE runs DROP COLUMN expires")
+        conn.execute(
+            "INSERT INTO runs (id, state, host, pid, pid_start, started_at, plan, repo) "
+            "VALUES ('old', 'done', 'h', 1, 1.0, 2.0, '/p', '/r')"
+        )
+    conn.close()
+    store = SqliteStore.open(path, clock=lambda: 100.0)
+    try:
+        old = store.run("old")
+        assert old is not None
+        assert old.expires is None
+        store.beat("old", 5)
+        assert store.run("old").expires == 105.0  # type: ignore[union-attr]
+    finally:
+        store.close()

@@ -29,6 +29,7 @@ __all__ = (
     "branch_name",
     "commits_since",
     "git",
+    "has_commit",
     "head",
     "lane_dir",
     "open_worktree",
@@ -91,6 +92,15 @@ async def git(
         why = err[-1] if err else f"exit {result.returncode}"
         raise GitFailed(f"git {args[0]} failed in {cwd}: {why}")
     return result.stdout.decode("utf-8", "replace").strip()
+
+
+async def has_commit(repo: Path, commit: str) -> bool:
+    """Whether the repository has `commit` (saved work may be on another machine)."""
+    try:
+        await git("cat-file", "-e", f"{commit}^{{commit}}", cwd=repo)
+    except GitFailed:
+        return False
+    return True
 
 
 async def head(worktree: Path) -> str:

@@ -89,7 +89,8 @@ _MIGRATIONS: Final = (
         started_at float8 NOT NULL,
         plan text NOT NULL,
         repo text NOT NULL,
-        takeover_of text
+        takeover_of text,
+        expires float8
     );
     CREATE TABLE lanes (
         seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -348,8 +349,9 @@ class PostgresStore:
         self._one(
             "record a run",
             "INSERT INTO runs (id, state, host, pid, pid_start, started_at, plan, repo, "
-            "takeover_of) VALUES (%(id)s, %(state)s, %(host)s, %(pid)s, %(pid_start)s, "
-            "%(started_at)s, %(plan)s, %(repo)s, %(takeover_of)s) RETURNING id",
+            "takeover_of, expires) VALUES (%(id)s, %(state)s, %(host)s, %(pid)s, "
+            "%(pid_start)s, %(started_at)s, %(plan)s, %(repo)s, %(takeover_of)s, "
+            "%(expires)s) RETURNING id",
             {
                 "id": run.id,
                 "state": run.state.value,
@@ -360,6 +362,7 @@ class PostgresStore:
                 "plan": run.plan,
                 "repo": run.repo,
                 "takeover_of": run.takeover_of,
+                "expires": run.expires,
             },
         )
 
@@ -371,7 +374,18 @@ class PostgresStore:
             {"state": state.value, "id": run},
         )
 
-    _RUN_COLS = "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of"
+    def beat(self, run: str, lease: float) -> None:
+        """The run's own heartbeat: it lives `lease` more seconds on the server's clock."""
+        self._one(
+            "record a heartbeat",
+            f"UPDATE runs SET expires = {_NOW} + %(lease)s WHERE id = %(id)s "
+            "RETURNING id",
+            {"lease": lease, "id": run, "now": self._now_arg()},
+        )
+
+    _RUN_COLS = (
+        "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of, expires"
+    )
 
     @staticmethod
     def _run_row(r: tuple[Any, ...]) -> RunRow:
@@ -385,6 +399,7 @@ class PostgresStore:
             plan=r[6],
             repo=r[7],
             takeover_of=r[8],
+            expires=r[9],
         )
 
     def run(self, run: str) -> RunRow | None:

@@ -46,6 +46,7 @@ from ._lanes import (
     branch_name,
     commits_since,
     git,
+    has_commit,
     head,
     lane_dir,
     open_worktree,
@@ -128,6 +129,7 @@ class Run:
     _killed: bool = False
     _lanes: dict[str, _Lane] = attrs.field(factory=dict)
     _inherit: list[LaneRow] = attrs.field(factory=list)
+    _unopened: set[str] = attrs.field(factory=set)
     _failed: bool = False
     _any_held: bool = False
     _windows: dict[str, float] = attrs.field(factory=dict)
@@ -234,6 +236,7 @@ class Run:
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self.heartbeat)
+            self.store.beat(self.id, self.lease)
             for lane in list(self._lanes.values()):
                 if lane.fenced:
                     continue
@@ -279,6 +282,15 @@ class Run:
                 )
                 self.store.update_lane(previous.id, saved=(ref, commit))
                 await remove_worktree(repo, old)
+        if commit is not None and not await has_commit(repo, commit):
+            assert previous is not None
+            ref = previous.saved_ref or saved_ref(previous.run, previous.id)
+            raise GitFailed(
+                f"its saved work {commit[:12]} ({ref}) is not in {repo}: it was "
+                "saved on another machine; fetch it into this repository with "
+                "`git fetch REMOTE '+refs/tether/saved/*:refs/tether/saved/*'`, "
+                "or let that machine take the item"
+            )
         await open_worktree(repo, worktree, branch_name(claim.item))
         row = LaneRow(
             id=lane_id,
@@ -443,6 +455,9 @@ class Run:
                 self._failed = True
                 self._log("lane-failed", lane=claim.lane, detail=str(exc))
                 self.say(f"{claim.item}: cannot open a lane: {exc}")
+                # Released for a peer (the machine that has its saved work, say); this
+                # run does not take it again, or it would fail the same way at once.
+                self._unopened.add(claim.item)
                 with contextlib.suppress(StaleClaim):
                     self.store.release(claim)
                 return
@@ -566,11 +581,22 @@ class Run:
                 takeover_of=self.takeover_of,
             )
         )
+        self.store.beat(self.id, self.lease)
         self._log("run-start", detail=str(self.plan.path))
+
+    def _claimable(self) -> list[str] | None:
+        """The items this run may claim: the plan's (None: the whole queue), less those
+        whose lane could not open here."""
+        if self.plan.items:
+            ids = [i.id for i in self.plan.items]
+        elif self._unopened:
+            ids = [i.id for i in self.store.items() if i.state == "queued"]
+        else:
+            return None
+        return [i for i in ids if i not in self._unopened]
 
     async def _dispatch(self) -> None:
         slots = anyio.Semaphore(self.plan.lanes)
-        only = None if not self.plan.items else [i.id for i in self.plan.items]
         async with anyio.create_task_group() as lanes:
             for previous in self._inherit:
                 await slots.acquire()
@@ -604,7 +630,7 @@ class Run:
                 claim = self.store.take_claim(
                     self.id,
                     lane_id,
-                    only=only,
+                    only=self._claimable(),
                     host=here(),
                     pid=os.getpid(),
                     lease=self.lease,

@@ -65,7 +65,8 @@ CREATE TABLE IF NOT EXISTS runs (
     started_at REAL NOT NULL,
     plan TEXT NOT NULL,
     repo TEXT NOT NULL,
-    takeover_of TEXT
+    takeover_of TEXT,
+    expires REAL
 );
 CREATE TABLE IF NOT EXISTS lanes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -118,7 +119,8 @@ def _prepare_file(path: Path) -> None:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a store made by an earlier version up to the schema (items.holder)."""
+    """Bring a store made by an earlier version up to the schema (items.holder,
+    runs.expires)."""
     cols = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
     if cols and "holder" not in cols:
         with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
@@ -127,6 +129,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 "UPDATE items SET holder = "
                 "(SELECT run FROM claims c WHERE c.item = items.id)"
             )
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if cols and "expires" not in cols:
+        with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
+            conn.execute("ALTER TABLE runs ADD COLUMN expires REAL")
 
 
 @final
@@ -235,7 +241,7 @@ class SqliteStore:
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO runs (id, state, host, pid, pid_start, started_at, plan, "
-                "repo, takeover_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "repo, takeover_of, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.id,
                     run.state.value,
@@ -246,6 +252,7 @@ class SqliteStore:
                     run.plan,
                     run.repo,
                     run.takeover_of,
+                    run.expires,
                 ),
             )
 
@@ -253,6 +260,13 @@ class SqliteStore:
         """Record a run's new state."""
         with self._write() as conn:
             conn.execute("UPDATE runs SET state = ? WHERE id = ?", (state.value, run))
+
+    def beat(self, run: str, lease: float) -> None:
+        """The run's own heartbeat: it lives `lease` more seconds on the store's clock."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET expires = ? WHERE id = ?", (self._clock() + lease, run)
+            )
 
     @staticmethod
     def _run_row(r: Sequence[object]) -> RunRow:
@@ -266,9 +280,12 @@ class SqliteStore:
             plan=str(r[6]),
             repo=str(r[7]),
             takeover_of=None if r[8] is None else str(r[8]),
+            expires=None if r[9] is None else float(r[9]),  # type: ignore[arg-type]
         )
 
-    _RUN_COLS = "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of"
+    _RUN_COLS = (
+        "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of, expires"
+    )
 
     def run(self, run: str) -> RunRow | None:
         """One run, or None."""

@@ -83,6 +83,12 @@ class Store(Protocol):
     def set_run_state(self, run: str, state: RunState) -> None:
         """Record a run's new state."""
 
+    def beat(self, run: str, lease: float) -> None:
+        """The run's own heartbeat: it lives `lease` more seconds on the store's clock.
+
+        A run that holds no claim (idle, between items) still shows it is alive.
+        """
+
     def run(self, run: str) -> RunRow | None:
         """One run, or None."""
 

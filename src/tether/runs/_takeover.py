@@ -25,6 +25,9 @@ __all__ = ("effective_state", "prepare_takeover")
 
 
 def _leases_expired(store: Store, run: RunRow, now: float) -> bool:
+    """Whether the run's own heartbeat and every claim's lease ended before `now`."""
+    if run.expires is not None and run.expires >= now:
+        return False
     return all(claim.expires < now for claim in store.claims(run.id))
 
 

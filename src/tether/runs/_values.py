@@ -144,6 +144,9 @@ class RunRow:
     """The repository its lanes branch from."""
     takeover_of: str | None = None
     """The run whose work it took over."""
+    expires: float | None = None
+    """Until when its last heartbeat says it lives, on the store's clock (None before
+    its first); another host judges it by this and its claims' leases."""
 
 
 @final
