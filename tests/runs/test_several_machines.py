@@ -7,11 +7,13 @@ that id, and the restart path judges a run of another id by its leases only.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.docs._blocks import ROOT, Block, blocks
 
 from tether.runs import RunState
 from tether.runs._postgres import PostgresStore
@@ -210,3 +212,44 @@ def test_saved_work_is_restored_only_where_it_is_and_never_lost(
     assert "restored" in here.stdout
     assert git(repo_a, "show", "tether/one:notes.txt") == "saved"
     assert [i.state for i in store.items()] == ["done"]
+
+
+def _section_blocks(title: str) -> list[Block]:
+    doc = ROOT / "docs" / "runs.md"
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"## {title}") + 1
+    end = next(
+        (n for n in range(start, len(lines)) if lines[n].startswith("## ")), len(lines)
+    )
+    return [b for b in blocks(doc) if start < b.line <= end]
+
+
+def test_the_several_machines_examples_of_the_docs_run_against_a_real_server(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Every command of docs/runs.md "Several machines" runs, exit 0, with the example
+    URL replaced by the test server's; its plan chooses that store."""
+    from tether.runs import load_plan, store_url
+
+    found = _section_blocks("Several machines")
+    commands = [b for b in found if b.lang == "console"]
+    plans = [b for b in found if b.lang == "toml"]
+    assert commands
+    assert plans
+    example = "postgresql://tether:secret@db.internal:5432/tether"
+    for block in commands:
+        for line in block.text.splitlines():
+            if not line.startswith("$ "):
+                continue
+            words = shlex.split(line[2:].replace(example, pg_url))
+            assert words[0] == "tether"
+            done = tether(*words[1:])
+            assert done.returncode == 0, f"{block.where}: {line}\n{done.stderr}"
+    make_repo(tmp_path)
+    for block in plans:
+        plan = tmp_path / "plan.toml"
+        plan.write_text(block.text.replace('repo = "."', 'repo = "repo"'), "utf-8")
+        chosen = store_url(None, load_plan(plan).store)
+        assert chosen.startswith("postgresql://")
+    queued = json.loads(tether("queue", "list", "--json", "--store", pg_url).stdout)
+    assert [i["id"] for i in queued] == ["fix-typo"]
