@@ -431,14 +431,20 @@ class PostgresStore:
             "now": self._now_arg(),
         }
 
-    _CLAIM_UPSERT = (
+    _CLAIM_INSERT = (
         "INSERT INTO claims (item, run, lane, epoch, expires, host, pid) "
         f"SELECT t.id, %(run)s, %(lane)s, t.epoch, {_NOW} + %(lease)s, %(host)s, "
-        "%(pid)s FROM taken t ON CONFLICT (item) DO UPDATE SET run = EXCLUDED.run, "
-        "lane = EXCLUDED.lane, epoch = EXCLUDED.epoch, expires = EXCLUDED.expires, "
-        "host = EXCLUDED.host, pid = EXCLUDED.pid "
-        "RETURNING item, run, lane, epoch, expires, host, pid"
+        "%(pid)s FROM taken t "
     )
+    _CLAIM_RETURNING = "RETURNING item, run, lane, epoch, expires, host, pid"
+    # A free item has no claim row (items.holder and claims change together); a
+    # take-over replaces the row of the run it takes over.
+    _CLAIM_UPSERT = (
+        _CLAIM_INSERT + "ON CONFLICT (item) DO UPDATE SET run = EXCLUDED.run, "
+        "lane = EXCLUDED.lane, epoch = EXCLUDED.epoch, expires = EXCLUDED.expires, "
+        "host = EXCLUDED.host, pid = EXCLUDED.pid " + _CLAIM_RETURNING
+    )
+    _CLAIM_INSERT += _CLAIM_RETURNING
 
     @staticmethod
     def _claim(r: tuple[Any, ...]) -> Claim:
@@ -477,7 +483,7 @@ class PostgresStore:
             f"AND holder IS NULL {where}ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED), "
             "taken AS (UPDATE items i SET epoch = i.epoch + 1, holder = %(run)s "
             "FROM free WHERE i.id = free.id RETURNING i.id, i.epoch) "
-            + self._CLAIM_UPSERT,
+            + self._CLAIM_INSERT,
             args,
         )
         if row is None:
