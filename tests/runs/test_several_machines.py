@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.docs._blocks import ROOT, Block, blocks
+from tests.waiting import wait_until
 
 from tether.runs import RunState
 from tether.runs._postgres import PostgresStore
@@ -27,7 +28,6 @@ from .support import (
     run_id_of,
     start,
     tether,
-    wait_for,
     write_plan,
 )
 
@@ -141,7 +141,7 @@ def test_another_host_takes_over_a_dead_run_only_once_its_leases_expired(
     beta = {"TETHER_MACHINE_ID": "beta", "MARKS": str(marks)}
     proc = start("run", str(plan), "--store", pg_url, env=alpha)
     run = run_id_of(proc)
-    wait_for(lambda: (marks / "one.w").exists(), what="the agent busy")
+    wait_until(lambda: (marks / "one.w").exists(), what="the agent busy")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     store = _open(pg_url)
@@ -151,7 +151,7 @@ def test_another_host_takes_over_a_dead_run_only_once_its_leases_expired(
     assert refused.returncode == 2
     assert "is alive" in refused.stderr
     # A bound, not a hope: wait until the server's clock is past the lease.
-    wait_for(lambda: store.now() > claim.expires, timeout=30, what="lease expiry")
+    wait_until(lambda: store.now() > claim.expires, bound=30, what="lease expiry")
     (marks / "go").touch()
     taken = tether("takeover", run, "--store", pg_url, env=beta)
     assert taken.returncode == 0, taken.stdout + taken.stderr
@@ -187,7 +187,7 @@ def test_saved_work_is_restored_only_where_it_is_and_never_lost(
     beta = {"TETHER_MACHINE_ID": "beta", "MARKS": str(marks)}
     proc = start("run", str(plan_a), "--store", pg_url, env=alpha)
     run = run_id_of(proc)
-    wait_for(lambda: (marks / "one.w").exists(), what="the agent busy")
+    wait_until(lambda: (marks / "one.w").exists(), what="the agent busy")
     set_stop("moving machines")
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 3
