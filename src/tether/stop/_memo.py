@@ -14,6 +14,10 @@ sign instead of deriving the finding again:
   descriptor's `fstat`): no mount came or went, so the number names the same file system;
 - the reading itself, a value made from the place and the stop's `fstat` alone.
 
+A memo also carries the unique id of the mount of `/` pinned at the watch's start
+(`_statx`), so the walk's look at the root tells a reader moved into another mount
+namespace (row D9).
+
 Every check of the folder rule (the walk, owners, modes, the pins, the uid directory,
 the gate, the stop's own `open` and `fstat`) still runs on every read. A memo belongs to
 one place of one watch; `StopStore.read` passes none and remembers nothing.
@@ -58,10 +62,23 @@ def _folder_stamp(st: os.stat_result) -> _Stamp:
 class ReadMemo:
     """The findings a watch's reads of one place reuse while their sign is unchanged."""
 
-    __slots__ = ("_clock", "_fs", "_listing", "clear", "fs_checks", "lists", "stopped")
+    __slots__ = (
+        "_clock",
+        "_fs",
+        "_listing",
+        "clear",
+        "fs_checks",
+        "lists",
+        "root_mount",
+        "stopped",
+    )
 
-    def __init__(self, *, clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self, *, clock: Callable[[], int] = time.time_ns, root_mount: int | None = None
+    ) -> None:
         self._clock = clock
+        self.root_mount = root_mount
+        """The unique mount id of `/` at the watch's start; None: not pinned."""
         # Invariant: the stamp is of an `fstat` made before the names were listed.
         self._listing: tuple[_Stamp, tuple[str, ...]] | None = None
         # Invariant: (generation, st_dev) of a file system whose type passed.

@@ -325,6 +325,7 @@ def _read_now(
             place.person_uid,
             readable=place.scan_others,
             progress=progress,
+            root_mount=None if memo is None else memo.root_mount,
         )
         fds.append(folder_fd)
         folder_id = (folder_st.st_dev, folder_st.st_ino)

@@ -29,11 +29,12 @@ from ._lifts import find_lift
 from ._memo import ReadMemo
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
+from ._statx import root_mount
 from ._system import (
     Binding,
+    BindingLook,
     BindingUnchecked,
     binding_path,
-    binding_stamp,
     code_writable_reason,
     load_binding,
 )
@@ -357,21 +358,30 @@ class StopWatch:
     _setup_file: str = ""
     _setup_stamp: _Stamp | None = None
     _binding_file: str = ""
+    _binding_look: BindingLook | None = None
     _binding_stamp: tuple[int, ...] | None = None
     _mount_ns: str | None = None
+    _root_mount: int | None = None
 
     @classmethod
     def _start(cls, store: StopStore) -> StopWatch:
         # The setup file's place is fixed with the run, like the folder and the person.
+        # Row D9: the mount of `/` is pinned where the kernel gives it a unique id;
+        # each read's walk then checks it, else the namespace link is read each time.
+        root = root_mount()
         watch = cls(
             store,
-            views=[_View(place) for place in store.places],
+            views=[
+                _View(place, memo=ReadMemo(root_mount=root)) for place in store.places
+            ],
+            root_mount=root,
             setup_file=str(setup_path()),
             binding_file=str(binding_path(store.system_dir)),
         )
         if store.record is not None:
             watch._setup_stamp = _stamp(watch._setup_file)
-        watch._binding_stamp = binding_stamp(store.system_dir)
+        watch._binding_look = look = BindingLook(store.system_dir)
+        watch._binding_stamp = look.stamp()
         watch._mount_ns = _mount_ns()
         watch.read()
         return watch
@@ -415,7 +425,8 @@ class StopWatch:
         The file is looked at with one `lstat`; only when that changed is it read
         again, and a rewrite that leaves this account's entry as it was is no change.
         """
-        stamp = binding_stamp(self.store.system_dir)
+        assert self._binding_look is not None
+        stamp = self._binding_look.stamp()
         if stamp == self._binding_stamp:
             return None
         changed = (
@@ -438,7 +449,7 @@ class StopWatch:
             found.append(setup)
         if (binding := self._binding_changed()) is not None:
             found.append(binding)
-        if _mount_ns() != self._mount_ns:
+        if self._root_mount is None and _mount_ns() != self._mount_ns:
             # Row D9: a reader moved into another mount namespace may see a folder
             # that someone mounted over; only the namespace it started in counts.
             found.append(

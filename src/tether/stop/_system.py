@@ -30,6 +30,7 @@ import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import final
 
 import attrs
 
@@ -45,6 +46,7 @@ __all__ = (
     "INSTALL_ADVICE",
     "SYSTEM_DIR",
     "Binding",
+    "BindingLook",
     "BindingUnchecked",
     "SystemBinding",
     "binding_path",
@@ -213,24 +215,38 @@ def binding_stamp(system_dir: Path | None = None) -> tuple[int, ...] | None:
     None when there is no file; a tuple with a negative first field when the look
     failed (so that it differs from any real stamp).
     """
-    real = _real_dir(system_dir)
-    parent, folder, where = _strings(real)
+    return BindingLook(system_dir).stamp()
 
-    def look(_: Progress | None) -> tuple[int, ...] | None:
+
+@final
+class BindingLook:
+    """The look at one binding file, its paths fixed once: what a watch repeats."""
+
+    __slots__ = ("_folder", "_key", "_parent", "_where")
+
+    def __init__(self, system_dir: Path | None = None) -> None:
+        real = _real_dir(system_dir)
+        self._parent, self._folder, self._where = _strings(real)
+        self._key = ("binding", real)
+
+    def stamp(self) -> tuple[int, ...] | None:
+        """As `binding_stamp`."""
         try:
-            st = os.stat(where, follow_symlinks=False)
+            mounts = plan(self._parent, self._folder)
+            if mounts is not None and mounts.local:
+                return self._look(None)  # local kernel filesystems: the call returns
+            return within_bound(mounts, self._key, self._look, bound=READ_BOUND)
+        except Hung:
+            return (-2,)
+        except OSError as exc:
+            return (-1, exc.errno or 0)
+
+    def _look(self, _: Progress | None) -> tuple[int, ...] | None:
+        try:
+            st = os.stat(self._where, follow_symlinks=False)
         except FileNotFoundError:
             return None
         return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
-
-    try:
-        return within_bound(
-            plan(parent, folder), ("binding", real), look, bound=READ_BOUND
-        )
-    except Hung:
-        return (-2,)
-    except OSError as exc:
-        return (-1, exc.errno or 0)
 
 
 @functools.lru_cache(maxsize=8)
