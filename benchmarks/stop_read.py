@@ -6,9 +6,16 @@ with the person's uid directory and a stop in it, then times, call by call:
 - `os.stat(stop)`: the floor, one system call by path;
 - `StopStore.read()`: the walk from `/`, the filesystem type, the scan for other
   accounts' stops, the uid directory, the gate, the open and the fstat;
-- `StopWatch.read()`: what a run does before each move (pins compared, setup watched).
+- `StopWatch.read()`: what a run does before each move (pins compared, setup and
+  binding watched, the root's mount compared, what cannot change unseen reused).
 
-Run: `.venv/bin/python benchmarks/stop_read.py [--samples N]`.
+The folder is left unchanged for a second before timing, as a run's folder is between
+two settings (a folder changed within the last second is listed on every read).
+`--busy N` runs N busy loops (`yes > /dev/null`) beside the timing, killed after.
+Besides the wall-clock percentiles, `cpu` is the thread's CPU time per call (the mean
+over all calls), which a loaded machine changes less.
+
+Run: `.venv/bin/python benchmarks/stop_read.py [--samples N] [--busy N]`.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,17 +50,32 @@ def _time(fn: Callable[[], object], samples: int) -> dict[str, float]:
         fn()
     out: list[int] = []
     clock = time.perf_counter_ns
+    cpu = time.thread_time_ns()
     for _ in range(samples):
         start = clock()
         fn()
         out.append(clock() - start)
-    return _percentiles(out)
+    cpu = time.thread_time_ns() - cpu
+    return {**_percentiles(out), "cpu": cpu / samples / 1000}
+
+
+def _settle(folder: Path) -> None:
+    """Wait until the folder's last change is more than `SETTLED_NS` in the past."""
+    from tether.stop._memo import SETTLED_NS
+
+    age = time.time_ns() - os.stat(folder).st_ctime_ns
+    if age <= SETTLED_NS:
+        time.sleep((SETTLED_NS - age) / 1e9 + 0.05)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20000)
+    parser.add_argument("--busy", type=int, default=0, help="busy loops beside")
     args = parser.parse_args()
+    busy = [
+        subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(args.busy)
+    ]
     home = Path(tempfile.mkdtemp(prefix="tether-bench-home-"))
     os.environ["TETHER_HOME"] = str(home)
     from tether.stop import ReadOutcome, SetupRecord, StopStore
@@ -73,6 +96,8 @@ def main() -> None:
         record = SetupRecord(folder=folder, person_uid=os.geteuid())
         save_setup(record)
         store = StopStore.from_setup()
+        _settle(folder)
+        load = os.getloadavg()[0]
         rows: list[tuple[str, dict[str, float]]] = []
         for state in ("STOPPED", "CLEAR"):
             if state == "STOPPED":
@@ -94,12 +119,18 @@ def main() -> None:
             rows.append((f"StopStore.read() {state}", _time(store.read, args.samples)))
             rows.append((f"StopWatch.read() {state}", _time(watch.read, args.samples)))
         print(
-            f"folder: {folder} (depth {len(folder.parts) - 1}); samples per row: {args.samples}"
+            f"folder: {folder} (depth {len(folder.parts) - 1}); samples per row: "
+            f"{args.samples}; busy loops: {args.busy}; load average "
+            f"{load:.2f} before, {os.getloadavg()[0]:.2f} after"
         )
-        print(f"{'what':36} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8} {'mean µs':>8}")
+        print(
+            f"{'what':36} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8} {'mean µs':>8} "
+            f"{'cpu µs':>8}"
+        )
         for name, figures in rows:
             print(
-                f"{name:36} {figures['p50']:8.1f} {figures['p90']:8.1f} {figures['p99']:8.1f} {figures['mean']:8.1f}"
+                f"{name:36} {figures['p50']:8.1f} {figures['p90']:8.1f} "
+                f"{figures['p99']:8.1f} {figures['mean']:8.1f} {figures['cpu']:8.1f}"
             )
         for state, base in (("STOPPED", 0), ("CLEAR", 3)):
             bare = rows[base][1]["p50"]
@@ -113,6 +144,9 @@ def main() -> None:
             f"median target <= 50 µs per read with all checks: {'met' if target_ok else 'NOT met'}"
         )
     finally:
+        for loop in busy:
+            loop.kill()
+            loop.wait()
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(home, ignore_errors=True)
 
