@@ -4,10 +4,11 @@ could make a reused finding wrong is still seen on the very next read."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,45 @@ def test_folder_rule_a_folder_changed_within_the_settling_window_is_listed_every
     assert memo.lists == 3
 
 
+_CLONE_NEWNS = 0x00020000
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MNT_DETACH = 2
+
+
+def _in_own_mount_namespace(fn: Callable[[], str]) -> str:
+    """Run `fn` in a forked child with a mount namespace of its own, no propagation in.
+
+    Mounts that other processes on the machine make then never reach the child's
+    table, so what `fn` counts depends on its own mounts alone.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        os.close(read_end)
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            if libc.unshare(_CLONE_NEWNS) != 0:
+                text = f"SKIP|unshare: {os.strerror(ctypes.get_errno())}"
+            else:
+                libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+                text = fn()
+        except BaseException as exc:
+            text = f"child failed: {exc!r}"
+        os.write(write_end, text.encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    text = b"".join(chunks).decode()
+    if text.startswith("SKIP|"):
+        pytest.skip(f"needs CAP_SYS_ADMIN for a mount namespace ({text[5:]})")
+    return text
+
+
 @pytest.mark.root
 @pytest.mark.rule("folder-rule")
 def test_folder_rule_the_filesystem_type_is_judged_again_after_any_mount(
@@ -115,13 +155,25 @@ def test_folder_rule_the_filesystem_type_is_judged_again_after_any_mount(
     """A tether choice: a type that passed is reused only while the mount table is
     the same generation; a mount anywhere makes the next read judge it again."""
     tree = make_tree(tmp_path)
-    memo = ReadMemo()
-    for _ in range(3):
-        assert _read(tree, memo).reading.outcome is ReadOutcome.CLEAR
-    assert memo.fs_checks == 1
-    with _tmpfs(tmp_path / "elsewhere"):
-        assert _read(tree, memo).reading.outcome is ReadOutcome.CLEAR
-        assert memo.fs_checks == 2
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def count() -> str:
+        memo = ReadMemo()
+        outcomes = [_read(tree, memo).reading.outcome for _ in range(3)]
+        before = memo.fs_checks
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mount(b"tmpfs", str(elsewhere).encode(), b"tmpfs", 0, None) != 0:
+            return f"SKIP|mount: {os.strerror(ctypes.get_errno())}"
+        try:
+            outcomes.append(_read(tree, memo).reading.outcome)
+        finally:
+            libc.umount2(str(elsewhere).encode(), _MNT_DETACH)
+        return f"{before} {memo.fs_checks} {' '.join(outcomes)}"
+
+    before, after, *outcomes = _in_own_mount_namespace(count).split()
+    assert outcomes == ["CLEAR"] * 4
+    assert (before, after) == ("1", "2")
 
 
 @pytest.mark.root
