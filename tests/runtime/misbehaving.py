@@ -23,13 +23,25 @@ async def Raise(ctx: ToolContext, kind: str) -> str:
         case "asyncio-cancelled":
             raise asyncio.CancelledError("a future the tool awaited was cancelled")
         case "anyio-cancelled":
-            raise anyio.get_cancelled_exc_class()()
+            raise await _leaked_cancellation()
         case "system-exit":
             raise SystemExit(3)
         case "keyboard-interrupt":
             raise KeyboardInterrupt
         case _:
             raise BaseException(f"a bare BaseException ({kind})")
+
+
+async def _leaked_cancellation() -> BaseException:
+    """The backend's own cancellation exception, caught from a scope the tool cancelled
+    and carried out of it (trio's has no public constructor: this is how one leaks)."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await anyio.lowlevel.checkpoint()
+        except anyio.get_cancelled_exc_class() as exc:
+            return exc
+    raise AssertionError("a cancelled scope let its checkpoint pass")
 
 
 @tool(stop_class=StopClass.MUTATING)

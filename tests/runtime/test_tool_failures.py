@@ -34,9 +34,6 @@ def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
     return make_runtime(tools=TOOLS, permissions=PERMISSIONS)
 
 
-# asyncio only: a tool cannot raise trio's Cancelled itself (it has no public
-# constructor), so the kinds of exception are raised on asyncio.
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.rule("S13b")
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_tool_raising_any_base_exception_fails_that_call_only(
