@@ -19,7 +19,7 @@ def make_ctx(workspace: Path, **kwargs: Any) -> ToolContext:
     )
 
 
-async def stop_once_started(
+async def stop_tool_once_started(
     tool: Tool, workspace: Path, args: dict[str, Any], *, flag_only: bool = False
 ) -> tuple[float, BaseException | None]:
     """Start a call, stop it at its first progress report; return the time to its end.

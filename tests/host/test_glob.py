@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.host.support import make_ctx, stop_once_started
+from tests.host.support import make_ctx, stop_tool_once_started
 
 from tether._config import Config
 from tether.errors import ToolAborted, ToolFailed
@@ -212,7 +212,7 @@ async def test_s14_glob_walk_ends_within_100ms_of_a_stop(huge_tree: Path) -> Non
     """A Glob walking ~100k entries ends within 100 ms of the stop (median of 5)."""
     tool = Glob(progress_every=2000)
     args = {"pattern": "**/*.py"}
-    times = [(await stop_once_started(tool, huge_tree, args))[0] for _ in range(5)]
+    times = [(await stop_tool_once_started(tool, huge_tree, args))[0] for _ in range(5)]
     assert statistics.median(times) <= 0.1, times
     assert max(times) <= 1.0, times
 
@@ -221,7 +221,7 @@ async def test_s14_glob_walk_ends_within_100ms_of_a_stop(huge_tree: Path) -> Non
 @pytest.mark.anyio
 async def test_s14_glob_walk_ends_on_its_cancel_flag_alone(huge_tree: Path) -> None:
     """Setting only `ctx.cancelled` ends the walk too, and the call ends ToolAborted."""
-    elapsed, error = await stop_once_started(
+    elapsed, error = await stop_tool_once_started(
         Glob(progress_every=2000), huge_tree, {"pattern": "**/*.py"}, flag_only=True
     )
     assert isinstance(error, ToolAborted)

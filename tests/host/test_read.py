@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.host.support import make_ctx, stop_once_started
+from tests.host.support import make_ctx, stop_tool_once_started
 
 from tether._config import Config
 from tether.errors import ToolAborted, ToolFailed
@@ -215,7 +215,7 @@ async def test_s14_read_worker_ends_within_100ms_of_a_stop(
     """A Read scanning a 50 GiB file ends within 100 ms of the stop (median of 5)."""
     tool = Read(progress_every=1024 * 1024)
     args = {"file_path": str(huge_file), "offset": 3000}
-    times = [(await stop_once_started(tool, workspace, args))[0] for _ in range(5)]
+    times = [(await stop_tool_once_started(tool, workspace, args))[0] for _ in range(5)]
     assert statistics.median(times) <= 0.1, times
     assert max(times) <= 1.0, times
 
@@ -228,6 +228,6 @@ async def test_s14_read_worker_ends_on_its_cancel_flag_alone(
     """Setting only `ctx.cancelled` ends the worker too, and the call ends ToolAborted."""
     tool = Read(progress_every=1024 * 1024)
     args = {"file_path": str(huge_file), "offset": 3000}
-    elapsed, error = await stop_once_started(tool, workspace, args, flag_only=True)
+    elapsed, error = await stop_tool_once_started(tool, workspace, args, flag_only=True)
     assert isinstance(error, ToolAborted)
     assert elapsed <= 1.0

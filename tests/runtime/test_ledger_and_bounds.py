@@ -21,6 +21,9 @@ from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
+MARGIN = 0.25
+"""Scheduling slack past a bound on a loaded 2-core machine."""
+
 
 async def test_sqlite_ledger_is_owner_only_wal_and_agrees_with_memory(
     host_kind: str, workspace: Path, tmp_path: Path
@@ -109,7 +112,7 @@ async def test_abort_returns_within_bound_when_the_host_is_frozen(
                 elapsed = time.perf_counter() - t0
             finally:
                 os.kill(pid, signal.SIGCONT)
-            assert elapsed < 0.4 + 0.1
+            assert elapsed < 0.4 + MARGIN
             assert not report.settled
             [pending] = report.pending
             assert pending.tool == "SlowWrite"
@@ -147,9 +150,10 @@ async def test_stopped_read_only_calls_never_starve_new_ones(workspace: Path) ->
                 events.seen.clear()
                 await session.abort()
         async with session.turn() as turn:
-            t0 = time.perf_counter()
             result = await turn.call("Echo", {"text": "still here"})
-            assert time.perf_counter() - t0 < 0.2
+            # Ordering, not time: the last four stopped calls still hold their workers
+            # for a second, and the new call did not wait for one of them to end.
+            assert rt.statistics().late_results <= 96
         assert result.output == "still here"
         aborted = [r for r in session.ledger_calls() if r.state is CallState.ABORTED]
         assert len(aborted) == 100
