@@ -12,18 +12,6 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).parent.parent / "src" / "tether"
-LAYERS = [
-    "base",
-    "stop",
-    "host",
-    "models",
-    "runtime",
-    "runs",
-    "acp",
-    "testing",
-    "tools",
-    "cli",
-]
 RANK = {
     "base": 0,
     "stop": 1,

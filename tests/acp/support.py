@@ -201,27 +201,12 @@ def write_script(path: Path, moves: Sequence[dict[str, Any]]) -> str:
     return f"scripted:{path}"
 
 
-def plugin_dir(root: Path, tools: dict[str, str]) -> Path:
-    """A directory holding a real distribution's metadata whose `tether.tools` entry
-    points name `tools` (name -> `module:attribute`); put it on PYTHONPATH."""
-    info = root / "tether_acp_test_tools-0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: tether-acp-test-tools\nVersion: 0\n",
-        encoding="utf-8",
-    )
-    lines = ["[tether.tools]", *(f"{k} = {v}" for k, v in tools.items())]
-    (info / "entry_points.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return root
-
-
-def agent_env(*, plugins: Path | None = None, **extra: str) -> dict[str, str]:
+def agent_env(**extra: str) -> dict[str, str]:
     """The environment `tether acp` runs with: the account's home and the test's path."""
-    path = [str(plugins)] if plugins is not None else []
     env = {
         "TETHER_HOME": os.environ["TETHER_HOME"],
         "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([*path, *sys.path]),
+        "PYTHONPATH": os.pathsep.join(sys.path),
     }
     env.update(extra)
     return env
@@ -233,7 +218,6 @@ async def editor(
     *,
     answer: Answer = allow_once,
     tools: Sequence[str] = (),
-    plugins: Path | None = None,
     **env: str,
 ) -> AsyncIterator[Editor]:
     """Start `tether acp --model MODEL [--tool T ...]` and connect the SDK's client."""
@@ -247,7 +231,7 @@ async def editor(
         "--model",
         model,
         *(arg for ref in tools for arg in ("--tool", ref)),
-        env=agent_env(plugins=plugins, **env),
+        env=agent_env(**env),
         transport_kwargs={"stderr": None, "shutdown_timeout": 15.0},
         observers=[recorder.observe],
     ) as (conn, process):

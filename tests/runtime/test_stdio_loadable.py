@@ -89,9 +89,15 @@ def test_a_tool_in_an_importable_module_runs_on_the_stdio_host(tmp_path: Path) -
     assert proc.stdout.strip() == "k"
 
 
-def test_installed_tools_pass_the_check(tmp_path: Path) -> None:
-    """Tools of an installed package (tether.testing) are importable by the host."""
-    Runtime(workspace=tmp_path, tools=[Echo], host="stdio")
+@pytest.mark.anyio
+async def test_installed_tools_pass_the_check(tmp_path: Path) -> None:
+    """Tools of an installed package (tether.testing) pass the check, and the host
+    process imports and runs them."""
+    async with Runtime(workspace=tmp_path, tools=[Echo], host="stdio") as rt:
+        session = rt.session()
+        async with session.turn() as turn:
+            result = await turn.call("Echo", {"text": "imported"})
+    assert result.output == "imported"
 
 
 def test_a_tool_made_inside_a_function_is_refused(tmp_path: Path) -> None:

@@ -31,12 +31,6 @@ MARGIN = 0.25
 MakeRuntime = Callable[..., Runtime]
 
 
-async def _expect_aborted(turn_call: object) -> ToolAborted:
-    with pytest.raises(ToolAborted) as info:
-        await turn_call  # type: ignore[misc]
-    return info.value
-
-
 @pytest.mark.rule("S5")
 async def test_s5_abort_releases_call_whose_token_never_fires(
     make_runtime: MakeRuntime,
