@@ -37,6 +37,13 @@ class Admission:
     running: int = 0
     _waiters: deque[anyio.Event] = attrs.field(factory=deque)
 
+    def take(self) -> Slot | None:
+        """Take a place if one is free now (no one waits before this call), else None."""
+        if self.running < self.limit and not self._waiters:
+            self.running += 1
+            return Slot(self)
+        return None
+
     async def acquire(self) -> Slot:
         """Wait for a place; cancelling the wait leaves no trace in the queue."""
         if self.running < self.limit and not self._waiters:

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import attrs
+from anyio import TaskHandle
 
 from .._bounded import BoundedOutput
 from ._protocol import CallKey, HostPhase
@@ -34,15 +35,21 @@ class HostCall:
     args: dict[str, Any]
     ctx: ToolContext
     phase: HostPhase = "registered"
-    scope: anyio.CancelScope | None = None
-    """Covers the waits before the operation (permission, admission), if any."""
-    tool_scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
-    """Covers the tool's own run; cancelled (or given a deadline) by a stop."""
+    task: TaskHandle[None] | None = None
+    """The call's own task: its waits (permission, admission) and the tool's run."""
+    cancelled: bool = False
+    """Whether a stop cancelled the call's task (not the host closing)."""
     stop_requested: bool = False
     registered_at: float = attrs.field(factory=time.time)
     """Wall-clock time the host registered the call."""
     output: BoundedOutput = attrs.field(factory=lambda: BoundedOutput(PARTIAL_LIMIT))
     """Progress reported so far, head and tail only: a killed process's partial output."""
+
+    def cancel(self) -> None:
+        """End the call's task: a wait before the operation, or the tool's own run."""
+        self.cancelled = True
+        if self.task is not None:
+            self.task.cancel()
 
 
 @attrs.define(eq=False)
@@ -72,6 +79,10 @@ class CallTable:
             return False
         seen.add(key.call_id)
         return True
+
+    def was_claimed(self, key: CallKey) -> bool:
+        """Whether a call with this id was executed in its session (ended or not)."""
+        return key.call_id in self._seen.get(key.session_id, ())
 
     def register(self, call: HostCall) -> None:
         """Add a call; from now on a stop finds it."""

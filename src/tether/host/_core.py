@@ -12,7 +12,6 @@ JSON-RPC. It does not know about JSON-RPC or the runtime's ledger; it reports th
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -192,7 +191,9 @@ class HostCore:
         # Invariant: registered before permission is evaluated, so a stop finds it.
         self.calls.register(call)
         assert self._tg is not None, "HostCore.serve() is not running"
-        self._tg.start_soon(
+        # The call's task is what a stop cancels: anyio gives each task its own scope,
+        # so the call needs none of its own.
+        call.task = self._tg.start_soon(
             self._run, call, emit, name=f"tool {key.tool} {key.call_id}"
         )
 
@@ -200,27 +201,29 @@ class HostCore:
         """Apply a typed stop to a call and say what phase it was in."""
         call = self.calls.get(request.key)
         if call is None:
+            if self.calls.was_claimed(request.key):
+                # It ran and ended before the stop came; its result is already sent.
+                return AbortAck(found=False, phase="finished")
             self.calls.bury(request.key)
             return AbortAck(found=False, phase="unknown")
         phase = call.phase
         if request.kill and phase == "running":
-            # The runtime's grace window closed: the tool's scope ends, and with it
+            # The runtime's grace window closed: the tool's task ends, and with it
             # every process of the tree (SIGKILL to each descendant).
             call.stop_requested = True
             call.ctx.cancelled.set()
-            call.tool_scope.cancel()
+            call.cancel()
             return _ack(call, phase)
         if call.stop_requested:
             return _ack(call, phase)
         call.stop_requested = True
         if phase in PRE_START_PHASES:
-            if call.scope is not None:
-                call.scope.cancel()
+            call.cancel()  # its operation never starts
         elif phase == "running":
             match call.tool.stop_class:
                 case StopClass.READ_ONLY:
                     call.ctx.cancelled.set()
-                    call.tool_scope.cancel()
+                    call.cancel()
                     # The abandoned worker may still be blocked: free its place now.
                     self._release(call.key)
                 case StopClass.PROCESS:
@@ -244,19 +247,31 @@ class HostCore:
         emit(PhaseEvent(call.key, phase, call.tool.stop_class))
 
     async def _run(self, call: HostCall, emit: Emit) -> None:
+        """The call's task: its result is sent once it has released everything."""
         key = call.key
-        result: ResultEvent
+        result: ResultEvent | None = None
         try:
             result = await self._attempt(call, emit)
         except Exception as exc:  # the tool's own failure, not a stop
             result = _result(key, "", _as_tool_error(exc))
+        except BaseException as exc:
+            if call.cancelled and _is_our_cancellation(exc):
+                # A stop ended the task; the host closing ends it without a result.
+                if call.phase == "running":
+                    partial = cut_text(call.output.text())
+                    result = _aborted(key, "stopped while running", partial)
+                else:
+                    result = _aborted(key, "stopped before it started")
+            raise
         finally:
             self._release(key)
             self.calls.remove(key)
             call.phase = "finished"
+            call.ctx._end()
             if not len(self.calls):
                 self._idle.set()
-        emit(result)
+            if result is not None:
+                emit(result)
 
     async def _attempt(self, call: HostCall, emit: Emit) -> ResultEvent:
         key = call.key
@@ -276,45 +291,38 @@ class HostCore:
                     code=ErrorCode.PERMISSION_DENIED,
                 ),
             )
-        # Only a call that will wait (for the approver, for a place) needs a scope a stop
-        # can cancel; the common path has no wait and skips it.
-        waits = decision == "ask" or not self.admission.free
-        call.scope = anyio.CancelScope() if waits else None
-        with call.scope or contextlib.nullcontext():
-            if decision == "ask":
-                self._set_phase(call, "pending_permission", emit)
-                try:
-                    await self.broker.ask(key, call.tool, call.args)
-                except ToolError as exc:
-                    return _result(key, "", exc)
-            if not self.admission.free:
-                self._set_phase(call, "queued", emit)
-            self._slots[key] = await self.admission.acquire()
-            # A stop that landed before this point (even one whose cancellation found no
-            # checkpoint: a wait had just been granted) means the operation never starts.
-            if not call.stop_requested:
-                self._set_phase(call, "running", emit)
-        if call.phase != "running":
-            return _aborted(key, "stopped before it started")
-        output: str | None = None
-        with call.tool_scope:
+        # A stop during a wait (for the approver, for a place) cancels the call's task.
+        if decision == "ask":
+            self._set_phase(call, "pending_permission", emit)
             try:
-                output = await call.tool.run(call.ctx, call.args)
-            except Exception:
+                await self.broker.ask(key, call.tool, call.args)
+            except ToolError as exc:
+                return _result(key, "", exc)
+        slot = self.admission.take()
+        if slot is None:
+            self._set_phase(call, "queued", emit)
+            slot = await self.admission.acquire()
+        self._slots[key] = slot
+        # A stop that landed before this point (even one whose cancellation found no
+        # checkpoint: a wait had just been granted) means the operation never starts.
+        if call.stop_requested:
+            return _aborted(key, "stopped before it started")
+        self._set_phase(call, "running", emit)
+        try:
+            output = await call.tool.run(call.ctx, call.args)
+        except Exception:
+            raise
+        except BaseException as exc:
+            if _is_our_cancellation(exc):
                 raise
-            except BaseException as exc:
-                if _is_our_cancellation(exc):
-                    raise
-                # S13b: whatever a tool raises (a CancelledError of its own, SystemExit,
-                # KeyboardInterrupt) ends that call only, never the host's task group.
-                raise ToolError(
-                    f"the tool raised {type(exc).__name__}: {exc}",
-                    code=ErrorCode.TOOL_FAILED,
-                ) from None
+            # S13b: whatever a tool raises (a CancelledError of its own, SystemExit,
+            # KeyboardInterrupt) ends that call only, never the host's task group.
+            raise ToolError(
+                f"the tool raised {type(exc).__name__}: {exc}",
+                code=ErrorCode.TOOL_FAILED,
+            ) from None
         if call.stop_requested and call.tool.stop_class in _ABANDONED:
-            partial = output if output is not None else call.output.text()
-            return _aborted(key, "stopped while running", cut_text(partial))
-        assert output is not None
+            return _aborted(key, "stopped while running", cut_text(output))
         return ResultEvent(key, cut_text(output))
 
 

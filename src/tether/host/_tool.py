@@ -91,6 +91,11 @@ class ToolContext:
                 self._processes_gone = anyio.Event()
             await self._processes_gone.wait()
 
+    def _end(self) -> None:
+        """The call is over: later progress goes nowhere (and the context no longer
+        holds the host's call, so both are freed as soon as nothing uses them)."""
+        self._on_progress = None
+
     def progress(self, text: str) -> None:
         """Report progress output of the call (never blocks; dropped after a stop)."""
         if self._on_progress is not None:

@@ -57,6 +57,10 @@ def checked_input(raw: object) -> dict[str, Any]:
     return encoded_input(raw)[0]
 
 
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+"""`json.dumps` with these options, without building an encoder on every call."""
+
+
 def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
     """Return `raw` as a tool input both hosts take alike, with its JSON text, or say
     why it cannot be one.
@@ -74,7 +78,7 @@ def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
         )
     value = raw if type(raw) is dict else dict(raw)
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text = _encode(value)
     except RecursionError:
         raise InvalidInput(
             "input is nested too deeply to send as JSON", path="<input>"

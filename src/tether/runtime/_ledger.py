@@ -80,6 +80,17 @@ _LEGAL: dict[CallState, frozenset[CallState]] = {
     CallState.RUNNING: frozenset({CallState.ABORTING} | _FINAL),
     CallState.ABORTING: _FINAL,
 }
+# The ledger's rows keep states and codes as their plain string values: a row that
+# holds only strings, numbers and None is untracked by the cycle collector, so a long
+# session's ledger adds nothing to the collector's full passes.
+_FINAL_VALUES = frozenset(s.value for s in _FINAL)
+_LEGAL_VALUES = {
+    old.value: frozenset(s.value for s in new) for old, new in _LEGAL.items()
+}
+
+
+def _error_code(value: ErrorCode | str | None) -> ErrorCode | None:
+    return None if value is None else ErrorCode(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -88,8 +99,8 @@ class CallRecord:
 
     call_id: str
     tool: str
-    state: CallState
-    code: ErrorCode | None = None
+    state: CallState = attrs.field(converter=CallState)
+    code: ErrorCode | None = attrs.field(default=None, converter=_error_code)
     session_id: str = ""
     turn_id: str = ""
     stop_class: str = ""
@@ -165,6 +176,7 @@ def input_column(value: object) -> str:
         return f"<input not kept: {exc}>"
 
 
+_REQUESTED = CallState.REQUESTED.value
 _BLANK: dict[str, Any] = {
     a.name: (None if a.default is attrs.NOTHING else a.default)
     for a in attrs.fields(CallRecord)
@@ -214,7 +226,7 @@ class Ledger:
             tool=tool,
             turn_id=turn_id,
             stop_class=stop_class,
-            state=CallState.REQUESTED,
+            state=_REQUESTED,
             requested_at=time.time(),
         )
         self._rows[key] = row
@@ -231,6 +243,8 @@ class Ledger:
         if key in self._rows:
             raise UsageError(f"call {record.call_id} is already in the ledger")
         row = {name: getattr(record, name) for name in _COLUMNS}
+        row["state"] = record.state.value
+        row["code"] = None if record.code is None else record.code.value
         self._rows[key] = row
         self._turns.setdefault((record.session_id, record.turn_id), []).append(row)
         self._write(row, insert=True)
@@ -252,11 +266,16 @@ class Ledger:
             UsageError: the move is illegal (e.g. out of a final state).
         """
         row = self._rows[(session_id, call_id)]
-        old: CallState = row["state"]
-        if state is not old and state not in _LEGAL.get(old, frozenset()):
-            raise UsageError(f"call {call_id}: illegal move {old} -> {state}")
-        row["state"] = state
-        row.update(changes)
+        old: str = row["state"]
+        new = state.value
+        if new != old and new not in _LEGAL_VALUES.get(old, ()):
+            raise UsageError(f"call {call_id}: illegal move {old} -> {new}")
+        row["state"] = new
+        if changes:
+            row.update(changes)
+            code = changes.get("code")
+            if code is not None:
+                row["code"] = ErrorCode(code).value
         self._write(row, insert=False)
 
     def note(self, session_id: str, call_id: str, **changes: Any) -> None:
@@ -278,7 +297,7 @@ class Ledger:
         row = self._rows[(session_id, call_id)]
         if row["settled_at"] is not None:
             return
-        if not row["state"].is_final:
+        if row["state"] not in _FINAL_VALUES:
             raise UsageError(f"call {call_id} cannot settle in state {row['state']}")
         row["settled_at"] = at
         self._write(row, insert=False)
@@ -357,9 +376,7 @@ class Ledger:
     def _write(self, values: dict[str, Any], *, insert: bool) -> None:
         if self._db is None:
             return
-        row = dict(values)
-        row["state"] = str(row["state"])
-        row["code"] = None if row["code"] is None else str(row["code"])
+        row = values
         if insert:
             cols = ", ".join(_COLUMNS)
             marks = ", ".join(f":{c}" for c in _COLUMNS)
@@ -389,10 +406,7 @@ def read_ledger_file(path: Path) -> list[CallRecord]:
 
 
 def _from_row(row: tuple[Any, ...]) -> CallRecord:
-    values: dict[str, Any] = dict(zip(_COLUMNS, row, strict=True))
-    values["state"] = CallState(values["state"])
-    values["code"] = None if values["code"] is None else ErrorCode(values["code"])
-    return CallRecord(**values)
+    return CallRecord(**dict(zip(_COLUMNS, row, strict=True)))
 
 
 def _open_db(path: Path) -> sqlite3.Connection:

@@ -37,7 +37,11 @@ class Turn:
         """`turn.settled`: set once no call of the turn can change anything."""
         self.stop: StopRequest | None = None
         self.closed = False
-        self.calls: list[ActiveCall] = []
+        self.calls: dict[str, ActiveCall] = {}
+        """Calls of the turn not yet settled, by call id (a settled call is dropped: a
+        long turn keeps nothing of its finished calls but their ledger rows)."""
+        self.sent: set[str] = set()
+        """Ids of the calls of the turn that were sent to the host."""
 
     @property
     def stopped(self) -> bool:
@@ -80,7 +84,8 @@ class Turn:
         if self.stop is not None:
             raise executor.refuse_after_stop(key, self.id, stop_class, self.stop)
         active = executor.begin(key, self.id, stop_class, self._on_call_settled)
-        self.calls.append(active)
+        self.calls[cid] = active
+        self.sent.add(cid)
         try:
             await executor.send(active, input if input is not None else {})
             await active.done.wait()
@@ -98,13 +103,14 @@ class Turn:
             raise
         return raise_or_return(active)
 
-    def _on_call_settled(self, _call: ActiveCall) -> None:
+    def _on_call_settled(self, call: ActiveCall) -> None:
+        del self.calls[call.key.call_id]
         self._check_settled()
 
     def _check_settled(self) -> None:
         if self.settled.is_set() or not (self.closed or self.stopped):
             return
-        if all(c.is_settled for c in self.calls):
+        if not self.calls:
             self.settled.set()
             self.session.executor.emit(
                 TurnSettled(self.session.id, self.id, self.stopped)
@@ -185,7 +191,7 @@ class Session:
         with anyio.move_on_after(budget):
             async with anyio.create_task_group() as tg:
                 for each in turns:
-                    for call in list(each.calls):
+                    for call in list(each.calls.values()):
                         if not call.is_settled:
                             tg.start_soon(
                                 executor.stop_call, call, each.stop or request
@@ -202,7 +208,7 @@ class Session:
             source=stop.source,
             reason=stop.reason,
             settled=settled,
-            pending=executor.pending([c for t in turns for c in t.calls]),
+            pending=executor.pending([c for t in turns for c in t.calls.values()]),
             calls=calls,
             elapsed=anyio.current_time() - started,
             outliving=executor.outliving(),
@@ -222,5 +228,5 @@ class Session:
 
 
 async def _wait_all_calls(turn: Turn) -> None:
-    for call in list(turn.calls):
+    for call in list(turn.calls.values()):
         await call.wait_settled()
