@@ -17,6 +17,7 @@ import attrs
 from anyio import TaskHandle
 
 from .._bounded import BoundedOutput
+from ._admission import Slot
 from ._protocol import CallKey, HostPhase
 from ._tool import Tool, ToolContext
 
@@ -39,11 +40,24 @@ class HostCall:
     """The call's own task: its waits (permission, admission) and the tool's run."""
     cancelled: bool = False
     """Whether a stop cancelled the call's task (not the host closing)."""
+    slot: Slot | None = None
+    """Its place in the admission limit, while it holds one."""
     stop_requested: bool = False
     registered_at: float = attrs.field(factory=time.time)
     """Wall-clock time the host registered the call."""
-    output: BoundedOutput = attrs.field(factory=lambda: BoundedOutput(PARTIAL_LIMIT))
-    """Progress reported so far, head and tail only: a killed process's partial output."""
+    _output: BoundedOutput | None = None
+    """Progress reported so far, head and tail only: a killed process's partial output
+    (made at the first progress)."""
+
+    def keep_progress(self, text: str) -> None:
+        """Keep a progress text (bounded from the first byte)."""
+        if self._output is None:
+            self._output = BoundedOutput(PARTIAL_LIMIT)
+        self._output.add(text.encode("utf-8", "surrogatepass"))
+
+    def progress_text(self) -> str:
+        """The progress kept so far: what a stopped call printed."""
+        return "" if self._output is None else self._output.text()
 
     def cancel(self) -> None:
         """End the call's task: a wait before the operation, or the tool's own run."""
@@ -59,7 +73,8 @@ class CallTable:
     tombstone_ttl: float = 60.0
     clock: Callable[[], float] = anyio.current_time
     _active: dict[CallKey, HostCall] = attrs.field(factory=dict)
-    _seen: dict[str, set[str]] = attrs.field(factory=dict)
+    _seen: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    """Call ids used, per session, with the tool each was for."""
     _tombstones: dict[CallKey, float] = attrs.field(factory=dict)
 
     def get(self, key: CallKey) -> HostCall | None:
@@ -74,15 +89,15 @@ class CallTable:
 
     def claim_id(self, key: CallKey) -> bool:
         """Record the call id as used in its session; False if it was used before (S8)."""
-        seen = self._seen.setdefault(key.session_id, set())
+        seen = self._seen.setdefault(key.session_id, {})
         if key.call_id in seen:
             return False
-        seen.add(key.call_id)
+        seen[key.call_id] = key.tool
         return True
 
     def was_claimed(self, key: CallKey) -> bool:
-        """Whether a call with this id was executed in its session (ended or not)."""
-        return key.call_id in self._seen.get(key.session_id, ())
+        """Whether exactly this call (session, id, tool) was executed (ended or not)."""
+        return self._seen.get(key.session_id, {}).get(key.call_id) == key.tool
 
     def register(self, call: HostCall) -> None:
         """Add a call; from now on a stop finds it."""

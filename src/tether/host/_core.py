@@ -28,7 +28,7 @@ from ..errors import (
     ToolError,
     UnknownTool,
 )
-from ._admission import Admission, Slot
+from ._admission import Admission
 from ._broker import Broker
 from ._calls import CallTable, HostCall
 from ._protocol import (
@@ -92,7 +92,6 @@ class HostCore:
         self.broker = broker
         self.calls = CallTable(tombstone_ttl=tombstone_ttl, clock=clock)
         self.admission = Admission(limit=max_concurrent)
-        self._slots: dict[CallKey, Slot] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()
 
@@ -176,7 +175,7 @@ class HostCore:
             return
 
         def on_progress(text: str) -> None:
-            call.output.add(text.encode("utf-8", "surrogatepass"))
+            call.keep_progress(text)
             if call.stop_requested and tool.stop_class in _ABANDONED:
                 return  # S4: the runtime takes no progress after the stop; none is sent
             emit(OutputEvent(key, cut_text(text)))
@@ -225,7 +224,7 @@ class HostCore:
                     call.ctx.cancelled.set()
                     call.cancel()
                     # The abandoned worker may still be blocked: free its place now.
-                    self._release(call.key)
+                    self._release(call)
                 case StopClass.PROCESS:
                     # Terminate; the runtime sends the kill when its grace window closes.
                     call.ctx.cancelled.set()
@@ -237,8 +236,8 @@ class HostCore:
                     pass  # never abandoned once started: its real result is awaited
         return _ack(call, phase)
 
-    def _release(self, key: CallKey) -> None:
-        slot = self._slots.pop(key, None)
+    def _release(self, call: HostCall) -> None:
+        slot, call.slot = call.slot, None
         if slot is not None:
             slot.release()
 
@@ -258,13 +257,13 @@ class HostCore:
             if call.cancelled and _is_our_cancellation(exc):
                 # A stop ended the task; the host closing ends it without a result.
                 if call.phase == "running":
-                    partial = cut_text(call.output.text())
+                    partial = cut_text(call.progress_text())
                     result = _aborted(key, "stopped while running", partial)
                 else:
                     result = _aborted(key, "stopped before it started")
             raise
         finally:
-            self._release(key)
+            self._release(call)
             self.calls.remove(key)
             call.phase = "finished"
             call.ctx._end()
@@ -302,7 +301,7 @@ class HostCore:
         if slot is None:
             self._set_phase(call, "queued", emit)
             slot = await self.admission.acquire()
-        self._slots[key] = slot
+        call.slot = slot
         # A stop that landed before this point (even one whose cancellation found no
         # checkpoint: a wait had just been granted) means the operation never starts.
         if call.stop_requested:

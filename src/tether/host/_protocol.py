@@ -53,7 +53,7 @@ AbortSource: TypeAlias = Literal["user", "turn", "deadline", "shutdown", "halt"]
 """Who asked for an abort (style point 17)."""
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class CallKey:
     """The full key of a call at the host: aborts are typed by all three parts (S7)."""
 

@@ -72,12 +72,19 @@ class ToolContext:
     call_id: str
     session_id: str
     workspace: Path
-    cancelled: anyio.Event = attrs.field(factory=anyio.Event)
+    _cancelled: anyio.Event | None = attrs.field(default=None, init=False)
     _on_progress: Callable[[str], None] | None = attrs.field(
         default=None, alias="on_progress"
     )
     _processes: int = attrs.field(default=0, init=False)
     _processes_gone: anyio.Event | None = attrs.field(default=None, init=False)
+
+    @property
+    def cancelled(self) -> anyio.Event:
+        """Set when a stop reaches the call (made on first use: most calls never look)."""
+        if self._cancelled is None:
+            self._cancelled = anyio.Event()
+        return self._cancelled
 
     @property
     def processes_running(self) -> int:

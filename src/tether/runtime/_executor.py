@@ -85,8 +85,8 @@ class ActiveCall:
     _settled_event: anyio.Event | None = None
     host_phase: HostPhase = "unknown"
     stop: StopRequest | None = None
-    streamed: BoundedOutput = attrs.field(factory=lambda: BoundedOutput(PARTIAL_LIMIT))
-    """What the call streamed, head and tail only (bounded from the first byte)."""
+    _streamed: BoundedOutput | None = None
+    """What the call streamed, head and tail only (made at the first progress)."""
     why: str | None = None
     """Why the call still runs after a stop (starts with its class, lower case)."""
     processes: int = 0
@@ -105,6 +105,16 @@ class ActiveCall:
         self.is_settled = True
         if self._settled_event is not None:
             self._settled_event.set()
+
+    def stream(self, text: str) -> None:
+        """Keep a progress text of the call (bounded from the first byte)."""
+        if self._streamed is None:
+            self._streamed = BoundedOutput(PARTIAL_LIMIT)
+        self._streamed.add(text.encode("utf-8", "surrogatepass"))
+
+    def streamed(self) -> str:
+        """What the call streamed so far (head and tail)."""
+        return "" if self._streamed is None else self._streamed.text()
 
     @property
     def class_word(self) -> str:
@@ -230,39 +240,41 @@ class Executor:
 
     def on_host_event(self, event: HostEvent) -> None:
         """Sink for the host's `tools.progress` and `tools.result` (never blocks)."""
-        call = self.active.get((event.key.session_id, event.key.call_id))
-        if call is None or call.key != event.key:
+        key = event.key
+        call = self.active.get((key.session_id, key.call_id))
+        if call is None or (call.key is not key and call.key != key):
             # S3: nothing of a settled (or unknown) call is taken any more.
             if isinstance(event, ResultEvent):
                 self.late_results += 1
             elif isinstance(event, OutputEvent):
                 self.dropped_progress += 1
             return
-        match event:
-            case PhaseEvent(phase=phase, stop_class=stop_class):
-                call.host_phase = phase
-                if call.stop_class is None and stop_class is not None:
-                    call.stop_class = stop_class
-                state = _PHASE_STATE.get(phase)
-                if state is not None and call.outcome is None and call.stop is None:
-                    changes: dict[str, object] = {}
-                    if state is CallState.RUNNING:
-                        changes["started_at"] = time.time()
-                    self._move(call, state, **changes)
-            case OutputEvent(text=text):
-                if call.outcome is not None or (
-                    call.stop is not None and self._abandons(call)
-                ):
-                    self.dropped_progress += 1
-                    return  # S4: progress of an abandoned call stops at the stop
-                call.streamed.add(text.encode("utf-8", "surrogatepass"))
-                self.emit(
-                    ToolProgress(
-                        call.key.session_id, call.key.call_id, call.key.tool, text
-                    )
-                )
-            case ResultEvent():
-                self._on_result(call, event)
+        # Most frequent first: every call ends with a result and starts running.
+        if isinstance(event, ResultEvent):
+            self._on_result(call, event)
+        elif isinstance(event, PhaseEvent):
+            self._on_phase(call, event)
+        else:
+            self._on_output(call, event)
+
+    def _on_phase(self, call: ActiveCall, event: PhaseEvent) -> None:
+        call.host_phase = phase = event.phase
+        if call.stop_class is None and event.stop_class is not None:
+            call.stop_class = event.stop_class
+        state = _PHASE_STATE.get(phase)
+        if state is not None and call.outcome is None and call.stop is None:
+            if state is CallState.RUNNING:
+                self._move(call, state, started_at=time.time())
+            else:
+                self._move(call, state)
+
+    def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
+        if call.outcome is not None or (call.stop is not None and self._abandons(call)):
+            self.dropped_progress += 1
+            return  # S4: progress of an abandoned call stops at the stop
+        call.stream(event.text)
+        key = call.key
+        self.emit(ToolProgress(key.session_id, key.call_id, key.tool, event.text))
 
     def _abandons(self, call: ActiveCall) -> bool:
         return call.stop_class in (StopClass.READ_ONLY, StopClass.PROCESS)
@@ -272,7 +284,7 @@ class Executor:
             if event.code is ErrorCode.TOOL_ABORTED or (
                 call.stop is not None and self._abandons(call)
             ):
-                self._finish_aborted(call, partial=event.output or call.streamed.text())
+                self._finish_aborted(call, partial=event.output or call.streamed())
             elif event.code is not None:
                 result = ToolResult(
                     output=event.message or event.output,
@@ -372,7 +384,7 @@ class Executor:
         if call.outcome is None and call.stop_class is StopClass.READ_ONLY:
             # The caller is answered now; the call settles once the host says it started
             # no process that is still being killed (`_apply_ack`).
-            self._finish_aborted(call, partial=call.streamed.text())
+            self._finish_aborted(call, partial=call.streamed())
             call.why = (
                 f"{call.class_word}: stopped, asking the host about its processes"
             )
@@ -431,7 +443,7 @@ class Executor:
 
     def _start_grace_window(self, call: ActiveCall) -> None:
         assert self.task_group is not None
-        self.task_group.start_soon(self._close_grace_window, call, call.streamed.text())
+        self.task_group.start_soon(self._close_grace_window, call, call.streamed())
 
     def host_lost(self, reason: str) -> None:
         """The host went away: no result will come, so every unsettled call ends now.
@@ -444,7 +456,7 @@ class Executor:
         for call in list(self.active.values()):
             if call.outcome is None:
                 if call.stop is not None:
-                    self._finish_aborted(call, partial=call.streamed.text())
+                    self._finish_aborted(call, partial=call.streamed())
                 else:
                     result = ToolResult(
                         output=reason,
@@ -487,7 +499,7 @@ class Executor:
                         ErrorCode.TOOL_FAILED,
                     )
                 elif call.stop is not None:
-                    self._finish_aborted(call, partial=call.streamed.text())
+                    self._finish_aborted(call, partial=call.streamed())
                 else:
                     self._finish(
                         call,

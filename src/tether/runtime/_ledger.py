@@ -219,16 +219,16 @@ class Ledger:
         key = (session_id, call_id)
         if key in self._rows:
             raise UsageError(f"call {call_id} is already in the ledger")
-        row = dict(_BLANK)
-        row.update(
-            session_id=session_id,
-            call_id=call_id,
-            tool=tool,
-            turn_id=turn_id,
-            stop_class=stop_class,
-            state=_REQUESTED,
-            requested_at=time.time(),
-        )
+        row = {
+            **_BLANK,
+            "session_id": session_id,
+            "call_id": call_id,
+            "tool": tool,
+            "turn_id": turn_id,
+            "stop_class": stop_class,
+            "state": _REQUESTED,
+            "requested_at": time.time(),
+        }
         self._rows[key] = row
         self._turns.setdefault((session_id, turn_id), []).append(row)
         self._write(row, insert=True)
@@ -267,7 +267,7 @@ class Ledger:
         """
         row = self._rows[(session_id, call_id)]
         old: str = row["state"]
-        new = state.value
+        new = str(state)  # a StrEnum's str() is its value, without the enum machinery
         if new != old and new not in _LEGAL_VALUES.get(old, ()):
             raise UsageError(f"call {call_id}: illegal move {old} -> {new}")
         row["state"] = new
