@@ -61,6 +61,8 @@ __all__ = ("Decision", "Explanation", "PermissionRules", "Rule", "default_decisi
 
 _RULE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.*-]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 _PATH_FIELDS = ("file_path", "path", "notebook_path")
+_JUDGED_FIELDS = frozenset((*_PATH_FIELDS, "pattern"))
+"""Input fields a path rule can judge."""
 _OPAQUE = ("$(", "`", "<(", ">(", "${", "$[")
 """Text whose meaning only the shell knows (substitutions, parameter expansions that can
 run code such as `${x@P}`, arithmetic): a command holding any is never matched word by
@@ -398,7 +400,7 @@ class PermissionRules:
         if (
             not (self.allow or self.ask or self.deny)
             and tool.subject_field is None
-            and not any(field in args for field in (*_PATH_FIELDS, "pattern"))
+            and args.keys().isdisjoint(_JUDGED_FIELDS)
         ):
             # No rule at all and nothing a path rule could judge: the class default.
             return default_decision(tool.stop_class)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -264,7 +265,7 @@ class Executor:
         state = _PHASE_STATE.get(phase)
         if state is not None and call.outcome is None and call.stop is None:
             if state is CallState.RUNNING:
-                self._move(call, state, started_at=time.time())
+                self._move(call, state, {"started_at": time.time()})
             else:
                 self._move(call, state)
 
@@ -306,9 +307,11 @@ class Executor:
 
     # -- outcomes ---------------------------------------------------------------------
 
-    def _move(self, call: ActiveCall, state: CallState, **changes: object) -> None:
+    def _move(
+        self, call: ActiveCall, state: CallState, changes: dict[str, Any] | None = None
+    ) -> None:
         key = call.key
-        self.ledger.transition(key.session_id, key.call_id, state, **changes)
+        self.ledger.transition(key.session_id, key.call_id, state, changes)
         if self.has_subscribers():
             rec = self.ledger.get(key.session_id, key.call_id)
             self.emit(
@@ -335,16 +338,15 @@ class Executor:
         call.outcome = outcome
         stop = call.stop
         now = time.time()
-        self._move(
-            call,
-            state,
-            code=code,
-            ended_at=now,
-            settled_at=now if settled else None,
-            abort_source=stop.source if stop else None,
-            abort_reason=stop.reason if stop else None,
-            **outcome_columns(outcome, stop),
-        )
+        changes = outcome_columns(outcome, stop)
+        changes["code"] = code
+        changes["ended_at"] = now
+        if settled:
+            changes["settled_at"] = now
+        if stop is not None:
+            changes["abort_source"] = stop.source
+            changes["abort_reason"] = stop.reason
+        self._move(call, state, changes)
         call.done.set()
 
     def _finish_aborted(self, call: ActiveCall, *, partial: str) -> None:

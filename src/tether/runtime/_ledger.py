@@ -231,7 +231,8 @@ class Ledger:
         }
         self._rows[key] = row
         self._turns.setdefault((session_id, turn_id), []).append(row)
-        self._write(row, insert=True)
+        if self._db is not None:
+            self._write(row, insert=True)
 
     def add(self, record: CallRecord) -> None:
         """Record a new call.
@@ -247,7 +248,8 @@ class Ledger:
         row["code"] = None if record.code is None else record.code.value
         self._rows[key] = row
         self._turns.setdefault((record.session_id, record.turn_id), []).append(row)
-        self._write(row, insert=True)
+        if self._db is not None:
+            self._write(row, insert=True)
 
     def get(self, session_id: str, call_id: str) -> CallRecord:
         """Return the record of a call."""
@@ -258,7 +260,7 @@ class Ledger:
         session_id: str,
         call_id: str,
         state: CallState,
-        **changes: Any,
+        changes: Mapping[str, Any] | None = None,
     ) -> None:
         """Move a call to `state` (with field changes) if the move is legal.
 
@@ -276,13 +278,15 @@ class Ledger:
             code = changes.get("code")
             if code is not None:
                 row["code"] = ErrorCode(code).value
-        self._write(row, insert=False)
+        if self._db is not None:
+            self._write(row, insert=False)
 
     def note(self, session_id: str, call_id: str, **changes: Any) -> None:
         """Add facts to a call's record without moving its state (its input)."""
         row = self._rows[(session_id, call_id)]
         row.update(changes)
-        self._write(row, insert=False)
+        if self._db is not None:
+            self._write(row, insert=False)
 
     def is_settled(self, session_id: str, call_id: str) -> bool:
         """Whether the call has settled."""
@@ -300,7 +304,8 @@ class Ledger:
         if row["state"] not in _FINAL_VALUES:
             raise UsageError(f"call {call_id} cannot settle in state {row['state']}")
         row["settled_at"] = at
-        self._write(row, insert=False)
+        if self._db is not None:
+            self._write(row, insert=False)
 
     def calls(self, session_id: str, turn_id: str | None = None) -> list[CallRecord]:
         """Return a session's (or one turn's) records in the order they were requested."""
@@ -374,8 +379,7 @@ class Ledger:
         return out
 
     def _write(self, values: dict[str, Any], *, insert: bool) -> None:
-        if self._db is None:
-            return
+        assert self._db is not None
         row = values
         if insert:
             cols = ", ".join(_COLUMNS)
