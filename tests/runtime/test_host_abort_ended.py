@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tether import ErrorCode
 from tether.host._broker import Broker
 from tether.host._core import HostCore
 from tether.host._inprocess import InProcessHost
@@ -52,3 +53,40 @@ async def test_abort_after_the_call_ended_answers_finished(workspace: Path) -> N
         assert core.statistics().tombstones == 1
     [result] = [e for e in events if isinstance(e, ResultEvent)]
     assert (result.output, result.code) == ("done", None)
+
+
+@pytest.mark.rule("S7")
+async def test_s7_tombstone_lives_exactly_its_ttl_on_a_controlled_clock(
+    workspace: Path,
+) -> None:
+    """S7: the early abort blocks its call until its time to live is over, not after."""
+    now = [100.0]
+    results: dict[CallKey, ResultEvent] = {}
+    arrived = anyio.Event()
+
+    def sink(event: HostEvent) -> None:
+        if isinstance(event, ResultEvent):
+            results[event.key] = event
+            arrived.set()
+
+    rules = PermissionRules.from_lists(allow=["Echo"], ask=[], deny=[])
+    core = HostCore(
+        [Echo],
+        broker=Broker(workspace=workspace, rules=rules),
+        tombstone_ttl=30.0,
+        clock=lambda: now[0],
+    )
+    async with InProcessHost.open(core, sink) as host:
+        early, late = CallKey("s1", "early", "Echo"), CallKey("s1", "late", "Echo")
+        await host.abort(AbortRequest(early, "user", None))
+        await host.abort(AbortRequest(late, "user", None))
+        now[0] += 29.9  # still alive: the call is blocked
+        await host.execute(ExecuteRequest(early, {"text": "blocked"}))
+        assert results[early].code is ErrorCode.TOOL_ABORTED
+        now[0] += 0.1  # the time to live is over: the call runs
+        arrived = anyio.Event()
+        await host.execute(ExecuteRequest(late, {"text": "after ttl"}))
+        with anyio.fail_after(5):
+            await arrived.wait()
+        assert (results[late].output, results[late].code) == ("after ttl", None)
+        assert core.statistics().tombstones == 0
