@@ -201,9 +201,9 @@ def open_folder_with_stat(
                     raise broken from None
                 os.close(fd)
                 fd = nfd
-            elif root_mount is not None and names and record is None:
+            elif root_mount is not None and record is None:
                 uid, mode = _root_on(fd, root_mount)
-                if uid == 0 and _passes(mode):
+                if uid == 0 and _passes(mode) and names:
                     continue  # the root passes: judged by its `statx`
             st = os.fstat(fd)
             if (
