@@ -33,6 +33,8 @@ from tether.stop import (
 )
 from tether.stop._setup import SETUP_FILE_NAME
 
+from ._child import in_child
+
 PERSON = 1001
 """The person: their stop is in `<folder>/1001/stop`."""
 AGENT = 1002
@@ -407,39 +409,26 @@ def test_system_binding_a_user_namespace_of_the_account_reads_no_clear(
     _write_record(agent_home, None, AGENT)
     monkeypatch.setenv("TETHER_HOME", str(agent_home))
     libc = ctypes.CDLL(None, use_errno=True)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_end)
-        try:
-            os.setgroups([])
-            os.setresgid(AGENT, AGENT, AGENT)
-            os.setresuid(AGENT, AGENT, AGENT)
-            libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its /proc/self files are its own
-            if libc.unshare(_CLONE_NEWUSER) != 0:
-                text = f"SKIP|{os.strerror(ctypes.get_errno())}"
-            else:
-                for name, line in (("setgroups", "deny"), ("uid_map", f"0 {AGENT} 1"),
-                                   ("gid_map", f"0 {AGENT} 1")):  # fmt: skip
-                    fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-                    os.write(fd, line.encode())  # no codec to import past this point
-                    os.close(fd)
-                reading = StopStore.from_setup().read()
-                text = f"{os.geteuid()}|{reading.outcome}|{reading.reason}"
-        except BaseException as exc:
-            text = f"FAIL|{exc!r}"
-        os.write(write_end, text.encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    text = b"".join(chunks).decode()
+
+    def as_root_of_its_own() -> str:
+        os.setgroups([])
+        os.setresgid(AGENT, AGENT, AGENT)
+        os.setresuid(AGENT, AGENT, AGENT)
+        libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its /proc/self files are its own
+        if libc.unshare(_CLONE_NEWUSER) != 0:
+            return f"SKIP|{os.strerror(ctypes.get_errno())}"
+        for name, line in (("setgroups", "deny"), ("uid_map", f"0 {AGENT} 1"),
+                           ("gid_map", f"0 {AGENT} 1")):  # fmt: skip
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            os.write(fd, line.encode())  # no codec to import past this point
+            os.close(fd)
+        reading = StopStore.from_setup().read()
+        return f"{os.geteuid()}|{reading.outcome}|{reading.reason}"
+
+    text = in_child(as_root_of_its_own)
     if text.startswith("SKIP|"):
         pytest.skip(f"needs unprivileged user namespaces ({text[5:]})")
-    assert not text.startswith("FAIL|"), text
+    assert not text.startswith("child failed"), text
     euid, outcome, reason = text.split("|", 2)
     assert euid == "0", text  # "root" in its own namespace
     assert outcome == "HOLD", reason

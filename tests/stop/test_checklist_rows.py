@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tether.stop import ReadOutcome, StopStore, set_stop
 from tether.stop._read import Place, read_place
 from tether.stop._statx import root_mount
 
+from ._child import in_child
 from ._tree import OTHER, PERSON, make_tree, read_within
 
 
@@ -41,27 +41,6 @@ def test_folder_rule_an_acl_granting_write_holds(tmp_path: Path, target: str) ->
     reading = read_within(tree.place()).reading
     assert reading.outcome is ReadOutcome.HOLD, reading
     assert str(path) in (reading.reason or "")
-
-
-def _in_child(fn: Callable[[], str]) -> str:
-    """Run `fn` in a forked child (which may chroot or unshare) and return its text."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_end)
-        try:
-            text = fn()
-        except BaseException as exc:
-            text = f"child failed: {exc!r}"
-        os.write(write_end, text.encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    return b"".join(chunks).decode()
 
 
 @pytest.mark.root
@@ -89,7 +68,7 @@ def test_folder_rule_a_root_directory_writable_by_others_or_not_roots_holds(
         reading = read_place(place).reading
         return f"{reading.outcome}|{reading.reason}"
 
-    outcome, _, reason = _in_child(read_in_chroot).partition("|")
+    outcome, _, reason = in_child(read_in_chroot).partition("|")
     assert outcome == "HOLD", reason
     assert reason.startswith("/ is ")
 
@@ -193,7 +172,7 @@ def test_folder_rule_a_reader_moved_into_another_mount_namespace_holds(
         reading = watch.read()
         return f"{first}|{reading.outcome}|{reading.reason}"
 
-    text = _in_child(move_and_read)
+    text = in_child(move_and_read)
     if text.startswith("SKIP|"):
         pytest.skip(f"needs CAP_SYS_ADMIN for a mount namespace ({text})")
     first, outcome, reason = text.split("|", 2)

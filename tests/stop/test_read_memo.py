@@ -17,6 +17,7 @@ from tether.stop import ReadOutcome, StopStore
 from tether.stop._memo import SETTLED_NS, ReadMemo
 from tether.stop._read import RawRead, read_place
 
+from ._child import in_child
 from ._tree import OTHER, PERSON, Tree, make_tree
 
 
@@ -120,28 +121,15 @@ def _in_own_mount_namespace(fn: Callable[[], str]) -> str:
     Mounts that other processes on the machine make then never reach the child's
     table, so what `fn` counts depends on its own mounts alone.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_end)
+
+    def own() -> str:
         libc = ctypes.CDLL(None, use_errno=True)
-        try:
-            if libc.unshare(_CLONE_NEWNS) != 0:
-                text = f"SKIP|unshare: {os.strerror(ctypes.get_errno())}"
-            else:
-                libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
-                text = fn()
-        except BaseException as exc:
-            text = f"child failed: {exc!r}"
-        os.write(write_end, text.encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    text = b"".join(chunks).decode()
+        if libc.unshare(_CLONE_NEWNS) != 0:
+            return f"SKIP|unshare: {os.strerror(ctypes.get_errno())}"
+        libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+        return fn()
+
+    text = in_child(own)
     if text.startswith("SKIP|"):
         pytest.skip(f"needs CAP_SYS_ADMIN for a mount namespace ({text[5:]})")
     return text
