@@ -180,3 +180,36 @@ def test_the_verbs_take_a_postgres_url_from_store_or_the_environment(
     for done in (down, bad):
         assert "s3cret" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_status_reads_the_stop_when_the_store_of_runs_cannot_be_reached() -> None:
+    """`tether status` with a PostgreSQL store that is down still gives the stop's
+    reading, exit 0, and says in one line that the runs cannot be read."""
+    import json
+
+    from .support import tether
+
+    env = {"TETHER_STORE": f"postgresql://u:s3cret@127.0.0.1:{pg._free_port()}/d"}
+    plain = tether("status", env=env)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.splitlines()[0].startswith("CLEAR")
+    assert "runs: cannot be read: cannot reach the PostgreSQL store" in plain.stdout
+    as_json = tether("status", "--json", env=env)
+    assert as_json.returncode == 0
+    assert json.loads(as_json.stdout)["runs"] == []
+    assert "runs: cannot be read" in as_json.stderr
+    for done in (plain, as_json):
+        assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_a_store_session_commits_durably_even_where_the_server_defaults_not_to(
+    pg_url: str,
+) -> None:
+    """The test server runs with `synchronous_commit = off`; the store's own session
+    turns it on, so a claim it reports taken survives a server crash."""
+    store = PostgresStore.open(pg_url)
+    try:
+        row = store._conn.execute("SHOW synchronous_commit").fetchone()
+    finally:
+        store.close()
+    assert row not in (("off",), ("local",))

@@ -43,16 +43,28 @@ def status(as_json: bool) -> None:
             person_uid=os.geteuid(),
             stop_path=setup_path(),
         )
+    from ..errors import UsageError
     from ..runs import account_runs
 
-    runs = account_runs()
+    try:
+        runs = account_runs()
+        unread = None
+    except (StoreError, UsageError) as exc:
+        # The stop's reading stands on its own; a store of runs that cannot be read
+        # (a PostgreSQL server down) is said, not allowed to hide the reading.
+        runs, unread = [], f"runs: cannot be read: {exc}"
     why = stop_reason(reading)  # display only: read after the judgment, bounded
     if as_json:
         echo_json({**status_json(reading, why), "runs": runs})
+        if unread is not None:
+            click.echo(f"tether: {unread}", err=True)
         return
     lines = reading_lines(reading, why)
     if store is not None:
         lines += binding_lines(store)
-    shown = ", ".join(f"{r['id']} {r['state']}" for r in runs) or "none"
-    lines.append(("info", f"runs: {shown}"))
+    if unread is not None:
+        lines.append(("warn", unread))
+    else:
+        shown = ", ".join(f"{r['id']} {r['state']}" for r in runs) or "none"
+        lines.append(("info", f"runs: {shown}"))
     emit(lines)

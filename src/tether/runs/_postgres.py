@@ -10,9 +10,10 @@ Each act is one statement, or one short transaction, on a connection in autocomm
 - Leases and ledger times come from the database's clock, not the caller's: machines'
   clocks drift apart, and a lease written on one host is judged expired on another, so
   both must read one time line (the server's).
-- Commits are durable (`synchronous_commit` stays on): a claim lost to a server crash
-  would let a peer take the same item at the same epoch while the first run, which did
-  not crash with the server, still works on it.
+- Commits are durable: a session whose server defaults to `synchronous_commit = off`
+  (or `local`) turns it on. A claim lost to a server crash would let a peer take the
+  same item at the same epoch while the first run, which did not crash with the server,
+  still works on it.
 
 The schema is made on first use and carries a version row; several runs that start at
 once serialize on an advisory lock, so making it is idempotent. A database made by a
@@ -278,6 +279,9 @@ class PostgresStore:
         store = cls(conn, url, params.get("password"), clock)
         try:
             with store._failing("open"):
+                row = conn.execute("SELECT current_setting('synchronous_commit')")
+                if row.fetchone() in (("off",), ("local",)):
+                    conn.execute("SET synchronous_commit = on")
                 _prepare_schema(conn, store.url)
         except BaseException:
             conn.close()
