@@ -135,7 +135,8 @@ def test_another_host_takes_over_a_dead_run_only_once_its_leases_expired(
         repo,
         items=["one"],
         stages=[("work", WAIT_FOR_GO.format(stage="w")), ("commit", COMMIT)],
-        extra="heartbeat = 0.5\nlease = 3",
+        # The lease outlasts a `tether takeover` process's start on a loaded machine.
+        extra="heartbeat = 0.5\nlease = 12",
     )
     alpha = {"TETHER_MACHINE_ID": "alpha", "MARKS": str(marks)}
     beta = {"TETHER_MACHINE_ID": "beta", "MARKS": str(marks)}
