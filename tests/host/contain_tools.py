@@ -4,7 +4,7 @@ in the stdio host, so it lives in a module of its own)."""
 from __future__ import annotations
 
 from tether import StopClass, ToolContext, tool
-from tether.testing._trees import announce
+from tether.testing import announce
 
 
 @tool(stop_class=StopClass.READ_ONLY)

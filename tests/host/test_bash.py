@@ -16,15 +16,18 @@ from tether._config import Config
 from tether.errors import ErrorCode, InvalidInput, ToolFailed
 from tether.host._tool import StopClass, Tool, ToolContext
 from tether.host.tools.bash import Bash, tools
-from tether.testing._trees import (
+from tether.testing import (
     TREES,
     Tree,
     alive,
     announce,
-    flood,
+    event_log,
+    runtime_for,
+    stop_once_started,
     tree_pids,
     tree_procs,
 )
+from tether.testing._trees import flood
 
 GRACE = 0.3
 MARGIN = 2.0
@@ -126,9 +129,6 @@ async def _drive_stop(
     return driven
 
 
-_alive = alive
-
-
 @pytest.mark.rule("S13")
 @pytest.mark.anyio
 @pytest.mark.parametrize("tree", TREES, ids=[t.name for t in TREES])
@@ -140,7 +140,7 @@ async def test_s13_stop_reclaims_every_process_of_an_adversarial_tree(
         Bash(), workspace, {"command": tree.command}, pids=tree.pids, grace=GRACE
     )
     assert len(driven.procs) == tree.pids
-    assert _alive(driven.procs) == []
+    assert alive(driven.procs) == []
     # A tree whose main command obeys SIGTERM returns within the window; one that
     # ignores it is cancelled when the window closes.
     assert driven.cancelled is not tree.obeys_term
@@ -204,7 +204,7 @@ async def test_s13_a_command_obeying_sigterm_returns_what_its_term_trap_printed(
     assert "before-stop" in driven.result
     assert "caught-term" in driven.result
     assert driven.result.endswith("[exit code 3]")
-    assert _alive(driven.procs) == []
+    assert alive(driven.procs) == []
 
 
 @pytest.mark.rule("S13")
@@ -224,7 +224,7 @@ async def test_s13_a_stop_while_output_floods_settles_within_the_window(
         grace=GRACE,
         min_output=900_000,
     )
-    assert _alive(driven.procs) == []
+    assert alive(driven.procs) == []
     assert driven.cancelled is not obeys_term
     assert driven.settle < GRACE + MARGIN
     assert "flood-flood" in driven.output
@@ -350,41 +350,23 @@ async def _run_turn_and_abort(
     workspace: Path, tree: Tree, host: str
 ) -> tuple[list[psutil.Process], str, list[int]]:
     """Run `tree` through the runtime, abort once it is up; pids alive at settled()."""
-    from tether import Runtime, ToolAborted
+    from tether import ToolAborted
 
-    async with Runtime(
-        workspace=workspace,
-        tools=[Bash()],
-        permissions={"allow": ["Bash"]},
-        grace=GRACE,
-        abort_bound=1.0,
-        guard=False,
-        host=host,  # type: ignore[arg-type]
-    ) as runtime:
-        events = runtime.subscribe()
-        session = runtime.session()
-        partial: list[str] = []
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-
-            async def call() -> None:
-                with pytest.raises(ToolAborted) as caught:
-                    await turn.call("Bash", {"command": tree.command})
-                partial.append(caught.value.partial_output)
-
-            tg.start_soon(call)
-            seen = ""
-            with anyio.fail_after(10):
-                while len(tree_pids(seen)) < tree.pids:
-                    event = await events.receive()
-                    seen += getattr(event, "text", "")
-            procs = tree_procs(seen)
-            await session.abort()
-            with anyio.fail_after(10):
-                await session.settled()
-            # S13: settled never coexists with a live process of the turn.
-            alive = _alive(procs)
-        events.close()
-    return procs, partial[0] if partial else "", alive
+    runtime = runtime_for(
+        workspace, [Bash()], grace=GRACE, abort_bound=1.0, guard=False, host=host
+    )
+    async with runtime, event_log(runtime) as events:
+        stopped = await stop_once_started(
+            runtime.session(),
+            events,
+            "Bash",
+            {"command": tree.command},
+            processes=tree.pids,
+        )
+        # S13: settled never coexists with a live process of the turn.
+        left = alive(stopped.procs)
+    assert isinstance(stopped.outcome, ToolAborted)
+    return list(stopped.procs), stopped.outcome.partial_output, left
 
 
 @pytest.mark.rule("S13")

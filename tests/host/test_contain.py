@@ -18,15 +18,15 @@ from tether.errors import ErrorCode, ToolFailed, UsageError
 from tether.host import ToolContext, containment
 from tether.host._sweep import marked_pids
 from tether.host.tools.bash import Bash
-from tether.testing._trees import (
-    ESCAPE_TREES,
+from tether.testing import (
     alive,
     announce,
-    make_gate,
-    open_gate,
+    event_log,
+    runtime_for,
     tree_pids,
     tree_procs,
 )
+from tether.testing._trees import ESCAPE_TREES, make_gate, open_gate
 
 GRACE = 0.3
 
@@ -220,23 +220,15 @@ async def test_s13_a_killed_stdio_host_leaves_no_env_i_child(
 ) -> None:
     """S13: the stdio host SIGKILLed while Bash runs `env -i` children: after
     `settled()` none is alive, under either containment."""
-    from tether import Runtime
     from tether.host._stdio import StdioHostClient
 
     inner = "trap '' TERM HUP; " + announce() + "; exec sleep 300"
     child = f"env -i setsid sh -c {_sh_quote(inner)}"
     say = announce()
     command = f"for i in 1 2 3 4 5; do {child} & done; {say}; exec sleep 300"
-    async with Runtime(
-        workspace=workspace,
-        tools=[Bash()],
-        permissions={"allow": ["Bash"]},
-        host="stdio",
-        guard=False,
-        grace=GRACE,
-    ) as rt:
+    rt = runtime_for(workspace, [Bash()], host="stdio", guard=False, grace=GRACE)
+    async with rt, event_log(rt) as events:
         assert isinstance(rt.host, StdioHostClient)
-        events = rt.subscribe()
         session = rt.session()
         async with anyio.create_task_group() as tg, session.turn() as turn:
 
@@ -245,18 +237,13 @@ async def test_s13_a_killed_stdio_host_leaves_no_env_i_child(
 
             for n in range(3):
                 tg.start_soon(call, n)
-            seen = ""
-            with anyio.fail_after(20):
-                while len(tree_pids(seen)) < 18:
-                    seen += getattr(await events.receive(), "text", "")
-            procs = tree_procs(seen)
+            procs = await events.wait_announced(18, timeout=20)
             os.kill(rt.host.process.pid, signal.SIGKILL)
         with anyio.fail_after(20):
             await session.settled()
         left = alive(procs)
         for pid in left:
             psutil.Process(pid).kill()
-        events.close()
     assert len(procs) == 18
     assert left == []
 

@@ -14,7 +14,7 @@ from tether._config import Config
 from tether.errors import ErrorCode, InvalidInput, ToolFailed, UsageError
 from tether.host._tool import StopClass, ToolContext
 from tether.host.tools.generate_images import GenerateImages, fill, tools
-from tether.testing._trees import alive, announce, tree_pids, tree_procs
+from tether.testing import alive, announce, tree_pids, tree_procs
 
 
 def _ctx(workspace: Path, chunks: list[str], call_id: str = "call/1") -> ToolContext:

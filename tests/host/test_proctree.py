@@ -14,7 +14,7 @@ import pytest
 
 from tether._bounded import BoundedOutput
 from tether.host._proctree import ProcessTree, run_command
-from tether.testing._trees import alive, tree_pids, tree_procs
+from tether.testing import alive, tree_pids, tree_procs
 
 _SAY = "echo tree-pid $$ $(readlink /proc/self/ns/pid)"
 _ESCAPEES = (

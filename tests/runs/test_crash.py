@@ -21,7 +21,7 @@ from tests.waiting import wait_until
 
 from tether.runs import RunState, Store
 from tether.stop import lift_stop, set_stop
-from tether.testing._trees import alive, wait_exited
+from tether.testing import alive, wait_exited
 
 from .support import (
     WAIT_FOR_GO,
