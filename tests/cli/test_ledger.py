@@ -13,7 +13,7 @@ from tests.cli._run import tether
 
 from tether import Runtime, ToolAborted
 from tether.runtime import CallState
-from tether.testing import Echo, Fail
+from tether.testing import Echo, Fail, event_log
 from tether.tools import default_tools
 
 pytestmark = pytest.mark.anyio
@@ -21,25 +21,18 @@ pytestmark = pytest.mark.anyio
 
 async def _a_stopped_turn(ledger: Path, workspace: Path) -> str:
     """Echo succeeds, Fail fails, Bash is stopped by the user; returns the session id."""
-    async with Runtime(
-        workspace=workspace,
-        tools=[Echo, Fail, *default_tools()],
-        permissions={"allow": ["Bash(echo:*)", "Bash(sleep:*)"]},
-        grace=2.0,
-        ledger=ledger,
-    ) as runtime:
+    async with (
+        Runtime(
+            workspace=workspace,
+            tools=[Echo, Fail, *default_tools()],
+            permissions={"allow": ["Bash(echo:*)", "Bash(sleep:*)"]},
+            grace=2.0,
+            ledger=ledger,
+        ) as runtime,
+        event_log(runtime) as events,
+    ):
         session = runtime.session()
-        printed = anyio.Event()
-        progress = runtime.subscribe()
-
-        async def watch() -> None:
-            with progress:
-                async for event in progress:
-                    if getattr(event, "text", "").startswith("started"):
-                        printed.set()
-
         async with anyio.create_task_group() as tg, session.turn() as turn:
-            tg.start_soon(watch)
             await turn.call("Echo", {"text": "x" * 20000})
             await turn.call("Fail", {"message": "it broke"})
 
@@ -48,10 +41,10 @@ async def _a_stopped_turn(ledger: Path, workspace: Path) -> str:
                     await turn.call("Bash", {"command": "echo started; sleep 30"})
 
             tg.start_soon(bash)
-            with anyio.fail_after(20):
-                await printed.wait()
+            await events.wait_for(
+                lambda e: getattr(e, "text", "").startswith("started"), timeout=20
+            )
             await session.abort(reason="enough")
-            tg.cancel_scope.cancel()
         await session.settled()
         return session.id
 

@@ -550,19 +550,12 @@ async def test_approved_call_runs_and_moves_through_its_states(
     async with make_runtime(
         approver=approver, permissions={"ask": ["SlowWrite"]}
     ) as rt:
-        states: list[CallState] = []
-        stream = rt.subscribe()
         session = rt.session()
-        async with stream:
+        async with event_log(rt) as events:
             async with session.turn() as turn:
                 result = await turn.call("SlowWrite", {"path": "ok.txt", "seconds": 0})
-            while True:
-                try:
-                    event = stream.receive_nowait()
-                except anyio.WouldBlock:
-                    break
-                if isinstance(event, CallChanged):
-                    states.append(event.state)
+            events.drain()
+        states = [e.state for e in events.seen if isinstance(e, CallChanged)]
     assert result.output.startswith("wrote")
     assert seen[0].tool == "SlowWrite"
     assert seen[0].stop_class is StopClass.MUTATING
