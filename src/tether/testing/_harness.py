@@ -11,25 +11,30 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import attrs
 import psutil
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..errors import ToolAborted
-from ..host import Tool
-from ..runtime import (
-    AbortReport,
-    CallRecord,
-    Runtime,
-    RuntimeEvent,
-    Session,
-    ToolProgress,
-    ToolResult,
-)
 from ._trees import tree_pids, tree_procs
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from ..host import Tool
+    from ..runtime import (
+        AbortReport,
+        CallRecord,
+        Runtime,
+        RuntimeEvent,
+        Session,
+        ToolResult,
+    )
+
+# `tether.runtime` is imported where it is used: the stdio host imports this package
+# for its test tools, and the runtime (with the model clients) would double its start.
 
 __all__ = ("EventLog", "StoppedCall", "event_log", "runtime_for", "stop_once_started")
 
@@ -51,6 +56,8 @@ def runtime_for(
     `grace` and `abort_bound` are small so a test of a stop takes a fraction of a
     second; `options` go to `Runtime` as they are (`host="stdio"`, `guard=False`, ...).
     """
+    from ..runtime import Runtime
+
     options.setdefault("permissions", {"allow": [t.name for t in tools]})
     return Runtime(
         workspace=workspace,
@@ -102,6 +109,8 @@ class EventLog:
         )
 
     def _count_started(self) -> int:
+        from ..runtime import ToolProgress
+
         return sum(
             1 for e in self.seen if isinstance(e, ToolProgress) and e.text == "started"
         )
@@ -120,6 +129,8 @@ class EventLog:
 
     def progress(self, call_id: str | None = None) -> str:
         """The progress output received so far, of `call_id` or of every call, joined."""
+        from ..runtime import ToolProgress
+
         return "".join(
             e.text
             for e in self.seen
@@ -181,6 +192,8 @@ async def stop_once_started(
     Raises:
         TimeoutError: the call did not start, or did not settle, within `timeout`.
     """
+    from ..runtime import ToolProgress
+
     call_id = call_id or f"stopped-{uuid.uuid4().hex[:8]}"
     outcomes: list[ToolResult | ToolAborted] = []
     procs: list[psutil.Process] = []
