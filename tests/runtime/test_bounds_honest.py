@@ -16,7 +16,7 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 from tether import Runtime, ToolAborted
 from tether.errors import UsageError
 from tether.host._stdio import StdioHostClient
-from tether.runtime import ToolProgress
+from tether.runtime import CallChanged, CallState, ToolProgress
 from tether.runtime._runtime import MIN_ABORT_BOUND
 from tether.testing import event_log
 
@@ -142,7 +142,12 @@ async def test_s6_a_frozen_host_is_never_reported_as_having_killed(
                 first = await session.abort()
                 (pending,) = first.pending
                 assert pending.why.startswith("process: stop not confirmed")
-                await anyio.sleep(0.5)  # the grace window (0.3 s) closes meanwhile
+                # The grace window (0.3 s) closes: the call ends, the kill is sent.
+                await events.wait_for(
+                    lambda e: (
+                        isinstance(e, CallChanged) and e.state is CallState.ABORTED
+                    )
+                )
                 second = await session.abort()
                 (pending,) = second.pending
                 assert pending.why == "process: kill sent, not confirmed by the host"
