@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -174,7 +175,8 @@ async def test_s13_a_command_killing_its_supervisor_after_env_i_setsid(
         assert "TETHER_TREE" not in psutil.Process(escaped[0]).environ()
     finally:
         for proc in procs:
-            proc.kill()
+            with contextlib.suppress(psutil.NoSuchProcess):  # one reaped meanwhile
+                proc.kill()
 
 
 async def _stop_during_start(workspace: Path, command: str, grace: float) -> None:
