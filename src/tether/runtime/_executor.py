@@ -15,7 +15,7 @@ host it speaks to; it speaks to a `HostConnection`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import anyio
@@ -134,9 +134,10 @@ class Executor:
         abort_bound: float,
         emit: Callable[[RuntimeEvent], None],
         stop_class_of: Callable[[str], StopClass | None] = lambda _name: None,
-        has_subscribers: Callable[[], bool] = lambda: True,
+        subscribers: Collection[object] = (None,),
     ) -> None:
-        self.has_subscribers = has_subscribers
+        self.subscribers = subscribers
+        """Who takes call changes (read at each change; empty: none are built)."""
         self.ledger = ledger
         self.grace = grace
         """The PROCESS grace window, in seconds."""
@@ -312,7 +313,7 @@ class Executor:
     ) -> None:
         key = call.key
         self.ledger.transition(key.session_id, key.call_id, state, changes)
-        if self.has_subscribers():
+        if self.subscribers:
             rec = self.ledger.get(key.session_id, key.call_id)
             self.emit(
                 CallChanged(
@@ -364,7 +365,7 @@ class Executor:
         key = call.key
         if not self.ledger.is_settled(key.session_id, key.call_id):
             self.ledger.settle(key.session_id, key.call_id, time.time())
-            if self.has_subscribers():
+            if self.subscribers:
                 rec = self.ledger.get(key.session_id, key.call_id)
                 self.emit(
                     CallChanged(

@@ -146,7 +146,7 @@ class Runtime:
             abort_bound=abort_bound,
             emit=self.emit,
             stop_class_of=self.stop_class_of,
-            has_subscribers=lambda: bool(self._subscribers),
+            subscribers=self._subscribers,
         )
         self._stack: AsyncExitStack | None = None
         self.host: HostConnection | None = None
