@@ -68,8 +68,8 @@ def _setup(root: Path, *, poll: float, call: float, items: list[str]) -> Path:
 
 
 def _one(poll: float, call: float, busy: bool) -> tuple[float, float | None]:
+    from tether.runs._open import default_store_path
     from tether.runs._sqlite import SqliteStore
-    from tether.runs._store import default_store_path
     from tether.stop import set_stop
 
     with tempfile.TemporaryDirectory() as tmp:

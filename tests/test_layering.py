@@ -50,7 +50,10 @@ def _modules() -> list[tuple[str, Path]]:
 
 
 def _imports(name: str, path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return _imports_in(name, path, ast.parse(path.read_text(encoding="utf-8")))
+
+
+def _imports_in(name: str, path: Path, tree: ast.Module) -> list[str]:
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = []
     for node in ast.walk(tree):
@@ -75,3 +78,92 @@ def test_no_module_imports_from_a_higher_layer(name: str, path: Path) -> None:
     mine = RANK[_layer(name)]
     upward = [t for t in _imports(name, path) if RANK[_layer(t)] > mine]
     assert not upward, f"{name} (layer {_layer(name)}) imports upward: {upward}"
+
+
+def _runtime_imports(name: str, path: Path) -> list[str]:
+    """The tether imports a module makes when it runs (lazy ones too), not the ones
+    made for type checking only (`if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
+            node.body = [ast.Pass()]
+    return _imports_in(name, path, tree)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every tether module and the tether modules it imports (lazy imports included)."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for target in _runtime_imports(name, path):
+            # `from package import name` names a module, or something in the package.
+            while target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected parts of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    """No module imports itself through others, not even lazily inside a function: a
+    circle hides an order of initialisation that one edit can break."""
+    graph = import_graph()
+    assert len(graph) > 50
+    assert circles(graph) == []
+
+
+def test_circles_are_found() -> None:
+    """The check above can fail: a circle of three, and one through a lazy import."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"]
+    ]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+if __name__ == "__main__":
+    # `python tests/test_layering.py`: the import graph, module sizes and any circle.
+    graph = import_graph()
+    sizes = {name: len(path.read_text().splitlines()) for name, path in _modules()}
+    edges = sum(len(t) for t in graph.values())
+    print(f"{len(graph)} modules, {edges} imports between them")
+    for name in sorted(graph):
+        print(f"{sizes[name]:6d}  {name} -> {', '.join(sorted(graph[name])) or '-'}")
+    print("circles:", circles(graph) or "none")

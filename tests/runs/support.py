@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 from tether.runs import Store
+from tether.runs._open import default_store_path
 from tether.runs._sqlite import SqliteStore
-from tether.runs._store import default_store_path
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -6,14 +6,14 @@ ledger (`Store` is the interface both backends implement).
 
 from __future__ import annotations
 
+from ._open import open_store as open_store
+from ._open import store_url as store_url
 from ._plan import Item as Item
 from ._plan import Plan as Plan
 from ._plan import PlanError as PlanError
 from ._plan import Stage as Stage
 from ._plan import load_plan as load_plan
 from ._store import Store as Store
-from ._store import open_store as open_store
-from ._store import store_url as store_url
 from ._values import Claim as Claim
 from ._values import Event as Event
 from ._values import LaneRow as LaneRow

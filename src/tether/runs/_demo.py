@@ -20,8 +20,8 @@ import anyio
 
 from .._env import TetherEnv
 from ._entry import run_plan
+from ._open import default_store_path, open_store
 from ._run import ExitCode, Run
-from ._store import default_store_path, open_store
 from ._views import show_run
 
 __all__ = ("run_demo",)

@@ -20,9 +20,9 @@ from ..errors import TetherError, UsageError
 from ..stop import StopStore
 from ._clock import RunClock, WallClock
 from ._digest import write_digest
+from ._open import open_store, store_url
 from ._plan import Plan, load_plan
 from ._run import ExitCode, Run
-from ._store import open_store, store_url
 from ._takeover import prepare_takeover
 from ._values import LaneRow, RunState
 

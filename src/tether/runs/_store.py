@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
-from .._config import load_config, paths
 from .._env import TetherEnv
-from ..errors import UsageError
 from ._values import (
     Claim,
     Event,
@@ -29,14 +26,7 @@ from ._values import (
     StaleClaim,
 )
 
-__all__ = (
-    "Store",
-    "default_store_path",
-    "is_postgres_url",
-    "open_store",
-    "stale",
-    "store_url",
-)
+__all__ = ("Store", "crash_point", "stale")
 
 _CRASH_ENV = TetherEnv.TEST_CRASH_AT
 
@@ -192,27 +182,6 @@ class Store(Protocol):
         """Ledger rows (of `run`, if given), in order."""
 
 
-def default_store_path() -> Path:
-    """The embedded SQLite file, `<state dir>/runs.sqlite3`."""
-    return paths().state_dir / "runs.sqlite3"
-
-
-def store_url(option: str | None = None, plan_store: str | None = None) -> str:
-    """Choose the store: `--store`, else `TETHER_STORE`, else the plan's, else the config's.
-
-    Returns the embedded SQLite file's path when none names one.
-    """
-    for choice in (
-        option,
-        os.environ.get(TetherEnv.STORE),
-        plan_store,
-        load_config().store_url,
-    ):
-        if choice and choice != "sqlite":
-            return choice
-    return str(default_store_path())
-
-
 def stale(act: str, claim: Claim, current: tuple[int, str] | None) -> StaleClaim:
     """The refusal of `act` under `claim`, given the item's current (epoch, run) if any."""
     now = (
@@ -222,28 +191,3 @@ def stale(act: str, claim: Claim, current: tuple[int, str] | None) -> StaleClaim
         f"{act} refused: the claim on {claim.item} at epoch {claim.epoch} is "
         f"no longer current ({now})"
     )
-
-
-def is_postgres_url(url: str) -> bool:
-    """Whether `url` names a PostgreSQL store (`postgresql://` or `postgres://`)."""
-    return url.startswith(("postgresql://", "postgres://"))
-
-
-def open_store(url: str) -> Store:
-    """Open the store at `url` (a SQLite file path, `sqlite:///path`, or PostgreSQL).
-
-    Raises:
-        UsageError: the URL names no backend, or is not a valid PostgreSQL URL.
-        StoreError: the file breaks the owner-only rule or cannot be opened; the
-            PostgreSQL server cannot be reached, refuses the login, or keeps a newer
-            schema.
-    """
-    if is_postgres_url(url):
-        from ._postgres import PostgresStore
-
-        return PostgresStore.open(url)
-    if "://" in url and not url.startswith("sqlite://"):
-        raise UsageError(f"store {url!r}: use a file path or a postgresql:// URL")
-    from ._sqlite import SqliteStore
-
-    return SqliteStore.open(Path(url.removeprefix("sqlite://")))

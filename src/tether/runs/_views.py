@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UsageError
-from ._store import default_store_path, open_store, store_url
+from ._open import default_store_path, open_store, store_url
 from ._takeover import effective_state
 
 __all__ = ("account_runs", "list_runs", "show_run")

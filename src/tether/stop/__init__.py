@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from ._board import choose_setup as choose_setup
     from ._guard import GuardVerdict as GuardVerdict
     from ._guard import guard_tool_call as guard_tool_call
+    from ._protected import protected_paths as protected_paths
     from ._read import NotHonoured as NotHonoured
     from ._read import ReadOutcome as ReadOutcome
     from ._read import StopReading as StopReading
     from ._setup import SetupRecord as SetupRecord
     from ._setup import load_setup as load_setup
-    from ._setup import protected_paths as protected_paths
     from ._setup import setup_path as setup_path
     from ._store import StopStore as StopStore
     from ._store import StopWatch as StopWatch
@@ -89,7 +89,7 @@ _WHERE = {
     "StopReading": "_read",
     "SetupRecord": "_setup",
     "load_setup": "_setup",
-    "protected_paths": "_setup",
+    "protected_paths": "_protected",
     "setup_path": "_setup",
     "StopStore": "_store",
     "StopWatch": "_store",

@@ -1,0 +1,59 @@
+"""Which store a run uses, and opening it: a SQLite file (the embedded default) or a
+PostgreSQL server. Above both backends, so that neither imports what chooses it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .._config import load_config, paths
+from .._env import TetherEnv
+from ..errors import UsageError
+from ._sqlite import SqliteStore
+from ._store import Store
+
+__all__ = ("default_store_path", "is_postgres_url", "open_store", "store_url")
+
+
+def default_store_path() -> Path:
+    """The embedded SQLite file, `<state dir>/runs.sqlite3`."""
+    return paths().state_dir / "runs.sqlite3"
+
+
+def store_url(option: str | None = None, plan_store: str | None = None) -> str:
+    """Choose the store: `--store`, else `TETHER_STORE`, else the plan's, else the config's.
+
+    Returns the embedded SQLite file's path when none names one.
+    """
+    for choice in (
+        option,
+        os.environ.get(TetherEnv.STORE),
+        plan_store,
+        load_config().store_url,
+    ):
+        if choice and choice != "sqlite":
+            return choice
+    return str(default_store_path())
+
+
+def is_postgres_url(url: str) -> bool:
+    """Whether `url` names a PostgreSQL store (`postgresql://` or `postgres://`)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(url: str) -> Store:
+    """Open the store at `url` (a SQLite file path, `sqlite:///path`, or PostgreSQL).
+
+    Raises:
+        UsageError: the URL names no backend, or is not a valid PostgreSQL URL.
+        StoreError: the file breaks the owner-only rule or cannot be opened; the
+            PostgreSQL server cannot be reached, refuses the login, or keeps a newer
+            schema.
+    """
+    if is_postgres_url(url):
+        from ._postgres import PostgresStore  # psycopg is loaded only when used
+
+        return PostgresStore.open(url)
+    if "://" in url and not url.startswith("sqlite://"):
+        raise UsageError(f"store {url!r}: use a file path or a postgresql:// URL")
+    return SqliteStore.open(Path(url.removeprefix("sqlite://")))
