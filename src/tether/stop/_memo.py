@@ -9,9 +9,6 @@ sign instead of deriving the finding again:
   already more than `SETTLED_NS` in the past when the names were listed: the kernel sets
   `st_ctime` on every change of an entry, from a clock that can lag by one tick, so
   only a ctime older than that tick tells a later change from the listed state;
-- that the file system of a device number passed the type check, while the mount table
-  is the generation it was judged in (`_mounts.unchanged`: one `poll`, after the
-  descriptor's `fstat`): no mount came or went, so the number names the same file system;
 - the reading itself, a value made from the place and the stop's `fstat` alone.
 
 A memo also carries the unique id of the mount of `/` pinned at the watch's start
@@ -19,7 +16,8 @@ A memo also carries the unique id of the mount of `/` pinned at the watch's star
 namespace (row D9).
 
 Every check of the folder rule (the walk, owners, modes, the pins, the uid directory,
-the gate, the stop's own `open` and `fstat`) still runs on every read. A memo belongs to
+the gate, the file system's type, the stop's own `open` and `fstat`) still runs on every
+read: spec 02 keeps the chain's checks cache-free. A memo belongs to
 one place of one watch; `StopStore.read` passes none and remembers nothing.
 """
 
@@ -29,8 +27,6 @@ import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
-
-from ._mounts import unchanged
 
 if TYPE_CHECKING:
     from ._read import StopReading
@@ -64,10 +60,8 @@ class ReadMemo:
 
     __slots__ = (
         "_clock",
-        "_fs",
         "_listing",
         "clear",
-        "fs_checks",
         "lists",
         "root_mount",
         "stopped",
@@ -81,16 +75,12 @@ class ReadMemo:
         """The unique mount id of `/` at the watch's start; None: not pinned."""
         # Invariant: the stamp is of an `fstat` made before the names were listed.
         self._listing: tuple[_Stamp, tuple[str, ...]] | None = None
-        # Invariant: (generation, st_dev) of a file system whose type passed.
-        self._fs: tuple[int, int] | None = None
         self.clear: StopReading | None = None
         """The place's CLEAR reading: a value of the place alone, made once."""
         self.stopped: tuple[tuple[int, ...], StopReading] | None = None
         """The last STOPPED reading and the stop's `fstat` fields it was made from."""
         self.lists = 0
         """How many times the folder was listed (a test reads it)."""
-        self.fs_checks = 0
-        """How many times a file system type passed its check (a test reads it)."""
 
     def names(self, folder_fd: int, st: os.stat_result) -> tuple[str, ...]:
         """The folder's names: listed again unless `st` shows the folder as listed.
@@ -108,15 +98,3 @@ class ReadMemo:
         if now - st.st_ctime_ns > SETTLED_NS:
             self._listing = (stamp, names)
         return names
-
-    def fs_passed(self, generation: int, st: os.stat_result) -> bool:
-        """Whether the file system of `st` passed in this generation of the mount table.
-
-        Called after the `fstat` that gave `st`; the `poll` in `unchanged` comes after it.
-        """
-        return self._fs == (generation, st.st_dev) and unchanged(generation)
-
-    def fs_judged(self, generation: int, st: os.stat_result) -> None:
-        """Remember that the file system of `st` passed its type check in `generation`."""
-        self.fs_checks += 1
-        self._fs = (generation, st.st_dev) if generation >= 0 else None

@@ -339,11 +339,10 @@ def _read_now(
         judge_fs = (
             check_fs and place.folder is not None and not place.allow_untrusted_fs
         )
-        generation = -1 if mounts is None else mounts.generation
-        if judge_fs and (memo is None or not memo.fs_passed(generation, folder_st)):
+        if judge_fs:
+            # Judged on every read, never reused (spec 02: the chain's checks are
+            # cache-free), so a file system mounted or remounted meanwhile is seen.
             _judge_fs(folder_fd, place.store_dir)
-            if memo is not None:
-                memo.fs_judged(generation, folder_st)
         if place.scan_others:
             skip = frozenset() if mounts is None else mounts.skip
             names = _names(folder_fd, folder_st, memo)
