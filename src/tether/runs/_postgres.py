@@ -32,6 +32,7 @@ import psycopg
 from psycopg import conninfo
 
 from ..errors import StoreError, UsageError
+from . import _rows as rows
 from ._store import crash_point, stale
 from ._values import (
     Claim,
@@ -337,14 +338,14 @@ class PostgresStore:
 
     def items(self) -> list[QueueItem]:
         """Every work item, in the order they were added."""
-        rows = self._all(
+        found = self._all(
             "list the queue",
             "SELECT i.id, i.brief, i.state, c.run FROM items i "
             "LEFT JOIN claims c ON c.item = i.id ORDER BY i.seq",
             {},
         )
         return [
-            QueueItem(id=r[0], brief=r[1], state=r[2], claimed_by=r[3]) for r in rows
+            QueueItem(id=r[0], brief=r[1], state=r[2], claimed_by=r[3]) for r in found
         ]
 
     # -- runs ----------------------------------------------------------------------
@@ -387,40 +388,21 @@ class PostgresStore:
             {"lease": lease, "id": run, "now": self._now_arg()},
         )
 
-    _RUN_COLS = (
-        "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of, expires"
-    )
-
-    @staticmethod
-    def _run_row(r: tuple[Any, ...]) -> RunRow:
-        return RunRow(
-            id=r[0],
-            state=RunState(r[1]),
-            host=r[2],
-            pid=r[3],
-            pid_start=r[4],
-            started_at=r[5],
-            plan=r[6],
-            repo=r[7],
-            takeover_of=r[8],
-            expires=r[9],
-        )
-
     def run(self, run: str) -> RunRow | None:
         """One run, or None."""
         row = self._one(
             "read a run",
-            f"SELECT {self._RUN_COLS} FROM runs WHERE id = %(id)s",
+            f"SELECT {rows.RUN_COLS} FROM runs WHERE id = %(id)s",
             {"id": run},
         )
-        return None if row is None else self._run_row(row)
+        return None if row is None else rows.run(row)
 
     def runs(self) -> list[RunRow]:
         """Every run, oldest first."""
-        rows = self._all(
-            "list runs", f"SELECT {self._RUN_COLS} FROM runs ORDER BY seq", {}
+        found = self._all(
+            "list runs", f"SELECT {rows.RUN_COLS} FROM runs ORDER BY seq", {}
         )
-        return [self._run_row(r) for r in rows]
+        return [rows.run(r) for r in found]
 
     # -- claims --------------------------------------------------------------------
     def _claim_args(
@@ -440,7 +422,7 @@ class PostgresStore:
         f"SELECT t.id, %(run)s, %(lane)s, t.epoch, {_NOW} + %(lease)s, %(host)s, "
         "%(pid)s FROM taken t "
     )
-    _CLAIM_RETURNING = "RETURNING item, run, lane, epoch, expires, host, pid"
+    _CLAIM_RETURNING = f"RETURNING {rows.CLAIM_COLS}"
     # A free item has no claim row (items.holder and claims change together); a
     # take-over replaces the row of the run it takes over.
     _CLAIM_UPSERT = (
@@ -449,18 +431,6 @@ class PostgresStore:
         "host = EXCLUDED.host, pid = EXCLUDED.pid " + _CLAIM_RETURNING
     )
     _CLAIM_INSERT += _CLAIM_RETURNING
-
-    @staticmethod
-    def _claim(r: tuple[Any, ...]) -> Claim:
-        return Claim(
-            item=r[0],
-            run=r[1],
-            lane=r[2],
-            epoch=r[3],
-            expires=r[4],
-            host=r[5],
-            pid=r[6],
-        )
 
     def take_claim(
         self,
@@ -493,7 +463,7 @@ class PostgresStore:
         if row is None:
             return None
         crash_point("claim")
-        return self._claim(row)
+        return rows.claim(row)
 
     def take_over_claim(
         self,
@@ -523,7 +493,7 @@ class PostgresStore:
         if row is None:
             return None
         crash_point("claim")
-        return self._claim(row)
+        return rows.claim(row)
 
     def _refuse(self, act: str, claim: Claim) -> None:
         row = self._one(
@@ -583,11 +553,11 @@ class PostgresStore:
 
     def claims(self, run: str | None = None) -> list[Claim]:
         """Claims held now (by `run`, if given)."""
-        query = "SELECT item, run, lane, epoch, expires, host, pid FROM claims"
+        query = f"SELECT {rows.CLAIM_COLS} FROM claims"
         if run is not None:
             query += " WHERE run = %(run)s"
-        rows = self._all("list claims", query + " ORDER BY item", {"run": run})
-        return [self._claim(r) for r in rows]
+        found = self._all("list claims", query + " ORDER BY item", {"run": run})
+        return [rows.claim(r) for r in found]
 
     # -- lanes, receipts, ledger -----------------------------------------------------
     def add_lane(self, lane: LaneRow) -> None:
@@ -649,27 +619,13 @@ class PostgresStore:
         return self._lane_rows("item", item)
 
     def _lane_rows(self, column: str, value: str) -> list[LaneRow]:
-        rows = self._all(
+        found = self._all(
             "list lanes",
-            "SELECT id, run, item, state, branch, worktree, stage, saved_ref, "
-            f"saved_commit, note FROM lanes WHERE {column} = %(value)s ORDER BY seq",
+            f"SELECT {rows.LANE_COLS} FROM lanes WHERE {column} = %(value)s "
+            "ORDER BY seq",
             {"value": value},
         )
-        return [
-            LaneRow(
-                id=r[0],
-                run=r[1],
-                item=r[2],
-                state=LaneState(r[3]),
-                branch=r[4],
-                worktree=r[5],
-                stage=r[6],
-                saved_ref=r[7],
-                saved_commit=r[8],
-                note=r[9],
-            )
-            for r in rows
-        ]
+        return [rows.lane(r) for r in found]
 
     def record_receipt(self, claim: Claim, receipt: Receipt) -> None:
         """Record an agent's receipt under a current claim (`StaleClaim` if stale)."""
@@ -700,25 +656,12 @@ class PostgresStore:
 
     def receipts(self, run: str) -> list[Receipt]:
         """A run's receipts, in order."""
-        rows = self._all(
+        found = self._all(
             "list receipts",
-            "SELECT run, lane, item, stage, exit_status, log_tail, commits, at "
-            "FROM receipts WHERE run = %(run)s ORDER BY seq",
+            f"SELECT {rows.RECEIPT_COLS} FROM receipts WHERE run = %(run)s ORDER BY seq",
             {"run": run},
         )
-        return [
-            Receipt(
-                run=r[0],
-                lane=r[1],
-                item=r[2],
-                stage=r[3],
-                exit_status=r[4],
-                log_tail=r[5],
-                commits=tuple(json.loads(r[6])),
-                at=r[7],
-            )
-            for r in rows
-        ]
+        return [rows.receipt(r) for r in found]
 
     def log(
         self, run: str, kind: str, *, lane: str | None = None, detail: str = ""
@@ -739,11 +682,8 @@ class PostgresStore:
 
     def events(self, run: str | None = None) -> list[Event]:
         """Ledger rows (of `run`, if given), in order."""
-        query = "SELECT seq, at, run, lane, kind, detail FROM events"
+        query = f"SELECT {rows.EVENT_COLS} FROM events"
         if run is not None:
             query += " WHERE run = %(run)s"
-        rows = self._all("read the ledger", query + " ORDER BY seq", {"run": run})
-        return [
-            Event(seq=r[0], at=r[1], run=r[2], lane=r[3], kind=r[4], detail=r[5])
-            for r in rows
-        ]
+        found = self._all("read the ledger", query + " ORDER BY seq", {"run": run})
+        return [rows.event(r) for r in found]

@@ -21,6 +21,7 @@ from typing import final
 
 from .._fs import check_owner_only
 from ..errors import StoreError
+from . import _rows as rows
 from ._store import crash_point, stale
 from ._values import (
     Claim,
@@ -227,12 +228,12 @@ class SqliteStore:
 
     def items(self) -> list[QueueItem]:
         """Every work item, in the order they were added."""
-        rows = self._conn.execute(
+        found = self._conn.execute(
             "SELECT i.id, i.brief, i.state, c.run FROM items i "
             "LEFT JOIN claims c ON c.item = i.id ORDER BY i.seq"
         ).fetchall()
         return [
-            QueueItem(id=r[0], brief=r[1], state=r[2], claimed_by=r[3]) for r in rows
+            QueueItem(id=r[0], brief=r[1], state=r[2], claimed_by=r[3]) for r in found
         ]
 
     # -- runs ----------------------------------------------------------------------
@@ -268,36 +269,17 @@ class SqliteStore:
                 "UPDATE runs SET expires = ? WHERE id = ?", (self._clock() + lease, run)
             )
 
-    @staticmethod
-    def _run_row(r: Sequence[object]) -> RunRow:
-        return RunRow(
-            id=str(r[0]),
-            state=RunState(str(r[1])),
-            host=str(r[2]),
-            pid=int(r[3]),  # type: ignore[call-overload]
-            pid_start=float(r[4]),  # type: ignore[arg-type]
-            started_at=float(r[5]),  # type: ignore[arg-type]
-            plan=str(r[6]),
-            repo=str(r[7]),
-            takeover_of=None if r[8] is None else str(r[8]),
-            expires=None if r[9] is None else float(r[9]),  # type: ignore[arg-type]
-        )
-
-    _RUN_COLS = (
-        "id, state, host, pid, pid_start, started_at, plan, repo, takeover_of, expires"
-    )
-
     def run(self, run: str) -> RunRow | None:
         """One run, or None."""
         row = self._conn.execute(
-            f"SELECT {self._RUN_COLS} FROM runs WHERE id = ?", (run,)
+            f"SELECT {rows.RUN_COLS} FROM runs WHERE id = ?", (run,)
         ).fetchone()
-        return None if row is None else self._run_row(row)
+        return None if row is None else rows.run(row)
 
     def runs(self) -> list[RunRow]:
         """Every run, oldest first."""
-        rows = self._conn.execute(f"SELECT {self._RUN_COLS} FROM runs ORDER BY seq")
-        return [self._run_row(r) for r in rows.fetchall()]
+        found = self._conn.execute(f"SELECT {rows.RUN_COLS} FROM runs ORDER BY seq")
+        return [rows.run(r) for r in found.fetchall()]
 
     # -- claims --------------------------------------------------------------------
     def _insert_claim(
@@ -428,23 +410,13 @@ class SqliteStore:
 
     def claims(self, run: str | None = None) -> list[Claim]:
         """Claims held now (by `run`, if given)."""
-        query = "SELECT item, run, lane, epoch, expires, host, pid FROM claims"
+        query = f"SELECT {rows.CLAIM_COLS} FROM claims"
         args: tuple[str, ...] = ()
         if run is not None:
             query += " WHERE run = ?"
             args = (run,)
-        return [
-            Claim(
-                item=r[0],
-                run=r[1],
-                lane=r[2],
-                epoch=r[3],
-                expires=r[4],
-                host=r[5],
-                pid=r[6],
-            )
-            for r in self._conn.execute(query + " ORDER BY item", args).fetchall()
-        ]
+        found = self._conn.execute(query + " ORDER BY item", args).fetchall()
+        return [rows.claim(r) for r in found]
 
     # -- lanes, receipts, ledger -----------------------------------------------------
     def add_lane(self, lane: LaneRow) -> None:
@@ -507,26 +479,11 @@ class SqliteStore:
         return self._lane_rows("item", item)
 
     def _lane_rows(self, column: str, value: str) -> list[LaneRow]:
-        rows = self._conn.execute(
-            "SELECT id, run, item, state, branch, worktree, stage, saved_ref, "
-            f"saved_commit, note FROM lanes WHERE {column} = ? ORDER BY seq",
+        found = self._conn.execute(
+            f"SELECT {rows.LANE_COLS} FROM lanes WHERE {column} = ? ORDER BY seq",
             (value,),
         ).fetchall()
-        return [
-            LaneRow(
-                id=r[0],
-                run=r[1],
-                item=r[2],
-                state=LaneState(r[3]),
-                branch=r[4],
-                worktree=r[5],
-                stage=r[6],
-                saved_ref=r[7],
-                saved_commit=r[8],
-                note=r[9],
-            )
-            for r in rows
-        ]
+        return [rows.lane(r) for r in found]
 
     def record_receipt(self, claim: Claim, receipt: Receipt) -> None:
         """Record an agent's receipt under a current claim (`StaleClaim` if stale)."""
@@ -549,24 +506,11 @@ class SqliteStore:
 
     def receipts(self, run: str) -> list[Receipt]:
         """A run's receipts, in order."""
-        rows = self._conn.execute(
-            "SELECT run, lane, item, stage, exit_status, log_tail, commits, at "
-            "FROM receipts WHERE run = ? ORDER BY seq",
+        found = self._conn.execute(
+            f"SELECT {rows.RECEIPT_COLS} FROM receipts WHERE run = ? ORDER BY seq",
             (run,),
         ).fetchall()
-        return [
-            Receipt(
-                run=r[0],
-                lane=r[1],
-                item=r[2],
-                stage=r[3],
-                exit_status=r[4],
-                log_tail=r[5],
-                commits=tuple(json.loads(r[6])),
-                at=r[7],
-            )
-            for r in rows
-        ]
+        return [rows.receipt(r) for r in found]
 
     def log(
         self, run: str, kind: str, *, lane: str | None = None, detail: str = ""
@@ -580,12 +524,10 @@ class SqliteStore:
 
     def events(self, run: str | None = None) -> list[Event]:
         """Ledger rows (of `run`, if given), in order."""
-        query = "SELECT seq, at, run, lane, kind, detail FROM events"
+        query = f"SELECT {rows.EVENT_COLS} FROM events"
         args: tuple[str, ...] = ()
         if run is not None:
             query += " WHERE run = ?"
             args = (run,)
-        return [
-            Event(seq=r[0], at=r[1], run=r[2], lane=r[3], kind=r[4], detail=r[5])
-            for r in self._conn.execute(query + " ORDER BY seq", args).fetchall()
-        ]
+        found = self._conn.execute(query + " ORDER BY seq", args).fetchall()
+        return [rows.event(r) for r in found]
