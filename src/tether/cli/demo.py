@@ -124,7 +124,7 @@ async def _run(grace: float, host_kind: str) -> dict[str, Any]:
             await anyio.sleep_forever()
         finally:
             say("approver: prompt withdrawn by the stop")
-        return False  # pragma: no cover
+        return False  # pragma: no cover - sleep_forever ends only by cancellation
 
     with tempfile.TemporaryDirectory(prefix="tether-demo-") as ws:
         tools = [Hang, SlowWrite, *[t for t in default_tools() if t.name == "Bash"]]

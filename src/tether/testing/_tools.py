@@ -59,7 +59,7 @@ async def Hang(ctx: ToolContext, marker: str) -> str:
             await anyio.Path(ctx.resolve(marker)).write_text(
                 "cancelled" if ctx.cancelled.is_set() else "ended", encoding="utf-8"
             )
-    return "never"  # pragma: no cover
+    return "never"  # pragma: no cover - sleep_forever ends only by cancellation
 
 
 @tool(stop_class=StopClass.EXTENSION)
@@ -77,7 +77,7 @@ async def Stubborn(ctx: ToolContext, lines: int = 3) -> str:
     for n in range(lines):
         ctx.progress(f"line {n}\n")
     await anyio.sleep_forever()
-    return "never"  # pragma: no cover
+    return "never"  # pragma: no cover - sleep_forever ends only by cancellation
 
 
 @tool(stop_class=StopClass.PROCESS)
