@@ -77,7 +77,6 @@ class ToolContext:
         default=None, alias="on_progress"
     )
     _processes: int = attrs.field(default=0, init=False)
-    _processes_gone: anyio.Event | None = attrs.field(default=None, init=False)
 
     @property
     def cancelled(self) -> anyio.Event:
@@ -90,13 +89,6 @@ class ToolContext:
     def processes_running(self) -> int:
         """How many process trees started by `run_process()` are not reaped yet."""
         return self._processes
-
-    async def wait_processes_gone(self) -> None:
-        """Wait until every process tree this call started is reaped."""
-        while self._processes:
-            if self._processes_gone is None:
-                self._processes_gone = anyio.Event()
-            await self._processes_gone.wait()
 
     def _end(self) -> None:
         """The call is over: later progress goes nowhere (and the context no longer
@@ -167,9 +159,6 @@ class ToolContext:
         finally:
             # run_command returns (or raises) only once its tree is reaped.
             self._processes -= 1
-            if not self._processes and self._processes_gone is not None:
-                self._processes_gone.set()
-                self._processes_gone = None
 
 
 def _ignore(text: str) -> None:

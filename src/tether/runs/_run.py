@@ -124,7 +124,6 @@ class Run:
     clock: RunClock = attrs.field(factory=WallClock)
     """The wall clock usage windows are judged and waited on."""
     _halt: anyio.Event = attrs.field(factory=anyio.Event)
-    _halt_source: str | None = None
     _held_reason: str | None = None
     _killed: bool = False
     _lanes: dict[str, _Lane] = attrs.field(factory=dict)
@@ -165,7 +164,6 @@ class Run:
         """Take a stop: no move from now on; lanes are saved and released as they settle."""
         if self._halt.is_set():
             return
-        self._halt_source = source
         self._halt.set()
         self._log("stop-observed", detail=f"{source}: {detail}".rstrip(": "))
         self._state(RunState.HALTING)

@@ -362,22 +362,6 @@ class Ledger:
                 self._transcripts[session_id] = [json.loads(r[0]) for r in rows]
         return [dict(m) for m in self._transcripts.get(session_id, ())]
 
-    def transcript_sessions(self) -> list[tuple[str, str]]:
-        """Sessions that have a transcript, oldest first: (id, first user text)."""
-        ids = list(self._transcripts)
-        if self._db is not None:
-            rows = self._db.execute(
-                "SELECT session_id FROM transcript GROUP BY session_id ORDER BY MIN(seq)"
-            ).fetchall()
-            ids = [r[0] for r in rows] + [
-                i for i in ids if i not in {r[0] for r in rows}
-            ]
-        out = []
-        for sid in ids:
-            users = [m for m in self.messages(sid) if m.get("role") == "user"]
-            out.append((sid, str(users[0].get("content", "")) if users else ""))
-        return out
-
     def _write(self, values: dict[str, Any], *, insert: bool) -> None:
         assert self._db is not None
         row = values
