@@ -42,7 +42,16 @@ def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:
 
     judge = StopGuard(protected() if protected is not None else protected_paths())
 
+    # Read-only tools whose every call the guard lets by, found at a tool's first call.
+    free: dict[str, bool] = {}
+
     def check(tool: Tool, args: Mapping[str, Any], workspace: Path) -> str | None:
+        if tool.stop_class is StopClass.READ_ONLY:
+            passes = free.get(tool.name)
+            if passes is None:
+                passes = free[tool.name] = judge.lets_reads_by(tool.name)
+            if passes:
+                return None
         verdict = judge.judge(
             tool.name,
             args,

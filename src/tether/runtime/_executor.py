@@ -154,6 +154,7 @@ class Executor:
         """Results that arrived after their call had ended (discarded, S3)."""
         self.dropped_progress = 0
         """Progress events of abandoned calls that were dropped (S4)."""
+        self._event_class: Callable[[], anyio.Event] | None = None
 
     # -- starting calls ---------------------------------------------------------------
 
@@ -165,8 +166,17 @@ class Executor:
         on_settled: Callable[[ActiveCall], None],
     ) -> ActiveCall:
         """Register a call in the abort registry and the ledger; `send()` sends it."""
+        make_event = self._event_class
+        if make_event is None:
+            # `anyio.Event()` looks up the event loop's own class each time; the
+            # executor lives in one loop, so it looks once.
+            make_event = self._event_class = type(anyio.Event())
         call = ActiveCall(
-            key=key, turn_id=turn_id, stop_class=stop_class, on_settled=on_settled
+            key=key,
+            turn_id=turn_id,
+            stop_class=stop_class,
+            on_settled=on_settled,
+            done=make_event(),
         )
         self.ledger.request(
             key.session_id,

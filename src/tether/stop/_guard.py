@@ -147,6 +147,17 @@ class StopGuard:
             self._guard = _Guard((), environ=env)
             self._broken = f"the guard could not resolve the protected paths: {exc!r}"
 
+    def lets_reads_by(self, tool_name: str) -> bool:
+        """Whether every read-only call of this tool passes, whatever its input (a
+        tool that is not a shell reads; a read of a stop is allowed, spec 02)."""
+        return not self._broken and self._kind(tool_name) not in _SHELL_TOOLS
+
+    def _kind(self, tool_name: str) -> str:
+        key = self._kinds.get(tool_name)
+        if key is None:
+            key = self._kinds[tool_name] = re.sub(r"[\s_-]", "", tool_name).lower()
+        return key
+
     def judge(
         self,
         tool_name: str,
@@ -159,9 +170,7 @@ class StopGuard:
         if self._broken:
             return GuardVerdict(allowed=False, reason=self._broken)
         try:
-            key = self._kinds.get(tool_name)
-            if key is None:
-                key = self._kinds[tool_name] = re.sub(r"[\s_-]", "", tool_name).lower()
+            key = self._kind(tool_name)
             if key not in _SHELL_TOOLS and isinstance(tool_input, Mapping):
                 if mutating is False or (mutating is None and key in _READ_TOOLS):
                     return _ALLOWED  # reading a stop is allowed (spec 02)
