@@ -91,7 +91,16 @@ def _runtime_imports(name: str, path: Path) -> list[str]:
             and node.test.id == "TYPE_CHECKING"
         ):
             node.body = [ast.Pass()]
-    return _imports_in(name, path, tree)
+    # `from package import name` imports the module `package.name` when there is one.
+    found = _imports_in(name, path, tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module is None:
+            package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            found.remove(".".join(base))
+            found += [".".join([*base, alias.name]) for alias in node.names]
+    return found
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -101,7 +110,7 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         targets = set()
         for target in _runtime_imports(name, path):
-            # `from package import name` names a module, or something in the package.
+            # `from module import name` names something in the module.
             while target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target in modules and target != name:
