@@ -63,11 +63,6 @@ class Admission:
         return Slot(self)
 
     @property
-    def free(self) -> bool:
-        """Whether a call would get a place without waiting."""
-        return self.running < self.limit and not self._waiters
-
-    @property
     def queued(self) -> int:
         """Number of calls waiting for a place."""
         return len(self._waiters)
