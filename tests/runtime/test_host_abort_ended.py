@@ -8,7 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tether import ErrorCode
+from tether import ErrorCode, ToolContext, tool
+from tether.host import StopClass
 from tether.host._broker import Broker
 from tether.host._core import HostCore
 from tether.host._inprocess import InProcessHost
@@ -90,3 +91,39 @@ async def test_s7_tombstone_lives_exactly_its_ttl_on_a_controlled_clock(
             await arrived.wait()
         assert (results[late].output, results[late].code) == ("after ttl", None)
         assert core.statistics().tombstones == 0
+
+
+async def test_a_tool_whose_own_check_raises_fails_that_call_only(
+    workspace: Path,
+) -> None:
+    """A plugin's `validate` that raises something other than InvalidInput fails its
+    call with TOOL_FAILED; the call gets its one result and the host serves on."""
+
+    @tool(stop_class=StopClass.READ_ONLY)
+    async def Picky(ctx: ToolContext) -> str:
+        """Never reached."""
+        return "ran"
+
+    def broken(raw: object) -> dict[str, object]:
+        raise ValueError("the check itself broke")
+
+    Picky.validate = broken  # type: ignore[method-assign]
+    results: list[ResultEvent] = []
+    got = anyio.Event()
+
+    def sink(event: HostEvent) -> None:
+        if isinstance(event, ResultEvent):
+            results.append(event)
+            got.set()
+
+    rules = PermissionRules.from_lists(allow=["Picky", "Echo"], ask=[], deny=[])
+    core = HostCore([Picky, Echo], broker=Broker(workspace=workspace, rules=rules))
+    async with InProcessHost.open(core, sink) as host:
+        await host.execute(ExecuteRequest(CallKey("s1", "p1", "Picky"), {}))
+        assert results[0].code is ErrorCode.TOOL_FAILED
+        assert "the check itself broke" in results[0].message
+        got = anyio.Event()
+        await host.execute(ExecuteRequest(CallKey("s1", "e1", "Echo"), {"text": "on"}))
+        with anyio.fail_after(5):
+            await got.wait()
+        assert results[1].output == "on"

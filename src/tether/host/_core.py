@@ -173,6 +173,9 @@ class HostCore:
         except InvalidInput as exc:
             emit(_result(key, "", exc))
             return
+        except Exception as exc:  # a plugin's own check failed: that call fails
+            emit(_result(key, "", _as_tool_error(exc)))
+            return
 
         def on_progress(text: str) -> None:
             call.keep_progress(text)

@@ -64,7 +64,9 @@ def process_alive(
 
     `here_id` is this host's id (`here()` by default).
     """
-    if host != (here_id if here_id is not None else here()):
+    me = here_id if here_id is not None else here()
+    # Earlier versions recorded the bare host name: that is this host too.
+    if host != me and host != me.split("/", 1)[0]:
         return None
     try:
         return abs(process_start(pid) - started) <= _START_SLACK

@@ -11,6 +11,7 @@ from .._env import TetherEnv
 from ..errors import UsageError
 from ._sqlite import SqliteStore
 from ._store import Store
+from ._url import redact
 
 __all__ = ("default_store_path", "is_postgres_url", "open_store", "store_url")
 
@@ -38,7 +39,7 @@ def store_url(option: str | None = None, plan_store: str | None = None) -> str:
 
 def is_postgres_url(url: str) -> bool:
     """Whether `url` names a PostgreSQL store (`postgresql://` or `postgres://`)."""
-    return url.startswith(("postgresql://", "postgres://"))
+    return url.lower().startswith(("postgresql://", "postgres://"))
 
 
 def open_store(url: str) -> Store:
@@ -55,5 +56,7 @@ def open_store(url: str) -> Store:
 
         return PostgresStore.open(url)
     if "://" in url and not url.startswith("sqlite://"):
-        raise UsageError(f"store {url!r}: use a file path or a postgresql:// URL")
+        raise UsageError(
+            f"store {redact(url)!r}: use a file path or a postgresql:// URL"
+        )
     return SqliteStore.open(Path(url.removeprefix("sqlite://")))

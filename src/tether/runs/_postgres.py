@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, final
 
@@ -34,6 +33,7 @@ from psycopg import conninfo
 from ..errors import StoreError, UsageError
 from . import _rows as rows
 from ._store import crash_point, stale
+from ._url import has_password, redact
 from ._values import (
     Claim,
     Event,
@@ -134,18 +134,14 @@ _MIGRATIONS: Final = (
 )
 
 
-def redact(url: str) -> str:
-    """`url` with its password (in the user part or the query) replaced by `***`."""
-    url = re.sub(r"^(\w+://[^/@:]*):[^/@]*@", r"\1:***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
-
-
 def _parse(url: str) -> dict[str, Any]:
     try:
         params = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
+        # libpq quotes the part it could not read, which may be the password itself.
+        why = "" if has_password(url) else f" ({_first_line(exc)})"
         raise UsageError(
-            f"store {redact(url)} is not a valid PostgreSQL URL ({_first_line(exc)}); "
+            f"store {redact(url)} is not a valid PostgreSQL URL{why}; "
             "write it as postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
         ) from None
     params.setdefault("connect_timeout", _CONNECT_TIMEOUT)

@@ -577,6 +577,9 @@ class Run:
                 plan=str(self.plan.path),
                 repo=str(self.plan.repo),
                 takeover_of=self.takeover_of,
+                # Alive from its first row: a peer must not find it dead before its
+                # first heartbeat.
+                expires=self.store.now() + self.lease,
             )
         )
         self.store.beat(self.id, self.lease)

@@ -25,7 +25,7 @@ import attrs
 
 from ._folder import untrusted_fs_why
 
-__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan", "unchanged")
+__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan")
 
 LOCAL_TYPES = frozenset(
     {
@@ -65,7 +65,7 @@ class MountPlan:
     untrusted: tuple[Mount, str] | None = None
     """The first crossed mount whose owners cannot be trusted, and why (spec 02)."""
     generation: int = -1
-    """The generation of the table the plan was made from (see `unchanged`)."""
+    """The generation of the table the plan was made from."""
 
 
 def _unescape(field: bytes) -> str:
@@ -145,22 +145,6 @@ class _Table:
                 return None, -1
             return self.mounts, self.generation
 
-    def unchanged(self, generation: int) -> bool:
-        """Whether no mount or unmount happened since `generation` was current.
-
-        A `poll` reports a change once, so a change seen here is read at once.
-        """
-        with self.lock:
-            if generation < 0 or generation != self.generation or self.poller is None:
-                return False
-            try:
-                if not self.poller.poll(0):
-                    return True
-                self._reload()
-            except OSError:
-                self.mounts, self.fd, self.poller = None, -1, None
-            return False
-
 
 _TABLE = _Table()
 _PLANS: dict[tuple[str, str], tuple[int, MountPlan]] = {}
@@ -204,15 +188,6 @@ def plan(folder: str, uid_dir: str) -> MountPlan | None:
         _PLANS.clear()
     _PLANS[key] = (generation, made)
     return made
-
-
-def unchanged(generation: int) -> bool:
-    """Whether the mount table is still the one of `generation` (one `poll`).
-
-    Within one generation no mount came or went, so a device number names the same
-    mounted file system as when it was judged.
-    """
-    return _TABLE.unchanged(generation)
 
 
 def _forget_after_fork() -> None:

@@ -312,9 +312,8 @@ class _View:
 
     def read(self) -> StopReading:
         place = self.place
-        # The filesystem type is judged on every read: a reading that held must never
-        # leave a pin behind that later reads trust instead. The memo keeps only a
-        # type that passed, and only while the mount table is unchanged.
+        # The filesystem type is judged on every read (spec 02: the chain's checks are
+        # cache-free); a reading that held never leaves a pin later reads trust.
         raw = read_place(
             place,
             pins=(self.folder_pin, self.uid_dir_pin),
