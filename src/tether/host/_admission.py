@@ -12,21 +12,7 @@ from collections import deque
 import anyio
 import attrs
 
-__all__ = ("Admission", "Slot")
-
-
-@attrs.define(eq=False)
-class Slot:
-    """A held place in the admission limit; releasing twice is harmless."""
-
-    _admission: Admission
-    released: bool = False
-
-    def release(self) -> None:
-        """Give the place back (idempotent)."""
-        if not self.released:
-            self.released = True
-            self._admission._give_back()
+__all__ = ("Admission",)
 
 
 @attrs.define(eq=False)
@@ -37,18 +23,17 @@ class Admission:
     running: int = 0
     _waiters: deque[anyio.Event] = attrs.field(factory=deque)
 
-    def take(self) -> Slot | None:
-        """Take a place if one is free now (no one waits before this call), else None."""
+    def take(self) -> bool:
+        """Take a place if one is free now (no one waits before this call)."""
         if self.running < self.limit and not self._waiters:
             self.running += 1
-            return Slot(self)
-        return None
+            return True
+        return False
 
-    async def acquire(self) -> Slot:
+    async def acquire(self) -> None:
         """Wait for a place; cancelling the wait leaves no trace in the queue."""
-        if self.running < self.limit and not self._waiters:
-            self.running += 1
-            return Slot(self)
+        if self.take():
+            return
         event = anyio.Event()
         self._waiters.append(event)
         try:
@@ -56,18 +41,18 @@ class Admission:
         except BaseException:
             if event.is_set():
                 # The place was handed to us as we were cancelled: pass it on.
-                self._give_back()
+                self.give_back()
             else:
                 self._waiters.remove(event)
             raise
-        return Slot(self)
 
     @property
     def queued(self) -> int:
         """Number of calls waiting for a place."""
         return len(self._waiters)
 
-    def _give_back(self) -> None:
+    def give_back(self) -> None:
+        """Give a place back; each place taken is given back once."""
         if self._waiters:
             # The place moves to the first waiter; `running` stays the same.
             self._waiters.popleft().set()

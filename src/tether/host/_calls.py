@@ -17,9 +17,8 @@ import attrs
 from anyio import TaskHandle
 
 from .._bounded import BoundedOutput
-from ._admission import Slot
 from ._protocol import CallKey, HostPhase
-from ._tool import Tool, ToolContext
+from ._tool import Decision, Tool, ToolContext
 
 __all__ = ("PARTIAL_LIMIT", "CallTable", "HostCall")
 
@@ -40,8 +39,10 @@ class HostCall:
     """The call's own task: its waits (permission, admission) and the tool's run."""
     cancelled: bool = False
     """Whether a stop cancelled the call's task (not the host closing)."""
-    slot: Slot | None = None
-    """Its place in the admission limit, while it holds one."""
+    placed: bool = False
+    """Whether it holds a place in the admission limit (given back once)."""
+    decision: Decision | None = None
+    """What the permission rules said (None until they were asked)."""
     stop_requested: bool = False
     registered_at: float = attrs.field(factory=time.time)
     """Wall-clock time the host registered the call."""

@@ -240,31 +240,60 @@ class HostCore:
         return _ack(call, phase)
 
     def _release(self, call: HostCall) -> None:
-        slot, call.slot = call.slot, None
-        if slot is not None:
-            slot.release()
+        if call.placed:
+            call.placed = False
+            self.admission.give_back()
 
     def _set_phase(self, call: HostCall, phase: HostPhase, emit: Emit) -> None:
         call.phase = phase
         emit(PhaseEvent(call.key, phase, call.tool.stop_class))
 
     async def _run(self, call: HostCall, emit: Emit) -> None:
-        """The call's task: its result is sent once it has released everything."""
+        """The call's task: its result is sent once it has released everything.
+
+        A call that is allowed and finds a free place goes straight to its tool; only a
+        call that must be asked about or queued waits (`_wait_to_start`).
+        """
         key = call.key
         result: ResultEvent | None = None
+        in_tool = False
         try:
-            result = await self._attempt(call, emit)
+            result = self._refusal(call)
+            if result is None:
+                if call.decision == "ask" or not self.admission.take():
+                    result = await self._wait_to_start(call, emit)
+                else:
+                    call.placed = True
+            # A stop that landed before this point (even one whose cancellation found no
+            # checkpoint: a wait had just been granted) means the operation never starts.
+            if result is None and call.stop_requested:
+                result = _aborted(key, "stopped before it started")
+            if result is None:
+                self._set_phase(call, "running", emit)
+                in_tool = True
+                output = await call.tool.run(call.ctx, call.args)
+                in_tool = False
+                if call.stop_requested and call.tool.stop_class in _ABANDONED:
+                    result = _aborted(key, "stopped while running", cut_text(output))
+                else:
+                    result = ResultEvent(key, cut_text(output))
         except Exception as exc:  # the tool's own failure, not a stop
             result = _result(key, "", _as_tool_error(exc))
         except BaseException as exc:
-            if call.cancelled and _is_our_cancellation(exc):
-                # A stop ended the task; the host closing ends it without a result.
-                if call.phase == "running":
-                    partial = cut_text(call.progress_text())
-                    result = _aborted(key, "stopped while running", partial)
-                else:
-                    result = _aborted(key, "stopped before it started")
-            raise
+            ours = _is_our_cancellation(exc)
+            if in_tool and not ours:
+                # S13b: whatever a tool raises (a CancelledError of its own, SystemExit,
+                # KeyboardInterrupt) ends that call only, never the host's task group.
+                result = _result(key, "", _raised(exc))
+            else:
+                if call.cancelled and ours:
+                    # A stop ended the task; the host closing ends it without a result.
+                    if call.phase == "running":
+                        partial = cut_text(call.progress_text())
+                        result = _aborted(key, "stopped while running", partial)
+                    else:
+                        result = _aborted(key, "stopped before it started")
+                raise
         finally:
             self._release(call)
             self.calls.remove(key)
@@ -275,13 +304,14 @@ class HostCore:
             if result is not None:
                 emit(result)
 
-    async def _attempt(self, call: HostCall, emit: Emit) -> ResultEvent:
+    def _refusal(self, call: HostCall) -> ResultEvent | None:
+        """The result of a call that must not start (stopped, denied); None if it may."""
         key = call.key
         if call.stop_requested:
             # Stopped before this task ran: not even the approver is asked.
             return _aborted(key, "stopped before it started")
         try:
-            decision = self.broker.decide(call.tool, call.args)
+            call.decision = decision = self.broker.decide(call.tool, call.args)
         except ToolError as exc:
             return _result(key, "", exc)
         if decision == "deny":
@@ -293,39 +323,25 @@ class HostCore:
                     code=ErrorCode.PERMISSION_DENIED,
                 ),
             )
-        # A stop during a wait (for the approver, for a place) cancels the call's task.
-        if decision == "ask":
+        return None
+
+    async def _wait_to_start(self, call: HostCall, emit: Emit) -> ResultEvent | None:
+        """Ask the approver and wait for a place; a refusal's result, or None to start.
+
+        A stop during a wait (for the approver, for a place) cancels the call's task.
+        """
+        if call.decision == "ask":
             self._set_phase(call, "pending_permission", emit)
             try:
-                await self.broker.ask(key, call.tool, call.args)
+                await self.broker.ask(call.key, call.tool, call.args)
             except ToolError as exc:
-                return _result(key, "", exc)
-        slot = self.admission.take()
-        if slot is None:
+                return _result(call.key, "", exc)
+            call.placed = self.admission.take()
+        if not call.placed:
             self._set_phase(call, "queued", emit)
-            slot = await self.admission.acquire()
-        call.slot = slot
-        # A stop that landed before this point (even one whose cancellation found no
-        # checkpoint: a wait had just been granted) means the operation never starts.
-        if call.stop_requested:
-            return _aborted(key, "stopped before it started")
-        self._set_phase(call, "running", emit)
-        try:
-            output = await call.tool.run(call.ctx, call.args)
-        except Exception:
-            raise
-        except BaseException as exc:
-            if _is_our_cancellation(exc):
-                raise
-            # S13b: whatever a tool raises (a CancelledError of its own, SystemExit,
-            # KeyboardInterrupt) ends that call only, never the host's task group.
-            raise ToolError(
-                f"the tool raised {type(exc).__name__}: {exc}",
-                code=ErrorCode.TOOL_FAILED,
-            ) from None
-        if call.stop_requested and call.tool.stop_class in _ABANDONED:
-            return _aborted(key, "stopped while running", cut_text(output))
-        return ResultEvent(key, cut_text(output))
+            await self.admission.acquire()
+            call.placed = True
+        return None
 
 
 _ABANDONED = (StopClass.READ_ONLY, StopClass.PROCESS)
@@ -353,6 +369,12 @@ def _as_tool_error(exc: Exception) -> ToolError:
     if isinstance(exc, ToolError):
         return exc
     return ToolError(f"{type(exc).__name__}: {exc}", code=ErrorCode.TOOL_FAILED)
+
+
+def _raised(exc: BaseException) -> ToolError:
+    return ToolError(
+        f"the tool raised {type(exc).__name__}: {exc}", code=ErrorCode.TOOL_FAILED
+    )
 
 
 def _result(key: CallKey, output: str, exc: ToolError) -> ResultEvent:

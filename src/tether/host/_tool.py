@@ -218,6 +218,12 @@ def validate_with(
             raise InvalidInput("input must be a JSON object", path="<input>")
         raw = dict(raw)
     try:
+        if model.__pydantic_complete__:
+            # What `model_validate(raw).model_dump()` does, without its argument
+            # handling: half the cost, on every call.
+            validated = model.__pydantic_validator__.validate_python(raw)
+            dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(validated)
+            return dumped
         return model.model_validate(raw).model_dump()
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]

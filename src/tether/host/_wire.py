@@ -7,7 +7,7 @@ of `_protocol.py` and back; nothing else handles the frames.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 import pydantic
@@ -57,8 +57,38 @@ def checked_input(raw: object) -> dict[str, Any]:
     return encoded_input(raw)[0]
 
 
-_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
-"""`json.dumps` with these options, without building an encoder on every call."""
+def _input_encoder() -> Callable[[object], str]:
+    """`json.dumps(value, allow_nan=False, ensure_ascii=False)`, made once.
+
+    `JSONEncoder.encode` builds a C encoder on every call, most of what a small input
+    costs; here it is built once (by hand, as the standard library has no public way to
+    keep one). It keeps no table of the containers it is in (a shared one could be left
+    holding entries by a failed encode), so a cycle ends in `RecursionError`, like an
+    input nested too deeply, instead of "Circular reference".
+    """
+    encoder = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C encoder
+        return encoder.encode
+    chunks = make(
+        None,  # no cycle table, see above
+        encoder.default,
+        json.encoder.encode_basestring,  # ensure_ascii=False
+        None,  # no indent
+        encoder.key_separator,
+        encoder.item_separator,
+        False,  # sort_keys
+        False,  # skipkeys
+        False,  # allow_nan
+    )
+
+    def encode(value: object) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_encode = _input_encoder()
 
 
 def encoded_input(raw: object) -> tuple[dict[str, Any], str]:

@@ -306,6 +306,9 @@ class Executor:
                     tool=call.key.tool,
                 )
                 self._finish(call, CallState.FAILED, result, event.code, settled=True)
+            elif call.stop is None:
+                self._succeed(call, event.output)
+                return
             else:
                 result = ToolResult(
                     output=event.output, call_id=call.key.call_id, tool=call.key.tool
@@ -315,6 +318,27 @@ class Executor:
             # S3: a late result of an abandoned call changes nothing but "the host is done".
             self.late_results += 1
         self._settle(call)
+
+    def _succeed(self, call: ActiveCall, output: str) -> None:
+        """End and settle a call that succeeded with no stop: the most common end, in
+        one ledger move."""
+        key = call.key
+        call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
+        now = time.time()
+        self._move(
+            call,
+            CallState.SUCCEEDED,
+            {
+                "output": bounded(output),
+                "error": None,
+                "stopped_at": None,
+                "code": None,
+                "ended_at": now,
+                "settled_at": now,
+            },
+        )
+        call.done.set()
+        self._forget(call)
 
     # -- outcomes ---------------------------------------------------------------------
 
@@ -382,6 +406,10 @@ class Executor:
                         rec.session_id, rec.call_id, rec.tool, rec.state, rec.code, True
                     )
                 )
+        self._forget(call)
+
+    def _forget(self, call: ActiveCall) -> None:
+        """Take a settled call out of the registry and tell its turn."""
         call.why = None
         self.active.pop((call.key.session_id, call.key.call_id), None)
         call.mark_settled()

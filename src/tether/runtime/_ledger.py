@@ -219,16 +219,14 @@ class Ledger:
         key = (session_id, call_id)
         if key in self._rows:
             raise UsageError(f"call {call_id} is already in the ledger")
-        row = {
-            **_BLANK,
-            "session_id": session_id,
-            "call_id": call_id,
-            "tool": tool,
-            "turn_id": turn_id,
-            "stop_class": stop_class,
-            "state": _REQUESTED,
-            "requested_at": time.time(),
-        }
+        row = _BLANK.copy()
+        row["session_id"] = session_id
+        row["call_id"] = call_id
+        row["tool"] = tool
+        row["turn_id"] = turn_id
+        row["stop_class"] = stop_class
+        row["state"] = _REQUESTED
+        row["requested_at"] = time.time()
         self._rows[key] = row
         self._turns.setdefault((session_id, turn_id), []).append(row)
         if self._db is not None:
