@@ -92,6 +92,8 @@ class ActiveCall:
     """Why the call still runs after a stop (starts with its class, lower case)."""
     processes: int = 0
     """Process trees a stopped call had started and the host was still reaping."""
+    sending: ExecuteRequest | InvalidInput | None = None
+    """What `send()` sends (or the reason the input cannot be sent); None once sent."""
 
     async def wait_settled(self) -> None:
         """Wait until the call has settled."""
@@ -164,8 +166,13 @@ class Executor:
         turn_id: str,
         stop_class: StopClass | None,
         on_settled: Callable[[ActiveCall], None],
+        input: object,
     ) -> ActiveCall:
-        """Register a call in the abort registry and the ledger; `send()` sends it."""
+        """Register a call in the abort registry and the ledger; `send()` sends it.
+
+        The input is checked here, for both hosts alike: one that is not a JSON object
+        fails the call when it is sent, before anything crosses the seam.
+        """
         make_event = self._event_class
         if make_event is None:
             # `anyio.Event()` looks up the event loop's own class each time; the
@@ -178,12 +185,22 @@ class Executor:
             on_settled=on_settled,
             done=make_event(),
         )
+        try:
+            value, text = encoded_input(input)
+        except InvalidInput as exc:
+            call.sending = exc
+            text = input_column(input)
+        else:
+            # Encoded once: its JSON text is what the ledger keeps.
+            call.sending = ExecuteRequest(key, value)
+            text = bounded(text)
         self.ledger.request(
             key.session_id,
             key.call_id,
             key.tool,
             turn_id,
             str(stop_class) if stop_class else "",
+            text,
         )
         self.active[(key.session_id, key.call_id)] = call
         return call
@@ -212,31 +229,27 @@ class Executor:
         )
         return refused
 
-    async def send(self, call: ActiveCall, input: object) -> None:
+    async def send(self, call: ActiveCall) -> None:
         """Send `tools.execute` for a registered call; a failed send fails the call."""
         host = self.host
         assert host is not None
-        key = call.key
-        try:
-            value, text = encoded_input(input)
-        except InvalidInput as exc:
+        request, call.sending = call.sending, None
+        if not isinstance(request, ExecuteRequest):
+            assert request is not None, "a call is sent once"
             # The same answer on both hosts, before anything crosses the seam.
-            self.ledger.note(key.session_id, key.call_id, input=input_column(input))
             self._on_result(
                 call,
                 ResultEvent(
                     call.key,
                     "",
-                    code=exc.code,
-                    message=exc.message,
-                    field_path=exc.path,
+                    code=request.code,
+                    message=request.message,
+                    field_path=request.path,
                 ),
             )
             return
-        # The input is encoded once: its JSON text is what the ledger keeps.
-        self.ledger.note(key.session_id, key.call_id, input=bounded(text))
         try:
-            await host.execute(ExecuteRequest(key, value))
+            await host.execute(request)
         except Exception as exc:  # the host is gone or refused the frame
             self._on_result(
                 call,

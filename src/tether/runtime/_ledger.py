@@ -209,7 +209,13 @@ class Ledger:
             self._db = None
 
     def request(
-        self, session_id: str, call_id: str, tool: str, turn_id: str, stop_class: str
+        self,
+        session_id: str,
+        call_id: str,
+        tool: str,
+        turn_id: str,
+        stop_class: str,
+        input: str | None = None,
     ) -> None:
         """Record a new call in state REQUESTED (the per-call path: no record copy).
 
@@ -227,6 +233,7 @@ class Ledger:
         row["stop_class"] = stop_class
         row["state"] = _REQUESTED
         row["requested_at"] = time.time()
+        row["input"] = input
         self._rows[key] = row
         self._turns.setdefault((session_id, turn_id), []).append(row)
         if self._db is not None:
@@ -276,13 +283,6 @@ class Ledger:
             code = changes.get("code")
             if code is not None:
                 row["code"] = ErrorCode(code).value
-        if self._db is not None:
-            self._write(row, insert=False)
-
-    def note(self, session_id: str, call_id: str, **changes: Any) -> None:
-        """Add facts to a call's record without moving its state (its input)."""
-        row = self._rows[(session_id, call_id)]
-        row.update(changes)
         if self._db is not None:
             self._write(row, insert=False)
 

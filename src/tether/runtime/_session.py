@@ -83,11 +83,17 @@ class Turn:
         stop_class = executor.stop_class_of(name)
         if self.stop is not None:
             raise executor.refuse_after_stop(key, self.id, stop_class, self.stop)
-        active = executor.begin(key, self.id, stop_class, self._on_call_settled)
+        active = executor.begin(
+            key,
+            self.id,
+            stop_class,
+            self._on_call_settled,
+            {} if input is None else input,
+        )
         self.calls[cid] = active
         self.sent.add(cid)
         try:
-            await executor.send(active, input if input is not None else {})
+            await executor.send(active)
             await active.done.wait()
         except BaseException:
             # The caller was cancelled from outside: the call is stopped, not leaked.
