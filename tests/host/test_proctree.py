@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -38,10 +39,11 @@ async def _read_until_pids(
 ) -> tuple[list[str], list[psutil.Process]]:
     chunks: list[str] = []
     with anyio.fail_after(10):
-        async for chunk in tree.output():
-            chunks.append(chunk.decode())
-            if len(tree_pids("".join(chunks))) >= count:
-                return chunks, tree_procs("".join(chunks))
+        async with contextlib.aclosing(tree.output()) as output:
+            async for chunk in output:
+                chunks.append(chunk.decode())
+                if len(tree_pids("".join(chunks))) >= count:
+                    return chunks, tree_procs("".join(chunks))
     raise AssertionError("the tree ended before announcing its pids")
 
 
@@ -69,6 +71,7 @@ async def test_process_tree_reports_the_command_pid_and_its_exit_code(
 
 @pytest.mark.rule("S13")
 @pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_s13_kill_reaps_setsid_and_double_forked_descendants(
     workspace: Path,
 ) -> None:

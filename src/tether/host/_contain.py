@@ -159,7 +159,11 @@ async def containment_now() -> Containment:
     """`containment()` for async code: the once-per-process probe runs in a thread."""
     import anyio.to_thread
 
-    return containment() if probed() else await anyio.to_thread.run_sync(containment)
+    from .tools._threads import builtin_threads
+
+    if probed():
+        return containment()
+    return await anyio.to_thread.run_sync(containment, limiter=builtin_threads())
 
 
 def containment() -> Containment:

@@ -38,6 +38,7 @@ from typing import final
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
 import psutil
 from anyio.streams.buffered import BufferedByteReceiveStream
@@ -51,7 +52,9 @@ from ._contain import (
     supervisor_argv,
     wall_paths,
 )
+from ._spawn import start_process
 from ._sweep import TREE_MARKER, marked_pids, sweep_marked
+from .tools._threads import builtin_threads
 
 __all__ = (
     "TREE_MARKER",
@@ -77,7 +80,12 @@ result's head and tail only (a flood must not grow anyone's memory)."""
 
 
 def _resolve(argv0: str, env: Mapping[str, str], cwd: Path) -> str:
-    """Return the executable `argv0` names, searched on the `PATH` of `env`."""
+    """Return the executable `argv0` names, searched on the `PATH` of `env`.
+
+    A few stats, made in the loop thread: a thread could be one users' code holds.
+    """
+    if not cwd.is_dir():
+        raise NotADirectoryError(20, f"working directory is not a directory: {cwd}")
     if os.sep in argv0:
         path = Path(argv0)
         path = path if path.is_absolute() else cwd / path
@@ -157,8 +165,6 @@ class ProcessTree:
             raise RuntimeError("a ProcessTree starts one command")
         if not argv:
             raise ValueError("argv must name a command")
-        if not await anyio.Path(cwd).is_dir():
-            raise NotADirectoryError(20, f"working directory is not a directory: {cwd}")
         executable = _resolve(argv[0], env, cwd)
         try:
             self.containment = chosen = await containment_now()
@@ -171,7 +177,7 @@ class ProcessTree:
         command = supervisor_argv(chosen.kind, walls, executable, argv)
         kind, rest = "eof", "no report in time"
         with anyio.CancelScope(shield=True), anyio.move_on_after(START_BOUND):
-            self._process = await anyio.open_process(
+            self._process = start_process(
                 command,
                 cwd=cwd,
                 env={**env, TREE_MARKER: self.token},
@@ -190,7 +196,9 @@ class ProcessTree:
         if kind not in ("error", "refused") and self._process is not None:
             # No report in time, or the supervisor died starting: kill from here.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._kill_from_host)
+                await anyio.to_thread.run_sync(
+                    self._kill_from_host, limiter=builtin_threads()
+                )
         await self.aclose()
         self.returncode = self._reported
         if kind == "error":
@@ -238,7 +246,7 @@ class ProcessTree:
                 # Either way, wait until no process carrying the marker is left.
                 self.supervisor_lost = True
                 self._reported = -signal.SIGKILL
-                await anyio.to_thread.run_sync(self._sweep)
+                await anyio.to_thread.run_sync(self._sweep, limiter=builtin_threads())
         await self._finish()
         self.returncode = self._reported
         return self._reported

@@ -13,7 +13,6 @@ import contextlib
 import importlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -22,6 +21,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from .._env import TetherEnv
 from .._jsonrpc import (
@@ -47,6 +47,7 @@ from ._protocol import (
     ResultEvent,
     Sink,
 )
+from ._spawn import start_process
 from ._tool import FunctionTool, Tool
 from ._wire import (
     abort_ack_from_wire,
@@ -60,6 +61,7 @@ from ._wire import (
     permission_from_wire,
     permission_to_wire,
 )
+from .tools._threads import builtin_threads
 
 __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 
@@ -245,7 +247,8 @@ class StdioHostClient:
         rely on that, and ends only when no marked process is left (or after a bound).
         """
         return await anyio.to_thread.run_sync(
-            lambda: sweep_marked(self.host_id, name=TetherEnv.HOST_ID, limit=5.0)
+            lambda: sweep_marked(self.host_id, name=TetherEnv.HOST_ID, limit=5.0),
+            limiter=builtin_threads(),
         )
 
     def outliving(self) -> dict[str, int]:
@@ -318,10 +321,8 @@ class StdioHostClient:
             return lambda params: sink(event_from_wire(method, params))
 
         host_id = os.urandom(16).hex()
-        process = await anyio.open_process(
+        process = start_process(
             argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
             stderr=None,
             env={**os.environ, TetherEnv.HOST_ID: host_id},
         )
@@ -380,7 +381,7 @@ class StdioHostClient:
                         await process.wait()
                     tg.cancel_scope.cancel()
         finally:
-            if process.returncode is None:
-                process.kill()
-                with anyio.move_on_after(5, shield=True):
-                    await process.wait()
+            with anyio.move_on_after(5, shield=True):
+                if process.returncode is None:
+                    process.kill()
+                await process.aclose()

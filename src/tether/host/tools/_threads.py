@@ -3,7 +3,9 @@
 A user's tool that blocks in `anyio.to_thread.run_sync` and ignores the stop keeps its
 thread, and with it a place in anyio's default limiter (40 threads). Built-in tools take
 their places from a limiter of their own, so abandoned user workers can never starve
-Read, Write, Edit, Glob, Grep or WebFetch.
+Read, Write, Edit, Glob, Grep or WebFetch; so does the host's own work in threads
+(sweeping and killing process trees, the containment probe). Processes start without
+a thread at all (`host/_spawn.py`).
 """
 
 from __future__ import annotations

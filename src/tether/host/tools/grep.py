@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
-import subprocess
 import sysconfig
 from collections.abc import Mapping
 from functools import cache
@@ -28,6 +27,7 @@ import pydantic
 
 from ..._config import Config
 from ...errors import ErrorCode, ToolFailed
+from .._spawn import DEVNULL, start_process
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
 from ._threads import builtin_threads
@@ -212,11 +212,10 @@ class Grep(TypedTool):
         """Run `rg` and collect its output; kill and reap it on every way out."""
         read_end, write_end = os.pipe()
         try:
-            process = await anyio.open_process(
+            process = start_process(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=DEVNULL,
                 stdout=write_end,
-                stderr=subprocess.PIPE,
                 cwd=ctx.workspace,
                 # No new session: rg starts no children, so killing its pid is enough,
                 # and with scheduler autogroups a session of its own would get a

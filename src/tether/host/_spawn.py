@@ -1,0 +1,308 @@
+"""Start a child process without a thread pool that users' code can fill.
+
+Written by hand because `anyio.open_process` on trio calls `trio.lowlevel.open_process`,
+which runs `subprocess.Popen` in a thread of trio's default limiter: the same 40 places
+a user's tool holds when it blocks in `anyio.to_thread.run_sync` and ignores the stop.
+After enough stopped calls, every process tether starts (Bash, Grep, the stdio host)
+waits forever for a place. Here nothing waits for a thread:
+
+- `Popen` runs in the event loop's own thread, as asyncio itself does (with vfork the
+  parent is held until the child has called exec: about a millisecond,
+  docs/benchmarks.md "process start").
+- The parent's pipe ends are non-blocking and read and written when the event loop
+  says they are ready (`anyio.wait_readable` / `anyio.wait_writable`).
+- The exit is awaited on a pidfd (Linux 5.3+), reaped by `Popen.poll()` so that
+  `Popen` knows its child is gone and never waits on a recycled pid.
+
+Where the kernel refuses `pidfd_open`, a thread waits for the exit (`waitid` with
+`WNOWAIT`, the reaping stays in the loop thread) under a limiter of its own without a
+bound, as trio does on such kernels: one thread per waiting call, and a wait abandoned
+by a cancellation keeps its thread until the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Final, final
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import anyio.to_thread
+from anyio.lowlevel import RunVar
+
+from .._jsonrpc import FdReceiveStream, FdSendStream
+
+__all__ = ("DEVNULL", "PIPE", "ChildProcess", "start_process")
+
+PIPE: Final = subprocess.PIPE
+"""Give the child a pipe whose other end becomes the process's stream."""
+DEVNULL: Final = subprocess.DEVNULL
+"""Give the child `/dev/null`."""
+
+Redirect = int | IO[bytes] | None
+"""`PIPE`, `DEVNULL`, an open file descriptor or file, or None to inherit."""
+
+_CHUNK: Final = 65536
+
+_exit_waiters: RunVar[anyio.CapacityLimiter] = RunVar("tether_exit_waiters")
+
+
+def _exit_waiter_limiter() -> anyio.CapacityLimiter:
+    """Threads waiting for an exit where there is no pidfd: one per waiting call, so
+    no bound (a bound shared by waits could be filled by waits of processes that live
+    long, and then no exit would be seen)."""
+    try:
+        return _exit_waiters.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(math.inf)
+        _exit_waiters.set(limiter)
+        return limiter
+
+
+@final
+class _PipeReceiveStream(FdReceiveStream):
+    """The parent's read end of a pipe: owned, closed by `aclose()`, which wakes a
+    task waiting on it (ClosedResourceError)."""
+
+    closed = False
+
+    async def receive(self, max_bytes: int = _CHUNK) -> bytes:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            data = await super().receive(max_bytes)
+        except OSError as exc:
+            raise anyio.BrokenResourceError(exc.strerror) from exc
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        return data
+
+    async def aclose(self) -> None:
+        _close(self)
+        await anyio.lowlevel.checkpoint()
+
+
+@final
+class _PipeSendStream(FdSendStream):
+    """The parent's write end of a pipe: owned, closed by `aclose()`; a child that
+    closed its end makes `send()` raise BrokenResourceError."""
+
+    closed = False
+
+    async def send(self, item: bytes) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        await super().send(item)
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    async def aclose(self) -> None:
+        _close(self)
+        await anyio.lowlevel.checkpoint()
+
+
+def _close(stream: _PipeReceiveStream | _PipeSendStream) -> None:
+    """Close a stream's fd now, waking whoever waits on it."""
+    if not stream.closed:
+        stream.closed = True
+        anyio.notify_closing(stream.fd)
+        os.close(stream.fd)
+
+
+@final
+class ChildProcess(anyio.abc.Process):
+    """A started child process: its pipes as anyio streams, its exit on a pidfd.
+
+    `wait()` may be called by several tasks at once; one of them watches the exit,
+    the others wait for it to finish (and take over if it is cancelled).
+    """
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        pidfd: int | None,
+        stdin: _PipeSendStream | None,
+        stdout: _PipeReceiveStream | None,
+        stderr: _PipeReceiveStream | None,
+    ) -> None:
+        self._popen = popen
+        self._pidfd = pidfd
+        self._stdin = stdin
+        self._stdout = stdout
+        self._stderr = stderr
+        self._watching = False
+        self._watch_over = anyio.Event()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once reaped; negative when a signal ended the process."""
+        return self._popen.returncode
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream | None:
+        return self._stdin
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream | None:
+        return self._stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream | None:
+        return self._stderr
+
+    def send_signal(self, signal: int) -> None:
+        """Send `signal` unless the process is reaped (`Popen` checks, so a recycled
+        pid is never signalled)."""
+        self._popen.send_signal(signal)
+
+    def terminate(self) -> None:
+        self._popen.terminate()
+
+    def kill(self) -> None:
+        self._popen.kill()
+
+    async def wait(self) -> int:
+        """Wait until the process exited and reap it; return its exit code."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        while (code := self._popen.poll()) is None:
+            if self._watching:
+                await self._watch_over.wait()
+                continue
+            self._watching = True
+            try:
+                await self._wait_exit()
+            finally:
+                self._watching = False
+                self._watch_over.set()
+                self._watch_over = anyio.Event()
+        self._close_pidfd()
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        return code
+
+    async def _wait_exit(self) -> None:
+        if self._pidfd is not None:
+            await anyio.wait_readable(self._pidfd)
+            return
+        await anyio.to_thread.run_sync(
+            _wait_exited,
+            self.pid,
+            abandon_on_cancel=True,
+            limiter=_exit_waiter_limiter(),
+        )
+
+    def _close_pidfd(self) -> None:
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            os.close(fd)
+
+    async def aclose(self) -> None:
+        """Close the pipes and wait for the exit; killed if that wait is cancelled
+        (as `anyio.abc.Process.aclose`)."""
+        with anyio.CancelScope(shield=True) as scope:
+            for stream in (self._stdin, self._stdout, self._stderr):
+                if stream is not None:
+                    await stream.aclose()
+            scope.shield = False
+            try:
+                await self.wait()
+            except BaseException:
+                scope.shield = True
+                self.kill()
+                await self.wait()
+                raise
+
+
+def _wait_exited(pid: int) -> None:
+    """Block until `pid` exited, leaving it to be reaped (`WNOWAIT`)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd for `pid`, or None where the kernel refuses them (the thread fallback)."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EACCES):
+            return None
+        raise
+
+
+def start_process(
+    command: Sequence[str],
+    *,
+    stdin: Redirect = PIPE,
+    stdout: Redirect = PIPE,
+    stderr: Redirect = PIPE,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    start_new_session: bool = False,
+) -> ChildProcess:
+    """Start `command` in the event loop's thread and return it, started.
+
+    It never waits, so a cancellation cannot come between the start and the caller
+    holding the process: the caller reclaims it (`aclose()`) on every way out.
+
+    Raises:
+        OSError: the command could not be started (`strerror` says why: not found,
+            not executable, bad directory).
+    """
+    parent_fds: list[int] = []
+    child_fds: list[int] = []
+
+    def pipe(redirect: Redirect, *, parent_reads: bool) -> Redirect:
+        if redirect != PIPE:
+            return redirect
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        mine, theirs = (read_end, write_end) if parent_reads else (write_end, read_end)
+        parent_fds.append(mine)
+        child_fds.append(theirs)
+        return theirs
+
+    try:
+        child_in = pipe(stdin, parent_reads=False)
+        child_out = pipe(stdout, parent_reads=True)
+        child_err = pipe(stderr, parent_reads=True)
+        popen = subprocess.Popen(
+            list(command),
+            stdin=child_in,
+            stdout=child_out,
+            stderr=child_err,
+            cwd=cwd,
+            env=env,
+            start_new_session=start_new_session,
+        )
+    except BaseException:
+        for fd in parent_fds:
+            os.close(fd)
+        raise
+    finally:
+        for fd in child_fds:
+            os.close(fd)
+    try:
+        pidfd = _open_pidfd(popen.pid)
+    except BaseException:
+        popen.kill()
+        popen.wait()
+        for fd in parent_fds:
+            os.close(fd)
+        raise
+    mine = iter(parent_fds)
+    return ChildProcess(
+        popen,
+        pidfd,
+        _PipeSendStream(next(mine)) if stdin == PIPE else None,
+        _PipeReceiveStream(next(mine)) if stdout == PIPE else None,
+        _PipeReceiveStream(next(mine)) if stderr == PIPE else None,
+    )

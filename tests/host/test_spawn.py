@@ -1,0 +1,249 @@
+"""Starting a child process without a thread pool: real processes, real pipes, both
+of anyio's backends."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import psutil
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from tether.host._spawn import DEVNULL, ChildProcess, start_process
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.fixture
+def no_fd_leak() -> Iterator[None]:
+    """Every descriptor a test opened is closed by its end."""
+    before = _open_fds()
+    yield
+    # listdir's own descriptor is gone once it returns; anything else is a leak.
+    assert _open_fds() <= before
+
+
+async def _read_all(process: ChildProcess) -> bytes:
+    assert process.stdout is not None
+    return b"".join([chunk async for chunk in process.stdout])
+
+
+async def test_streams_carry_bytes_both_ways_and_end_at_eof(no_fd_leak: None) -> None:
+    """What goes to stdin comes back on stdout; closing stdin is the child's EOF, and
+    the child's exit is the parent's EOF; stderr is a stream of its own."""
+    process = start_process(
+        [
+            sys.executable,
+            "-c",
+            "import sys; d = sys.stdin.buffer.read(); "
+            "sys.stdout.buffer.write(d[::-1]); sys.stderr.write('done')",
+        ]
+    )
+    async with process:
+        assert process.stdin is not None
+        assert process.stderr is not None
+        # More than a pipe holds, so sending waits for the child to read.
+        data = os.urandom(300_000)
+        stdin = process.stdin
+
+        async def send() -> None:
+            await stdin.send(data)
+            await stdin.aclose()
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(send)
+                out = await _read_all(process)
+        assert out == data[::-1]
+        err = BufferedByteReceiveStream(process.stderr)
+        assert await err.receive_exactly(4) == b"done"
+        with pytest.raises(anyio.EndOfStream):
+            await process.stderr.receive()
+        assert await process.wait() == 0
+    assert process.returncode == 0
+
+
+async def test_exit_codes_and_signals_come_back(workspace: Path) -> None:
+    """An exit code comes back as is, a signal as its negative; `pid` is the child's."""
+    async with start_process(["sh", "-c", "exit 3"], stdout=DEVNULL) as process:
+        assert await process.wait() == 3
+    async with start_process(["sleep", "60"], cwd=workspace) as process:
+        assert psutil.Process(process.pid).cwd() == str(workspace)
+        process.terminate()
+        assert await process.wait() == -signal.SIGTERM
+        process.kill()  # reaped: a recycled pid is never signalled
+    async with start_process(["sleep", "60"]) as process:
+        process.kill()
+        assert await process.wait() == -signal.SIGKILL
+        assert not psutil.pid_exists(process.pid)
+
+
+async def test_a_command_that_cannot_start_raises_oserror_and_leaks_nothing(
+    workspace: Path, no_fd_leak: None
+) -> None:
+    """Not found, not executable, a missing directory: OSError with the reason, and
+    none of the pipes stays open."""
+    cases = [
+        (["no-such-command-xyz"], workspace, errno.ENOENT),
+        ([str(workspace)], workspace, errno.EACCES),
+        (["true"], workspace / "missing", errno.ENOENT),
+    ]
+    for argv, cwd, number in cases:
+        with pytest.raises(OSError, match=os.strerror(number)) as caught:
+            start_process(argv, cwd=cwd)
+        assert caught.value.errno == number
+        assert caught.value.strerror == os.strerror(number)
+
+
+async def test_cancelling_a_read_leaves_the_process_and_its_stream_usable(
+    no_fd_leak: None,
+) -> None:
+    """A reader cancelled while it waits loses nothing: the next read gets the bytes."""
+    async with start_process(["cat"]) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(process.stdout.receive)
+                await anyio.wait_all_tasks_blocked()
+                scope.cancel()
+        assert scope.cancelled_caught
+        assert process.returncode is None
+        await process.stdin.send(b"still here")
+        assert await process.stdout.receive() == b"still here"
+        await process.stdin.aclose()
+        assert await process.wait() == 0
+
+
+async def test_closing_a_stream_wakes_its_reader(no_fd_leak: None) -> None:
+    """A task waiting on a stream that is closed gets ClosedResourceError at once;
+    leaving the block kills nothing that exits on EOF."""
+    async with start_process(["cat"]) as process:
+        assert process.stdout is not None
+        stdout = process.stdout
+        caught: list[BaseException] = []
+
+        async def read() -> None:
+            try:
+                await stdout.receive()
+            except anyio.ClosedResourceError as exc:
+                caught.append(exc)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read)
+                await anyio.wait_all_tasks_blocked()
+                await stdout.aclose()
+        assert len(caught) == 1
+        with pytest.raises(anyio.ClosedResourceError):
+            await stdout.receive()
+    assert process.returncode == 0
+
+
+async def test_several_waiters_see_the_exit_and_one_cancelled_loses_nothing() -> None:
+    """Two tasks wait; the one watching the exit is cancelled; the other still sees it."""
+    async with start_process(["cat"]) as process:
+        assert process.stdin is not None
+        codes: list[int] = []
+
+        async def wait() -> None:
+            codes.append(await process.wait())
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as first:
+                    async with anyio.create_task_group() as inner:
+                        inner.start_soon(wait)
+                        await anyio.wait_all_tasks_blocked()
+                        tg.start_soon(wait)
+                        await anyio.wait_all_tasks_blocked()
+                        first.cancel()
+                await process.stdin.aclose()
+        assert codes == [0]
+
+
+async def test_sending_to_a_child_that_closed_its_input_is_broken() -> None:
+    async with start_process(["true"], stdout=DEVNULL) as process:
+        assert process.stdin is not None
+        await process.wait()
+        with pytest.raises(anyio.BrokenResourceError):
+            await process.stdin.send(b"x" * 100_000)
+
+
+async def test_a_start_in_a_cancelled_scope_is_still_handed_over() -> None:
+    """Starting never waits, so a cancellation cannot lose a started process: the
+    caller holds it and reclaims it."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        process = start_process(["sleep", "60"])
+        try:
+            await anyio.lowlevel.checkpoint()
+        finally:
+            assert psutil.pid_exists(process.pid)
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+    assert scope.cancelled_caught
+    assert process.returncode == -signal.SIGKILL
+
+
+async def test_starting_never_waits_for_threads_users_can_hold() -> None:
+    """With every place of the default thread limiter held by workers that ignore
+    the stop, a process still starts, talks and is reaped at once."""
+    release = threading.Event()
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(int(limiter.total_tokens)):
+                tg.start_soon(
+                    lambda: anyio.to_thread.run_sync(
+                        release.wait, abandon_on_cancel=True
+                    )
+                )
+            await anyio.wait_all_tasks_blocked()
+            assert limiter.available_tokens == 0
+            with anyio.fail_after(5):
+                async with start_process(["echo", "hi"]) as process:
+                    assert await _read_all(process) == b"hi\n"
+                    assert await process.wait() == 0
+            tg.cancel_scope.cancel()
+    finally:
+        release.set()
+
+
+async def test_without_pidfd_the_exit_is_seen_from_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the kernel refuses pidfd_open (ENOSYS: the one refusal this machine
+    cannot give), a thread waits for the exit and the loop thread reaps it."""
+
+    def refuse(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(os, "pidfd_open", refuse)
+    async with start_process(["sh", "-c", "read x; exit 4"]) as process:
+        assert process.stdin is not None
+        with anyio.move_on_after(0.05):
+            await process.wait()  # an abandoned wait keeps its thread to the exit
+        assert process.returncode is None
+        await process.stdin.send(b"go\n")
+        with anyio.fail_after(5):
+            assert await process.wait() == 4
