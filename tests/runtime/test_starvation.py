@@ -18,7 +18,7 @@ from tether.testing import event_log
 
 pytestmark = pytest.mark.anyio
 
-BUILTINS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
+BUILTINS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash", "GenerateImages"}
 
 
 def _count(line: str) -> int:
@@ -30,10 +30,11 @@ async def test_stopped_workers_do_not_starve_the_built_in_tools(
     make_runtime: Callable[..., Runtime], host_kind: str, workspace: Path
 ) -> None:
     """Regression: after 100 stopped calls blocked in `to_thread.run_sync`, Read, Write
-    and Grep never started (they shared anyio's 40 default threads), and on trio
-    neither did Bash nor Grep (trio starts a process in a thread of that same pool).
-    Built-in tools have threads of their own and start processes without a pool; the
-    outliving workers are reported by tool."""
+    and Grep never started (they shared anyio's 40 default threads), nor did Bash and
+    GenerateImages (a path check and the containment probe in that pool), and on trio
+    Grep and Bash waited in it to start their process too. Built-in tools have threads
+    of their own and start processes without any; the outliving workers are reported
+    by tool."""
     tools = [Blocker, *(t for t in default_tools() if t.name in BUILTINS)]
     rt = make_runtime(
         tools=tools,
@@ -79,6 +80,7 @@ async def test_stopped_workers_do_not_starve_the_built_in_tools(
                     ("Glob", {"pattern": "*.txt"}),
                     ("Grep", {"pattern": "needle"}),
                     ("Bash", {"command": "echo ok"}),
+                    ("GenerateImages", {"prompt": "a knot", "count": 1}),
                 ]:
                     with anyio.move_on_after(5) as late:
                         result = await turn.call(name, args)

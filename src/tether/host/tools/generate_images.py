@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any, final
 
 import anyio
+import anyio.to_thread
 import pydantic
 
 from ..._config import Config
 from ...errors import ErrorCode, ToolFailed, UsageError
 from .._proctree import run_command
 from .._tool import StopClass, Tool, ToolContext, TypedTool
+from ._threads import builtin_threads
 from .bash import agent_env, describe_exit, lost_supervisor_message
 
 __all__ = ("BUILTIN_COMMAND", "GenerateImages", "tools")
@@ -114,7 +116,7 @@ class GenerateImages(TypedTool):
                 (`TOOL_FAILED`), or ran past its timeout (`TOOL_TIMEOUT`).
         """
         folder = ctx.workspace / IMAGES_DIR
-        await anyio.Path(folder).mkdir(parents=True, exist_ok=True)
+        await anyio.to_thread.run_sync(_make_folder, folder, limiter=builtin_threads())
         stem = _UNSAFE.sub("_", ctx.call_id)
         written: list[str] = []
         for n in range(1, args["count"] + 1):
@@ -148,16 +150,26 @@ class GenerateImages(TypedTool):
                     f"the image command failed {describe_exit(outcome.returncode)}\n"
                     f"{outcome.output}"
                 )
-            stat = (
-                await anyio.Path(out).stat() if await anyio.Path(out).exists() else None
-            )
-            if stat is None or stat.st_size == 0:
+            size = await anyio.to_thread.run_sync(_size, out, limiter=builtin_threads())
+            if not size:
                 raise ToolFailed(
                     f"the image command wrote no file at {IMAGES_DIR}/{out.name}\n"
                     f"{outcome.output}"
                 )
             written.append(f"{IMAGES_DIR}/{out.name}")
         return "\n".join(written)
+
+
+def _make_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _size(path: Path) -> int:
+    """The file's size; 0 when there is none."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def tools(config: Config) -> list[Tool]:
