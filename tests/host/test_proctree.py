@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from tether._bounded import BoundedOutput
+from tether.host._contain import containment as probe_containment
 from tether.host._proctree import ProcessTree, run_command
 from tether.testing import alive, tree_pids, tree_procs
 
@@ -120,6 +121,7 @@ def test_s13_a_host_that_dies_takes_its_trees_with_it(tmp_path: Path) -> None:
     script = f"""
 import anyio, os, sys
 from pathlib import Path
+from tether.host._contain import containment as probe_containment
 from tether.host._proctree import ProcessTree, run_command
 
 async def main():
@@ -155,6 +157,28 @@ anyio.run(main)
         host.wait(timeout=10)
         if host.stdout is not None:
             host.stdout.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_tree_cancelled_while_starting_is_fully_known_and_reclaimed(
+    workspace: Path,
+) -> None:
+    """A cancellation that comes while a tree starts is delivered once the tree is
+    fully known, so the caller's clean-up reclaims every process of it."""
+    probe_containment()  # probed already: the start has no waiting point before it
+    tree = ProcessTree()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await tree.start(["sleep", "60"], cwd=workspace, env=dict(os.environ))
+        finally:
+            assert tree.pid is not None
+            procs = [psutil.Process(pid) for pid in tree.alive_pids()]
+            assert len(procs) >= 2  # the supervisor and the command
+            await tree.aclose()
+    assert scope.cancelled_caught
+    assert alive(procs) == []
 
 
 @pytest.mark.anyio
