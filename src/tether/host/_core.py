@@ -25,6 +25,7 @@ from ..errors import (
     DuplicateCallId,
     ErrorCode,
     InvalidInput,
+    PermissionDenied,
     ToolError,
     UnknownTool,
 )
@@ -336,6 +337,15 @@ class HostCore:
                 await self.broker.ask(call.key, call.tool, call.args)
             except ToolError as exc:
                 return _result(call.key, "", exc)
+            except BaseException as exc:
+                if _is_our_cancellation(exc):
+                    raise
+                # The approver's own failure, whatever it raises (a CancelledError of
+                # its own included), is no approval: that call does not run, and the
+                # host and every other call are unharmed.
+                why = f"the approver raised {type(exc).__name__}: {exc}"
+                denied = PermissionDenied(f"{call.tool.name} was not approved: {why}")
+                return _result(call.key, "", denied)
             call.placed = self.admission.take()
         if not call.placed:
             self._set_phase(call, "queued", emit)

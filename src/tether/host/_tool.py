@@ -209,6 +209,42 @@ def _error_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "<input>"
 
 
+_Direct: typing.TypeAlias = (
+    "tuple[Callable[[object], object], Callable[..., Any]] | None"
+)
+"""A model's `validate_python` and `to_python`, or None where they must not be used."""
+
+
+def _direct(model: type[pydantic.BaseModel]) -> _Direct:
+    """The validator and serializer of a built model that keeps pydantic's own
+    `model_validate` and `model_dump` (None for any other), found once per model: a
+    tool's input model is not rebuilt once its tool is in use."""
+    try:
+        return _DIRECT[model]
+    except KeyError:
+        if not model.__pydantic_complete__:
+            return None  # asked again once it is built
+        plain = (
+            getattr(model.model_validate, "__func__", None) is _MODEL_VALIDATE
+            and model.model_dump is _MODEL_DUMP
+        )
+        found = _DIRECT[model] = (
+            (
+                model.__pydantic_validator__.validate_python,
+                model.__pydantic_serializer__.to_python,
+            )
+            if plain
+            else None
+        )
+    return found
+
+
+_MODEL_VALIDATE = getattr(pydantic.BaseModel.model_validate, "__func__", None)
+_MODEL_DUMP = pydantic.BaseModel.model_dump
+_DIRECT: dict[type[pydantic.BaseModel], _Direct] = {}
+"""Input models' validator and serializer (tools' models live as long as the tools)."""
+
+
 def validate_with(
     model: type[pydantic.BaseModel], raw: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -218,11 +254,12 @@ def validate_with(
             raise InvalidInput("input must be a JSON object", path="<input>")
         raw = dict(raw)
     try:
-        if model.__pydantic_complete__:
+        direct = _direct(model)
+        if direct is not None:
             # What `model_validate(raw).model_dump()` does, without its argument
             # handling: half the cost, on every call.
-            validated = model.__pydantic_validator__.validate_python(raw)
-            dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(validated)
+            validate, dump = direct
+            dumped: dict[str, Any] = dump(validate(raw), by_alias=False)
             return dumped
         return model.model_validate(raw).model_dump()
     except pydantic.ValidationError as exc:

@@ -7,6 +7,7 @@ of `_protocol.py` and back; nothing else handles the frames.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -57,38 +58,48 @@ def checked_input(raw: object) -> dict[str, Any]:
     return encoded_input(raw)[0]
 
 
-def _input_encoder() -> Callable[[object], str]:
-    """`json.dumps(value, allow_nan=False, ensure_ascii=False)`, made once.
+class _InputEncoder(threading.local):
+    """`json.dumps(value, allow_nan=False, ensure_ascii=False)`, made once per thread.
 
     `JSONEncoder.encode` builds a C encoder on every call, most of what a small input
     costs; here it is built once (by hand, as the standard library has no public way to
-    keep one). It keeps no table of the containers it is in (a shared one could be left
-    holding entries by a failed encode), so a cycle ends in `RecursionError`, like an
-    input nested too deeply, instead of "Circular reference".
+    keep one). Its table of the containers being encoded (what finds a cycle) belongs to
+    one thread, and is made afresh after a failed encode, which can leave entries in it.
     """
-    encoder = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython always has the C encoder
-        return encoder.encode
-    chunks = make(
-        None,  # no cycle table, see above
-        encoder.default,
-        json.encoder.encode_basestring,  # ensure_ascii=False
-        None,  # no indent
-        encoder.key_separator,
-        encoder.item_separator,
-        False,  # sort_keys
-        False,  # skipkeys
-        False,  # allow_nan
-    )
 
-    def encode(value: object) -> str:
-        return "".join(chunks(value, 0))
+    def __init__(self) -> None:
+        self._fallback = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
+        self._reset()
 
-    return encode
+    def _reset(self) -> None:
+        encoder = self._fallback
+        make = getattr(json.encoder, "c_make_encoder", None)
+        self._chunks: Callable[[object, int], list[str]] | None = None
+        if make is not None:
+            self._chunks = make(
+                {},  # the cycle table
+                encoder.default,
+                json.encoder.encode_basestring,  # ensure_ascii=False
+                None,  # no indent
+                encoder.key_separator,
+                encoder.item_separator,
+                False,  # sort_keys
+                False,  # skipkeys
+                False,  # allow_nan
+            )
+
+    def encode(self, value: object) -> str:
+        chunks = self._chunks
+        if chunks is None:  # pragma: no cover - CPython always has the C encoder
+            return self._fallback.encode(value)
+        try:
+            return "".join(chunks(value, 0))
+        except BaseException:
+            self._reset()
+            raise
 
 
-_encode = _input_encoder()
+_encode = _InputEncoder().encode
 
 
 def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
@@ -106,8 +117,8 @@ def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
         raise InvalidInput(
             f"input must be a JSON object, not {type(raw).__name__}", path="<input>"
         )
-    value = raw if type(raw) is dict else dict(raw)
     try:
+        value = raw if type(raw) is dict else dict(raw)
         text = _encode(value)
     except RecursionError:
         raise InvalidInput(
@@ -117,7 +128,20 @@ def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
         raise InvalidInput(
             f"input cannot be sent as JSON: {exc}", path="<input>"
         ) from None
+    except Exception as exc:  # a mapping that fails as it is read
+        raise InvalidInput(
+            f"input cannot be read: {type(exc).__name__}: {exc}", path="<input>"
+        ) from None
     size = len(text)
+    if not text.isascii():
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"input holds a lone surrogate ({text[exc.start : exc.end]!r}), which "
+                "UTF-8 cannot carry; send whole characters",
+                path="<input>",
+            ) from None
     if size > MAX_INPUT:
         raise InvalidInput(
             f"input is {size} bytes of JSON; a call takes at most {MAX_INPUT}",

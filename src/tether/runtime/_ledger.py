@@ -172,8 +172,8 @@ def input_column(value: object) -> str:
     """A call's input as the ledger keeps it: JSON, bounded."""
     try:
         return bounded(json.dumps(value, ensure_ascii=False, default=str))
-    except (ValueError, RecursionError) as exc:
-        return f"<input not kept: {exc}>"
+    except Exception as exc:  # a cycle, or a mapping that fails as it is read
+        return f"<input not kept: {type(exc).__name__}: {exc}>"
 
 
 _REQUESTED = CallState.REQUESTED.value
@@ -234,10 +234,10 @@ class Ledger:
         row["state"] = _REQUESTED
         row["requested_at"] = time.time()
         row["input"] = input
+        if self._db is not None:
+            self._write(row, insert=True)  # first: a row the file refused is not kept
         self._rows[key] = row
         self._turns.setdefault((session_id, turn_id), []).append(row)
-        if self._db is not None:
-            self._write(row, insert=True)
 
     def add(self, record: CallRecord) -> None:
         """Record a new call.
@@ -251,10 +251,10 @@ class Ledger:
         row = {name: getattr(record, name) for name in _COLUMNS}
         row["state"] = record.state.value
         row["code"] = None if record.code is None else record.code.value
+        if self._db is not None:
+            self._write(row, insert=True)  # first: a row the file refused is not kept
         self._rows[key] = row
         self._turns.setdefault((record.session_id, record.turn_id), []).append(row)
-        if self._db is not None:
-            self._write(row, insert=True)
 
     def get(self, session_id: str, call_id: str) -> CallRecord:
         """Return the record of a call."""
@@ -360,9 +360,19 @@ class Ledger:
                 self._transcripts[session_id] = [json.loads(r[0]) for r in rows]
         return [dict(m) for m in self._transcripts.get(session_id, ())]
 
-    def _write(self, values: dict[str, Any], *, insert: bool) -> None:
+    def _write(self, row: dict[str, Any], *, insert: bool) -> None:
+        try:
+            self._execute(row, insert=insert)
+        except UnicodeEncodeError:
+            # A lone surrogate (a model's JSON may carry one) cannot be UTF-8: such
+            # texts are kept escaped, in the file and in memory alike.
+            for name, value in row.items():
+                if isinstance(value, str):
+                    row[name] = value.encode("utf-8", "backslashreplace").decode()
+            self._execute(row, insert=insert)
+
+    def _execute(self, row: dict[str, Any], *, insert: bool) -> None:
         assert self._db is not None
-        row = values
         if insert:
             cols = ", ".join(_COLUMNS)
             marks = ", ".join(f":{c}" for c in _COLUMNS)
