@@ -20,6 +20,7 @@ from tether._config import Config
 from tether.errors import ToolAborted, ToolFailed
 from tether.host import StopClass, ToolContext
 from tether.host.tools import glob as glob_module
+from tether.host.tools._threads import BUILTIN_THREADS
 from tether.host.tools.glob import Glob, compile_glob
 from tether.host.tools.read import Read
 
@@ -247,8 +248,10 @@ async def test_s14_no_starvation_after_100_stopped_read_and_glob_calls(
     baseline = threading.active_count()
     read = Read(progress_every=1024 * 1024)
     glob = Glob(progress_every=500)
-    wave = 25
-    for _wave in range(100 // wave):
+    # A wave fills the built-in tools' threads, so every call of it is busy at once:
+    # a bigger wave would wait for whole searches to end before its last calls start.
+    wave = BUILTIN_THREADS
+    for _wave in range(-(-100 // wave)):
         started = [anyio.Event() for _ in range(wave)]
         contexts = [
             make_ctx(huge_tree, on_progress=lambda _t, e=event: e.set())
