@@ -247,3 +247,36 @@ async def test_without_pidfd_the_exit_is_seen_from_a_thread(
         await process.stdin.send(b"go\n")
         with anyio.fail_after(5):
             assert await process.wait() == 4
+
+
+async def test_closing_kills_a_process_whose_wait_is_cancelled() -> None:
+    """`aclose()` waits for the exit; cancelled in that wait, it kills and reaps."""
+    process = start_process(["sleep", "60"], stdin=DEVNULL)
+    process.send_signal(signal.SIGSTOP)  # stopped: its exit can come only by a kill
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(process.aclose)
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert process.returncode == -signal.SIGKILL
+    assert not psutil.pid_exists(process.pid)
+
+
+async def test_a_start_whose_pidfd_fails_leaves_no_process_and_no_pipe(
+    monkeypatch: pytest.MonkeyPatch, no_fd_leak: None
+) -> None:
+    """Out of descriptors after the start (EMFILE, which this test cannot cause for
+    real without starving the test run): the child is killed and reaped, the error
+    raised."""
+    started: list[int] = []
+
+    def exhausted(pid: int, flags: int = 0) -> int:
+        started.append(pid)
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(os, "pidfd_open", exhausted)
+    with pytest.raises(OSError, match=os.strerror(errno.EMFILE)):
+        start_process(["sleep", "60"])
+    (pid,) = started
+    assert not psutil.pid_exists(pid)
