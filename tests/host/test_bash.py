@@ -209,6 +209,7 @@ async def test_s13_a_command_obeying_sigterm_returns_what_its_term_trap_printed(
 
 @pytest.mark.rule("S13")
 @pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize(
     "obeys_term", [True, False], ids=["obeys-term", "ignores-term"]
 )

@@ -316,6 +316,7 @@ async def test_s14_grep_rg_is_killed_and_reaped_within_100ms_of_a_stop(
 
 @pytest.mark.rule("S14")
 @pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_s14_grep_cancel_flag_alone_kills_rg(large_tree: Path) -> None:
     """Setting only `ctx.cancelled` kills rg too, and the call ends ToolAborted."""
     elapsed, pid, error = await grep_and_stop(large_tree, flag_only=True)
