@@ -74,12 +74,18 @@ class FrameTooLarge(RpcError):
 class FdReceiveStream(anyio.abc.ByteReceiveStream):
     """Bytes from a pipe's file descriptor, read without a thread (cancellable)."""
 
+    closed = False
+    """Set by an owner that closed `fd`: a reader woken for it reads no other file
+    that took its number."""
+
     def __init__(self, fd: int) -> None:
         os.set_blocking(fd, False)
         self.fd = fd
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while True:
+            if self.closed:
+                raise anyio.ClosedResourceError
             try:
                 data = os.read(self.fd, max_bytes)
             except BlockingIOError:
@@ -96,6 +102,10 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 class FdSendStream(anyio.abc.ByteSendStream):
     """Bytes to a pipe's file descriptor, written without a thread."""
 
+    closed = False
+    """Set by an owner that closed `fd`: a writer woken for it writes to no other file
+    that took its number."""
+
     def __init__(self, fd: int) -> None:
         os.set_blocking(fd, False)
         self.fd = fd
@@ -103,6 +113,8 @@ class FdSendStream(anyio.abc.ByteSendStream):
     async def send(self, item: bytes) -> None:
         view = memoryview(item)
         while view:
+            if self.closed:
+                raise anyio.ClosedResourceError
             try:
                 written = os.write(self.fd, view)
             except BlockingIOError:

@@ -380,3 +380,26 @@ async def test_s14_session_abort_kills_a_running_grep(
             assert isinstance(outcome.get("error"), ToolAborted)
             assert report.elapsed <= 1.0
             assert exited_after <= 1.0
+
+
+@pytest.mark.anyio
+async def test_a_progress_sink_that_raises_leaves_no_rg_and_no_descriptor(
+    workspace: Path,
+) -> None:
+    """Regression: the first progress report came before rg was in the reaping block,
+    so a sink that raised left rg running and its pipes and pidfd open."""
+    (workspace / "a.txt").write_text("needle\n", encoding="utf-8")
+
+    def broken(text: str) -> None:
+        raise RuntimeError("the sink is gone")
+
+    ctx = ToolContext(
+        call_id="c", session_id="s", workspace=workspace, on_progress=broken
+    )
+    before = set(os.listdir("/proc/self/fd"))
+    children = {p.pid for p in psutil.Process().children()}
+    for _ in range(5):
+        with pytest.raises(RuntimeError, match="the sink is gone"):
+            await Grep().run(ctx, Grep().validate({"pattern": "needle"}))
+    assert set(os.listdir("/proc/self/fd")) <= before
+    assert {p.pid for p in psutil.Process().children()} <= children

@@ -18,6 +18,7 @@ import psutil
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from tether._jsonrpc import FdReceiveStream, FdSendStream
 from tether.host._spawn import DEVNULL, ChildProcess, start_process
 
 pytestmark = pytest.mark.anyio
@@ -280,3 +281,101 @@ async def test_a_start_whose_pidfd_fails_leaves_no_process_and_no_pipe(
         start_process(["sleep", "60"])
     (pid,) = started
     assert not psutil.pid_exists(pid)
+
+
+async def test_a_pidfd_closed_by_one_waiter_wakes_the_other() -> None:
+    """Regression: the exit seen first by a second waiter (its `poll()` reaped) closed
+    the pidfd the watching task waited on without telling it: that task slept on, and
+    the next descriptor with that number could not be waited on."""
+    process = start_process(["true"], stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL)
+    codes: list[int] = []
+
+    async def watch() -> None:
+        codes.append(await process.wait())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await anyio.wait_all_tasks_blocked()  # the watcher waits on the pidfd
+            # The child exits while the loop is busy here (blocking on purpose; not
+            # reaped: WNOWAIT) ...
+            os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # noqa: ASYNC222
+            # ... and this waiter reaps it and closes the pidfd first.
+            assert await process.wait() == 0
+            reused = start_process(["echo", "hi"], stdin=DEVNULL, stderr=DEVNULL)
+            async with reused:
+                assert await _read_all(reused) == b"hi\n"
+    assert codes == [0]
+
+
+async def test_a_stream_woken_after_it_was_closed_touches_no_other_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader (or writer) made ready and then, before it ran, closed by its owner
+    (whose fd number a new file may already hold) ends with ClosedResourceError and
+    reads (or writes) nothing."""
+    read_end, write_end = os.pipe()
+    reader, writer = FdReceiveStream(read_end), FdSendStream(write_end)
+    while True:  # a full pipe: the writer has to wait
+        try:
+            os.write(write_end, b"x" * 65536)
+        except BlockingIOError:
+            break
+    drained = b"".join(iter(lambda: _read_some(read_end), b""))
+
+    async def woken_after_close(fd: int) -> None:
+        reader.closed = writer.closed = True  # closed while the task was being woken
+        os.write(write_end, b"the new file's bytes")
+
+    monkeypatch.setattr(anyio, "wait_readable", woken_after_close)
+    monkeypatch.setattr(anyio, "wait_writable", woken_after_close)
+    try:
+        with pytest.raises(anyio.ClosedResourceError):
+            await reader.receive()
+        assert os.read(read_end, 100) == b"the new file's bytes"
+        os.write(write_end, drained[: len(drained) - 100])  # full again
+        with pytest.raises(anyio.ClosedResourceError):
+            await writer.send(b"not for the new file")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _read_some(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
+
+
+async def test_without_pidfd_open_at_all_processes_still_start(
+    monkeypatch: pytest.MonkeyPatch, no_fd_leak: None
+) -> None:
+    """A platform with no `os.pidfd_open` (macOS) takes the thread fallback instead of
+    failing every start."""
+    monkeypatch.delattr(os, "pidfd_open")
+    async with start_process(["sh", "-c", "exit 3"], stdin=DEVNULL) as process:
+        with anyio.fail_after(5):
+            assert await process.wait() == 3
+
+
+async def test_signals_reach_the_process_by_its_pidfd_and_none_after_reaping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the pidfd is open a signal goes through it (it names this process, never
+    a recycled pid); once reaped, nothing is sent at all."""
+    sent: list[tuple[int, int]] = []
+    real = signal.pidfd_send_signal
+
+    def spy(fd: int, sig: int, *rest: object) -> None:
+        sent.append((fd, sig))
+        real(fd, sig)
+
+    monkeypatch.setattr(signal, "pidfd_send_signal", spy)
+    process = start_process(["sleep", "60"], stdin=DEVNULL, stdout=DEVNULL)
+    async with process:
+        process.terminate()
+        with anyio.fail_after(5):
+            assert await process.wait() == -signal.SIGTERM
+        process.kill()  # reaped: nothing is sent
+    assert [sig for _fd, sig in sent] == [signal.SIGTERM]

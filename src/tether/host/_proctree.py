@@ -195,10 +195,7 @@ class ProcessTree:
         self._reported = 127
         if kind not in ("error", "refused") and self._process is not None:
             # No report in time, or the supervisor died starting: kill from here.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(
-                    self._kill_from_host, limiter=builtin_threads()
-                )
+            await self._kill_from_host()
         await self.aclose()
         self.returncode = self._reported
         if kind == "error":
@@ -291,7 +288,7 @@ class ProcessTree:
         with anyio.move_on_after(_SUPERVISOR_BOUND):
             return await self.wait()
         # The supervisor did not answer in time: kill the tree from here.
-        self._kill_from_host()
+        await self._kill_from_host()
         return await self.wait()
 
     def _sweep(self) -> None:
@@ -306,14 +303,20 @@ class ProcessTree:
                     os.killpg(self.pid, signal.SIGKILL)
         sweep_marked(self.token)
 
-    def _kill_from_host(self) -> None:
-        assert self._process is not None
+    async def _kill_from_host(self) -> None:
+        """SIGKILL the tree from the host, in a thread (the sweep may wait), then the
+        supervisor, from the event loop's thread (the one that reaps it)."""
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._kill_tree, limiter=builtin_threads())
+            assert self._process is not None
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+
+    def _kill_tree(self) -> None:
         for pid in self.alive_pids():
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
         self._sweep()
-        with contextlib.suppress(ProcessLookupError):
-            self._process.kill()
 
     def alive_pids(self) -> list[int]:
         """Return the host pids of the supervisor and its descendants, zombies left out.

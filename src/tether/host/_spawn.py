@@ -26,6 +26,7 @@ import contextlib
 import errno
 import math
 import os
+import signal as _signals
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -71,8 +72,6 @@ class _PipeReceiveStream(FdReceiveStream):
     """The parent's read end of a pipe: owned, closed by `aclose()`, which wakes a
     task waiting on it (ClosedResourceError)."""
 
-    closed = False
-
     async def receive(self, max_bytes: int = _CHUNK) -> bytes:
         if self.closed:
             raise anyio.ClosedResourceError
@@ -93,8 +92,6 @@ class _PipeReceiveStream(FdReceiveStream):
 class _PipeSendStream(FdSendStream):
     """The parent's write end of a pipe: owned, closed by `aclose()`; a child that
     closed its end makes `send()` raise BrokenResourceError."""
-
-    closed = False
 
     async def send(self, item: bytes) -> None:
         if self.closed:
@@ -162,15 +159,24 @@ class ChildProcess(anyio.abc.Process):
         return self._stderr
 
     def send_signal(self, signal: int) -> None:
-        """Send `signal` unless the process is reaped (`Popen` checks, so a recycled
-        pid is never signalled)."""
-        self._popen.send_signal(signal)
+        """Send `signal` unless the process is reaped: through its pidfd, which names
+        this process and no other, or (without one) through `Popen`, which checks.
+
+        Called from the event loop's thread, the one that reaps and closes the pidfd.
+        """
+        if self._popen.returncode is not None:
+            return
+        if self._pidfd is None:
+            self._popen.send_signal(signal)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            _signals.pidfd_send_signal(self._pidfd, signal)
 
     def terminate(self) -> None:
-        self._popen.terminate()
+        self.send_signal(_signals.SIGTERM)
 
     def kill(self) -> None:
-        self._popen.kill()
+        self.send_signal(_signals.SIGKILL)
 
     async def wait(self) -> int:
         """Wait until the process exited and reap it; return its exit code."""
@@ -192,11 +198,13 @@ class ChildProcess(anyio.abc.Process):
 
     async def _wait_exit(self) -> None:
         if self._pidfd is not None:
-            await anyio.wait_readable(self._pidfd)
+            with contextlib.suppress(anyio.ClosedResourceError):
+                # Closed under us: another waiter reaped it (the loop polls again).
+                await anyio.wait_readable(self._pidfd)
             return
         await anyio.to_thread.run_sync(
             _wait_exited,
-            self.pid,
+            self._popen,
             abandon_on_cancel=True,
             limiter=_exit_waiter_limiter(),
         )
@@ -204,6 +212,9 @@ class ChildProcess(anyio.abc.Process):
     def _close_pidfd(self) -> None:
         fd, self._pidfd = self._pidfd, None
         if fd is not None:
+            anyio.notify_closing(
+                fd
+            )  # wakes a watcher of it, before its number is reused
             os.close(fd)
 
     async def aclose(self) -> None:
@@ -223,16 +234,27 @@ class ChildProcess(anyio.abc.Process):
                 raise
 
 
-def _wait_exited(pid: int) -> None:
-    """Block until `pid` exited, leaving it to be reaped (`WNOWAIT`)."""
+def _wait_exited(popen: subprocess.Popen[bytes]) -> None:
+    """Block until the process exited, leaving it to be reaped in the loop's thread
+    (`WNOWAIT`); where there is no `waitid`, reap it here (`Popen` holds a lock for
+    that, which its `poll()` in the loop's thread never blocks on)."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:  # pragma: no cover - macOS before Python 3.13
+        popen.wait()
+        return
     with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOWAIT)
 
 
 def _open_pidfd(pid: int) -> int | None:
-    """A pidfd for `pid`, or None where the kernel refuses them (the thread fallback)."""
+    """A pidfd for `pid`, or None where the kernel (or the platform) has none: the
+    thread fallback."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
     try:
-        return os.pidfd_open(pid)
+        fd: int = pidfd_open(pid)
+        return fd
     except OSError as exc:
         if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EACCES):
             return None

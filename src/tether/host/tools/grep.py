@@ -229,12 +229,16 @@ class Grep(TypedTool):
         finally:
             os.close(write_end)
         rg = _Rg(process)
-        ctx.progress(f"Grep: searching (rg pid {process.pid})")
         err = bytearray()
+        collecting = False
         try:
+            ctx.progress(f"Grep: searching (rg pid {process.pid})")
+            collecting = True  # from here the reader owns (and closes) `read_end`
             out, cut = await self._collect(rg, read_end, limit, err)
             code = await process.wait()
         finally:
+            if not collecting:
+                os.close(read_end)
             # S14: the search must not outlive its call; kill, then reap (bounded).
             with anyio.move_on_after(REAP_BOUND, shield=True):
                 if process.returncode is None:
