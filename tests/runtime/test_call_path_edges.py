@@ -209,3 +209,15 @@ async def test_an_approver_that_raises_any_base_exception_denies_that_call_only(
         guard=False,
     )
     await _deny_then_allow(rt, workspace)
+
+
+async def test_cancelling_a_runtime_while_its_stdio_host_starts_is_a_cancellation(
+    workspace: Path,
+) -> None:
+    """Regression: a cancellation that came while the stdio host was starting closed
+    its connection and surfaced as "the stdio host did not start" (a UsageError)."""
+    rt = runtime_for(workspace, TEST_TOOLS, host="stdio", guard=False)
+    with anyio.move_on_after(0.05) as scope:
+        async with rt:
+            pytest.fail("the host started within 50 ms")
+    assert scope.cancelled_caught

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import anyio.to_thread
 
 from .._env import TetherEnv
@@ -362,6 +363,9 @@ class StdioHostClient:
                         with anyio.fail_after(READY_BOUND):
                             await conn.request("host.ready", {})
                     except RpcError as exc:
+                        # A cancellation of the opening closes the connection too: it
+                        # is what the caller gets, not a start-up failure.
+                        await anyio.lowlevel.checkpoint_if_cancelled()
                         raise UsageError(
                             f"the stdio host did not start ({exc.message}); "
                             "its error output above says why"
