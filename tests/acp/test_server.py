@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from functools import partial
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 from acp import PROTOCOL_VERSION, text_block
 from acp.client.connection import ClientSideConnection
@@ -75,3 +77,46 @@ async def test_an_embedded_server_counts_sessions_refused_frames_and_permissions
         for fd in (to_server_r, to_server_w, to_client_r, to_client_w):
             if fd >= 0:
                 os.close(fd)
+
+
+async def test_a_session_opens_while_the_default_threads_are_held(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Regression: `session/new` checked its directory in a thread of anyio's default
+    limiter, the one a user's tools share: with 40 leaked workers it never answered."""
+    model = write_script(tmp_path / "s.jsonl", [{"text": "ok"}])
+    to_server_r, to_server_w = os.pipe()
+    to_client_r, to_client_w = os.pipe()
+    release = threading.Event()
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(int(limiter.total_tokens)):
+                tg.start_soon(
+                    lambda: anyio.to_thread.run_sync(
+                        release.wait, abandon_on_cancel=True
+                    )
+                )
+            await anyio.wait_all_tasks_blocked()
+            assert limiter.available_tokens == 0
+            await tg.start(
+                partial(
+                    AcpServer.serve,
+                    FdReceiveStream(to_server_r),
+                    FdSendStream(to_client_w),
+                    model=model,
+                )
+            )
+            client_side = LineTransport(
+                FdReceiveStream(to_client_r), FdSendStream(to_server_w)
+            )
+            conn = ClientSideConnection(Recorder(), client_side)
+            with anyio.fail_after(20):
+                await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            assert new.session_id
+            tg.cancel_scope.cancel()
+    finally:
+        release.set()
+        for fd in (to_server_r, to_server_w, to_client_r, to_client_w):
+            os.close(fd)

@@ -17,10 +17,10 @@ import pytest
 from tests.host.support import make_ctx, stop_tool_once_started
 
 from tether._config import Config
+from tether._threads import BUILTIN_THREADS
 from tether.errors import ToolAborted, ToolFailed
 from tether.host import StopClass, ToolContext
 from tether.host.tools import glob as glob_module
-from tether.host.tools._threads import BUILTIN_THREADS
 from tether.host.tools.glob import Glob, compile_glob
 from tether.host.tools.read import Read
 

@@ -42,6 +42,7 @@ from acp.schema import (
 )
 
 from .._config import Config, load_config
+from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..host._tool import Tool
 from ..models import model_from_spec
@@ -273,7 +274,7 @@ class AcpServer:
         workspace = Path(cwd)
         if not workspace.is_absolute():
             raise _invalid(f"cwd must be an absolute path, not {cwd!r}")
-        if not await anyio.Path(workspace).is_dir():
+        if not await in_thread(workspace.is_dir):
             raise _invalid(f"cwd {cwd!r} is not a directory")
         try:
             servers = config_servers(mcp_servers, cwd=workspace)

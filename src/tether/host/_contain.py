@@ -159,7 +159,7 @@ async def containment_now() -> Containment:
     """`containment()` for async code: the once-per-process probe runs in a thread."""
     import anyio.to_thread
 
-    from .tools._threads import builtin_threads
+    from .._threads import builtin_threads
 
     if probed():
         return containment()

@@ -44,6 +44,7 @@ import psutil
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._bounded import BoundedOutput
+from .._threads import builtin_threads
 from ..errors import UsageError
 from ._contain import (
     CommandOutcome,
@@ -54,7 +55,6 @@ from ._contain import (
 )
 from ._spawn import start_process
 from ._sweep import TREE_MARKER, marked_pids, sweep_marked
-from .tools._threads import builtin_threads
 
 __all__ = (
     "TREE_MARKER",

@@ -40,7 +40,7 @@ from anyio.lowlevel import RunVar
 
 from .._jsonrpc import FdReceiveStream, FdSendStream
 
-__all__ = ("DEVNULL", "PIPE", "ChildProcess", "start_process")
+__all__ = ("DEVNULL", "PIPE", "ChildProcess", "run_process", "start_process")
 
 PIPE: Final = subprocess.PIPE
 """Give the child a pipe whose other end becomes the process's stream."""
@@ -328,3 +328,32 @@ def start_process(
         _PipeReceiveStream(next(mine)) if stdout == PIPE else None,
         _PipeReceiveStream(next(mine)) if stderr == PIPE else None,
     )
+
+
+async def run_process(
+    command: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `command` to its end (stdin `/dev/null`) and return what it printed, as
+    `anyio.run_process(check=False)` does, without a thread (see above).
+
+    Raises:
+        OSError: the command could not be started.
+    """
+    out, err = bytearray(), bytearray()
+
+    async def drain(
+        stream: anyio.abc.ByteReceiveStream | None, into: bytearray
+    ) -> None:
+        assert stream is not None
+        async for chunk in stream:
+            into += chunk
+
+    async with start_process(command, stdin=DEVNULL, cwd=cwd, env=env) as process:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain, process.stdout, out)
+            tg.start_soon(drain, process.stderr, err)
+        code = await process.wait()
+    return subprocess.CompletedProcess(list(command), code, bytes(out), bytes(err))

@@ -32,6 +32,7 @@ from .._jsonrpc import (
     FrameTooLarge,
     RpcError,
 )
+from .._threads import builtin_threads
 from ..errors import ErrorCode, UsageError
 from ._broker import Broker, RuleSet, stop_guard
 from ._core import HostCore
@@ -62,7 +63,6 @@ from ._wire import (
     permission_from_wire,
     permission_to_wire,
 )
-from .tools._threads import builtin_threads
 
 __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 

@@ -18,10 +18,10 @@ import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
-import anyio
-
 from .._config import paths
+from .._threads import in_thread
 from ..errors import TetherError
+from ..host._spawn import run_process
 
 __all__ = (
     "GitFailed",
@@ -82,9 +82,7 @@ async def git(
     """
     full_env = {**os.environ, **_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     try:
-        result = await anyio.run_process(
-            ["git", *args], cwd=cwd, env=full_env, check=False
-        )
+        result = await run_process(["git", *args], cwd=cwd, env=full_env)
     except OSError as exc:
         raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc}") from None
     if result.returncode != 0:
@@ -139,7 +137,7 @@ async def _worktrees_locked(repo: Path) -> AsyncIterator[None]:
         return
     try:
         # Blocking in a worker: the holder is a git command that ends on its own.
-        await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
+        await in_thread(fcntl.flock, fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -171,14 +169,14 @@ async def remove_worktree(repo: Path, path: Path) -> None:
     async with _worktrees_locked(repo):
         with contextlib.suppress(GitFailed):
             await git("worktree", "remove", "--force", str(path), cwd=repo)
-        if await anyio.Path(path).exists():
-            await anyio.to_thread.run_sync(shutil.rmtree, path, True)
+        if await in_thread(path.exists):
+            await in_thread(shutil.rmtree, path, True)
         with contextlib.suppress(GitFailed):
             await git("worktree", "prune", cwd=repo)
 
 
 async def _copy(src: Path, dst: Path) -> None:
-    await anyio.to_thread.run_sync(shutil.copyfile, src, dst)
+    await in_thread(shutil.copyfile, src, dst)
 
 
 async def save_aside(worktree: Path, ref: str, *, message: str) -> str:
@@ -207,7 +205,7 @@ async def save_aside(worktree: Path, ref: str, *, message: str) -> str:
         tmp_all = index.with_name(f"tether-save-{tag}.index")
         tmp_staged = index.with_name(f"tether-save-{tag}.staged")
         try:
-            if await anyio.Path(index).exists():
+            if await in_thread(index.exists):
                 await _copy(index, tmp_all)
                 await _copy(index, tmp_staged)
             staged_tree = await git(

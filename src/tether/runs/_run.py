@@ -30,6 +30,7 @@ from typing import assert_never, final
 import anyio
 import attrs
 
+from .._threads import in_thread
 from ..stop import ReadOutcome, StopReading, StopWatch
 from ._agents import (
     AgentOutcome,
@@ -271,7 +272,7 @@ class Run:
             stage = previous.stage
             commit = previous.saved_commit
             old = Path(previous.worktree)
-            if await anyio.Path(old).exists():
+            if await in_thread(old.exists):
                 # Nothing is deleted before it is saved aside: save the old worktree
                 # again (the ref keeps the earlier save in its reflog), then remove it.
                 ref = previous.saved_ref or saved_ref(previous.run, previous.id)

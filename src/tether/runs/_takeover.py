@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import anyio
-
+from .._threads import in_thread
 from ..errors import Refused, UsageError
 from ..stop import ReadOutcome, StopWatch
 from ._lanes import SaveFailed, save_aside, saved_ref
@@ -94,7 +93,7 @@ async def prepare_takeover(
     for lane in lanes:
         if lane.state not in (LaneState.OPEN, LaneState.IN_CALL, LaneState.HELD):
             continue
-        if not await anyio.Path(lane.worktree).exists():
+        if not await in_thread(Path(lane.worktree).exists):
             continue
         ref = saved_ref(run_id, lane.id)
         try:

@@ -24,9 +24,9 @@ import attrs
 import pathspec
 
 from ..._fs import write_atomic
+from ..._threads import builtin_threads
 from ...errors import ToolAborted
 from .._tool import ToolContext
-from ._threads import builtin_threads
 
 __all__ = (
     "IgnoreRules",

@@ -25,10 +25,10 @@ import anyio.to_thread
 import pydantic
 
 from ..._config import Config
+from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed, UsageError
 from .._proctree import run_command
 from .._tool import StopClass, Tool, ToolContext, TypedTool
-from ._threads import builtin_threads
 from .bash import agent_env, describe_exit, lost_supervisor_message
 
 __all__ = ("BUILTIN_COMMAND", "GenerateImages", "tools")

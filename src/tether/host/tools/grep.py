@@ -26,11 +26,11 @@ import attrs
 import pydantic
 
 from ..._config import Config
+from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed
 from .._spawn import DEVNULL, start_process
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
-from ._threads import builtin_threads
 
 __all__ = ("Grep", "rg_path", "tools")
 

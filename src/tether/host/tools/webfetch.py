@@ -20,10 +20,10 @@ import markdownify
 import pydantic
 
 from ..._config import Config
+from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
-from ._threads import builtin_threads
 
 __all__ = ("WebFetch", "tools")
 

@@ -16,10 +16,10 @@ import anyio.to_thread
 import pydantic
 
 from ..._config import Config
+from ..._threads import builtin_threads
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import replace_file, resolve
-from ._threads import builtin_threads
 
 __all__ = ("Write", "tools")
 
