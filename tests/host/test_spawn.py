@@ -287,7 +287,7 @@ async def test_a_pidfd_closed_by_one_waiter_wakes_the_other() -> None:
     """Regression: the exit seen first by a second waiter (its `poll()` reaped) closed
     the pidfd the watching task waited on without telling it: that task slept on, and
     the next descriptor with that number could not be waited on."""
-    process = start_process(["true"], stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL)
+    process = start_process(["sleep", "60"], stdin=DEVNULL, stdout=DEVNULL)
     codes: list[int] = []
 
     async def watch() -> None:
@@ -297,15 +297,16 @@ async def test_a_pidfd_closed_by_one_waiter_wakes_the_other() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
             await anyio.wait_all_tasks_blocked()  # the watcher waits on the pidfd
-            # The child exits while the loop is busy here (blocking on purpose; not
-            # reaped: WNOWAIT) ...
+            # The child dies while the loop is busy here (no await in between; the
+            # wait blocks on purpose and leaves it unreaped: WNOWAIT) ...
+            os.kill(process.pid, signal.SIGKILL)
             os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # noqa: ASYNC222
             # ... and this waiter reaps it and closes the pidfd first.
-            assert await process.wait() == 0
+            assert await process.wait() == -signal.SIGKILL
             reused = start_process(["echo", "hi"], stdin=DEVNULL, stderr=DEVNULL)
             async with reused:
                 assert await _read_all(reused) == b"hi\n"
-    assert codes == [0]
+    assert codes == [-signal.SIGKILL]
 
 
 async def test_a_stream_woken_after_it_was_closed_touches_no_other_file(
