@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from acp import PROTOCOL_VERSION, text_block
 from acp.client.connection import ClientSideConnection
 from tests.acp.support import Recorder, write_script
+from tests.threads import default_threads_held
 
 from tether._jsonrpc import FdReceiveStream, FdSendStream
 from tether.acp import AcpServer
@@ -87,18 +87,8 @@ async def test_a_session_opens_while_the_default_threads_are_held(
     model = write_script(tmp_path / "s.jsonl", [{"text": "ok"}])
     to_server_r, to_server_w = os.pipe()
     to_client_r, to_client_w = os.pipe()
-    release = threading.Event()
-    limiter = anyio.to_thread.current_default_thread_limiter()
     try:
-        async with anyio.create_task_group() as tg:
-            for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(
-                    lambda: anyio.to_thread.run_sync(
-                        release.wait, abandon_on_cancel=True
-                    )
-                )
-            await anyio.wait_all_tasks_blocked()
-            assert limiter.available_tokens == 0
+        async with default_threads_held(), anyio.create_task_group() as tg:
             await tg.start(
                 partial(
                     AcpServer.serve,
@@ -117,6 +107,5 @@ async def test_a_session_opens_while_the_default_threads_are_held(
             assert new.session_id
             tg.cancel_scope.cancel()
     finally:
-        release.set()
         for fd in (to_server_r, to_server_w, to_client_r, to_client_w):
             os.close(fd)

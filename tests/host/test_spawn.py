@@ -7,7 +7,6 @@ import errno
 import os
 import signal
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import anyio.to_thread
 import psutil
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from tests.threads import default_threads_held
 
 from tether._jsonrpc import FdReceiveStream, FdSendStream
 from tether.host._spawn import DEVNULL, ChildProcess, start_process
@@ -209,25 +209,11 @@ async def test_a_start_in_a_cancelled_scope_is_still_handed_over() -> None:
 async def test_starting_never_waits_for_threads_users_can_hold() -> None:
     """With every place of the default thread limiter held by workers that ignore
     the stop, a process still starts, talks and is reaped at once."""
-    release = threading.Event()
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    try:
-        async with anyio.create_task_group() as tg:
-            for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(
-                    lambda: anyio.to_thread.run_sync(
-                        release.wait, abandon_on_cancel=True
-                    )
-                )
-            await anyio.wait_all_tasks_blocked()
-            assert limiter.available_tokens == 0
-            with anyio.fail_after(5):
-                async with start_process(["echo", "hi"]) as process:
-                    assert await _read_all(process) == b"hi\n"
-                    assert await process.wait() == 0
-            tg.cancel_scope.cancel()
-    finally:
-        release.set()
+    async with default_threads_held():
+        with anyio.fail_after(5):
+            async with start_process(["echo", "hi"]) as process:
+                assert await _read_all(process) == b"hi\n"
+                assert await process.wait() == 0
 
 
 async def test_without_pidfd_the_exit_is_seen_from_a_thread(

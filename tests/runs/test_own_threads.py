@@ -5,15 +5,13 @@ is saved aside and is removed, on asyncio and trio."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 from tests.runs.support import make_repo
+from tests.threads import default_threads_held
 
 from tether.runs._lanes import git, open_worktree, remove_worktree, save_aside
 
@@ -23,27 +21,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-@asynccontextmanager
-async def default_threads_held() -> AsyncIterator[None]:
-    """Every place of the default limiter held by a worker that ignores the stop."""
-    release = threading.Event()
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    try:
-        async with anyio.create_task_group() as tg:
-            for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(
-                    lambda: anyio.to_thread.run_sync(
-                        release.wait, abandon_on_cancel=True
-                    )
-                )
-            await anyio.wait_all_tasks_blocked()
-            assert limiter.available_tokens == 0
-            yield
-            tg.cancel_scope.cancel()
-    finally:
-        release.set()
 
 
 async def test_a_lane_opens_saves_and_closes_while_the_default_threads_are_held(

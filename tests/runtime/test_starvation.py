@@ -4,15 +4,14 @@ the workers that outlive their calls are counted and named."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 from tests.runtime.misbehaving import Blocker
+from tests.threads import default_threads_held
 
 from tether import Runtime, ToolAborted
 from tether.host.tools import default_tools
@@ -104,24 +103,10 @@ async def test_the_stdio_host_starts_while_the_default_threads_are_held(
     in trio's default thread limiter (the containment probe, then the host process's
     start), which the application's own blocked threads can hold."""
     bash = [t for t in default_tools() if t.name == "Bash"]
-    release = threading.Event()
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    try:
-        async with anyio.create_task_group() as tg:
-            for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(
-                    partial(
-                        anyio.to_thread.run_sync, release.wait, abandon_on_cancel=True
-                    )
-                )
-            await anyio.wait_all_tasks_blocked()
-            assert limiter.available_tokens == 0
-            rt = runtime_for(workspace, bash, host="stdio", guard=False)
-            with anyio.fail_after(30):
-                async with rt, rt.session().turn() as turn:
-                    result = await turn.call("Bash", {"command": "echo ok"})
-            assert not result.is_error, result.output
-            assert "ok" in result.output
-            tg.cancel_scope.cancel()
-    finally:
-        release.set()
+    async with default_threads_held():
+        rt = runtime_for(workspace, bash, host="stdio", guard=False)
+        with anyio.fail_after(30):
+            async with rt, rt.session().turn() as turn:
+                result = await turn.call("Bash", {"command": "echo ok"})
+    assert not result.is_error, result.output
+    assert "ok" in result.output
