@@ -212,9 +212,8 @@ class ChildProcess(anyio.abc.Process):
     def _close_pidfd(self) -> None:
         fd, self._pidfd = self._pidfd, None
         if fd is not None:
-            anyio.notify_closing(
-                fd
-            )  # wakes a watcher of it, before its number is reused
+            # Wakes a task watching it, before its number can be reused.
+            anyio.notify_closing(fd)
             os.close(fd)
 
     async def aclose(self) -> None:
