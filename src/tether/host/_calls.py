@@ -18,7 +18,7 @@ from anyio import TaskHandle
 
 from .._bounded import BoundedOutput
 from ._protocol import CallKey, HostPhase
-from ._tool import Decision, Tool, ToolContext
+from ._tool import Tool, ToolContext
 
 __all__ = ("PARTIAL_LIMIT", "CallTable", "HostCall")
 
@@ -41,8 +41,6 @@ class HostCall:
     """Whether a stop cancelled the call's task (not the host closing)."""
     placed: bool = False
     """Whether it holds a place in the admission limit (given back once)."""
-    decision: Decision | None = None
-    """What the permission rules said (None until they were asked)."""
     stop_requested: bool = False
     registered_at: float = attrs.field(factory=time.time)
     """Wall-clock time the host registered the call."""

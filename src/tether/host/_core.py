@@ -259,10 +259,10 @@ class HostCore:
         result: ResultEvent | None = None
         in_tool = False
         try:
-            result = self._refusal(call)
+            result, ask = self._refusal(call)
             if result is None:
-                if call.decision == "ask" or not self.admission.take():
-                    result = await self._wait_to_start(call, emit)
+                if ask or not self.admission.take():
+                    result = await self._wait_to_start(call, emit, ask=ask)
                 else:
                     call.placed = True
             # A stop that landed before this point (even one whose cancellation found no
@@ -305,33 +305,33 @@ class HostCore:
             if result is not None:
                 emit(result)
 
-    def _refusal(self, call: HostCall) -> ResultEvent | None:
-        """The result of a call that must not start (stopped, denied); None if it may."""
+    def _refusal(self, call: HostCall) -> tuple[ResultEvent | None, bool]:
+        """The result of a call that must not start (stopped, denied), or None if it
+        may; and whether the approver must be asked first."""
         key = call.key
         if call.stop_requested:
             # Stopped before this task ran: not even the approver is asked.
-            return _aborted(key, "stopped before it started")
+            return _aborted(key, "stopped before it started"), False
         try:
-            call.decision = decision = self.broker.decide(call.tool, call.args)
+            decision = self.broker.decide(call.tool, call.args)
         except ToolError as exc:
-            return _result(key, "", exc)
+            return _result(key, "", exc), False
         if decision == "deny":
-            return _result(
-                key,
-                "",
-                ToolError(
-                    f"{call.tool.name} is denied by a permission rule",
-                    code=ErrorCode.PERMISSION_DENIED,
-                ),
+            denied = ToolError(
+                f"{call.tool.name} is denied by a permission rule",
+                code=ErrorCode.PERMISSION_DENIED,
             )
-        return None
+            return _result(key, "", denied), False
+        return None, decision == "ask"
 
-    async def _wait_to_start(self, call: HostCall, emit: Emit) -> ResultEvent | None:
+    async def _wait_to_start(
+        self, call: HostCall, emit: Emit, *, ask: bool
+    ) -> ResultEvent | None:
         """Ask the approver and wait for a place; a refusal's result, or None to start.
 
         A stop during a wait (for the approver, for a place) cancels the call's task.
         """
-        if call.decision == "ask":
+        if ask:
             self._set_phase(call, "pending_permission", emit)
             try:
                 await self.broker.ask(call.key, call.tool, call.args)
