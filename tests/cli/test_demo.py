@@ -66,6 +66,11 @@ def test_the_unattended_demo_halts_lifts_takes_over_and_finishes() -> None:
     assert "claims held now: 0 (released)" in out
     assert "tether lift  -> the run stays halted" in out
     assert out.count("saved work") == 2  # restored by the take-over
-    for item in ("fix-typo", "add-license", "add-changelog"):
+    for item in ("fix-typo", "add-license"):
         assert f"branch tether/{item}: {item}: implement / {item}: review" in out
+    # Never stopped: the draft its implement stage left is committed by tether.
+    assert (
+        "branch tether/add-changelog: add-changelog: implement / implement: work the "
+        "stage left uncommitted / add-changelog: review"
+    ) in out
     assert "demo: the take-over exited 0" in out

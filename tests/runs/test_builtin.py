@@ -10,7 +10,8 @@ import pytest
 from .support import git, make_repo, open_default_store, tether
 
 COMMIT_ALL = (
-    "git add -A && git -c user.email=a@b -c user.name=agent commit -qm 'review {item}'"
+    "git add -A && { git diff --cached --quiet || "
+    "git -c user.email=a@b -c user.name=agent commit -qm 'review {item}'; }"
 )
 
 

@@ -41,7 +41,8 @@ WORK = (
     '[ -e notes.txt ] || echo "first $$ $TETHER_ITEM" > notes.txt; '
 )
 COMMIT_ALL = (
-    "git add -A && git -c user.email=a@b -c user.name=agent commit -qm 'review {item}'"
+    "git add -A && { git diff --cached --quiet || "
+    "git -c user.email=a@b -c user.name=agent commit -qm 'review {item}'; }"
 )
 
 

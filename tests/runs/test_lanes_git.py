@@ -1,48 +1,83 @@
-"""Lanes' worktrees on one repository, added and removed at once by many lanes."""
+"""Lanes' git: a repository per lane, borrowing the person's objects, its branch brought
+back by tether; many lanes opened at once with no lock and no race."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tether.runs._lanes import git, open_worktree, remove_worktree
+from tether.runs._lanes import bring_back, git, lane_dir, open_lane
+
+from .support import git as sh_git
+from .support import make_repo
+
+pytestmark = pytest.mark.anyio
 
 
-def _repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["commit", "-q", "--allow-empty", "-m", "start"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True)
-    return repo
-
-
-@pytest.mark.anyio
-async def test_many_lanes_add_and_remove_worktrees_at_once_without_a_git_race(
+async def test_many_lanes_open_at_once_each_a_repository_of_its_own(
     tmp_path: Path,
 ) -> None:
-    """git has no lock around `worktree add/remove/prune`: lanes take one, so 12 lanes
-    adding while others remove never see a half made entry."""
-    repo = _repo(tmp_path)
-    lanes = tmp_path / "lanes"
+    """24 lanes open at once (no shared worktree list, so no lock to deadlock on); each
+    has its own git dir, and the person's repository gains only the lanes' branches."""
+    repo = make_repo(tmp_path)
 
     async def lane(n: int) -> None:
-        for round_ in range(3):
-            path = lanes / f"l{n}-{round_}"
-            await open_worktree(repo, path, f"lane/{n}-{round_}")
-            assert (path / ".git").exists()
-            await remove_worktree(repo, path)
-            assert not path.exists()
+        path = lane_dir("run_many", f"lane_{n}")
+        await open_lane(repo, path, f"tether/item-{n}")
+        assert (path / ".git").is_dir()
+        assert (path / "README.md").read_text(encoding="utf-8") == "hello\n"
 
-    async with anyio.create_task_group() as tg:
-        for n in range(12):
-            tg.start_soon(lane, n)
-    listed = await git("worktree", "list", "--porcelain", cwd=repo)
-    assert listed.count("worktree ") == 1  # only the repository's own checkout
-    branches = (await git("branch", "--list", "lane/*", cwd=repo)).split()
-    assert len(branches) == 36  # every lane's branch stays for the person
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for n in range(24):
+                tg.start_soon(lane, n)
+    assert sh_git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    branches = sh_git(repo, "branch", "--list", "tether/*").split()
+    assert len(branches) == 24
+
+
+async def test_a_lane_borrows_the_persons_objects_and_writes_none_of_them(
+    tmp_path: Path,
+) -> None:
+    """The lane reads the person's history through alternates; its own commits, refs
+    and config stay in its git dir until tether brings the branch back."""
+    repo = make_repo(tmp_path)
+    before = sh_git(repo, "count-objects", "-v")
+    path = lane_dir("run_b", "lane_b")
+    base = await open_lane(repo, path, "tether/b")
+    assert base == sh_git(repo, "rev-parse", "HEAD")
+    (path / "new.txt").write_text("new\n", encoding="utf-8")
+    await git("add", "new.txt", cwd=path)
+    await git("commit", "-qm", "lane work", cwd=path)
+    await git("update-ref", "refs/heads/evil", "HEAD", cwd=path)
+    await git("config", "core.fsmonitor", "touch /tmp/never", cwd=path)
+    assert sh_git(repo, "count-objects", "-v") == before
+    assert sh_git(repo, "rev-parse", "refs/heads/tether/b") == base
+    assert "evil" not in sh_git(repo, "branch", "--list")
+    await bring_back(repo, path, "tether/b")
+    assert sh_git(repo, "rev-parse", "refs/heads/tether/b") == await git(
+        "rev-parse", "HEAD", cwd=path
+    )
+    assert sh_git(repo, "show", "tether/b:new.txt") == "new"
+    assert "evil" not in sh_git(repo, "branch", "--list")
+    assert "fsmonitor" not in sh_git(repo, "config", "--list", "--local")
+
+
+async def test_the_persons_hooks_never_run_for_tethers_own_git(tmp_path: Path) -> None:
+    """A person's `reference-transaction` hook that refuses `refs/tether/*` and a
+    failing `post-checkout` do not hold a lane's opening or its branch's return."""
+    repo = make_repo(tmp_path)
+    hooks = repo / ".git" / "hooks"
+    for name in ("reference-transaction", "post-checkout", "pre-commit"):
+        hook = hooks / name
+        hook.write_text("#!/bin/sh\necho refused >&2\nexit 1\n", encoding="utf-8")
+        hook.chmod(0o755)
+    path = lane_dir("run_h", "lane_h")
+    await open_lane(repo, path, "tether/h")
+    (path / "x").write_text("x\n", encoding="utf-8")
+    await git("add", "x", cwd=path)
+    await git("commit", "-qm", "x", cwd=path)
+    await bring_back(repo, path, "tether/h")
+    assert sh_git(repo, "show", "tether/h:x") == "x"

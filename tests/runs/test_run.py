@@ -9,6 +9,7 @@ import pytest
 from tests.waiting import wait_until
 
 from tether.runs import LaneState, RunState
+from tether.runs._lanes import save_dir
 from tether.stop import lift_stop, set_stop
 
 from .support import (
@@ -150,7 +151,8 @@ def test_saving_aside_keeps_tracked_and_untracked_work_and_touches_nothing(
     tmp_path: Path,
 ) -> None:
     """The saved commit holds the changed tracked file and the untracked files; the
-    lane's branch, index and files are untouched, and so is the person's checkout."""
+    lane's directory is moved aside whole, its branch, index and files untouched, and
+    so is the person's checkout."""
     repo = make_repo(tmp_path)
     marks = tmp_path / "marks"
     plan = _busy_plan(tmp_path, repo, marks)
@@ -169,7 +171,9 @@ def test_saving_aside_keeps_tracked_and_untracked_work_and_touches_nothing(
         assert git(repo, "show", f"{ref}:README.md") == "hello\nchanged"
         assert git(repo, "show", f"{ref}:notes.txt") == f"untracked {lane.item}"
         assert git(repo, "show", f"{ref}:sub/deep.txt") == "deep"
-        wt = Path(lane.worktree)
+        assert lane.saved_commit is not None
+        assert not Path(lane.worktree).exists()  # moved aside whole, by one rename
+        wt = save_dir(run, lane.id, lane.saved_commit)
         assert git(wt, "status", "--porcelain").splitlines() == [
             "M README.md",  # the first line lost its leading space to strip()
             "?? notes.txt",
@@ -220,14 +224,15 @@ def test_a_lift_alone_resumes_nothing_and_a_takeover_restores_and_finishes(
     stages = [(r.item, r.stage) for r in store.receipts(new_run)]
     assert sorted(stages) == [("one", "review"), ("two", "review")]
     for item in ("one", "two"):
-        # The review stage committed work.txt only; the restored files are there too.
-        wt_files = git(repo, "show", "--stat", "--format=", f"tether/{item}")
-        assert "work.txt" in wt_files
+        # The review stage committed work.txt only; what it left (the restored files)
+        # tether committed onto the branch when the stage ended, in a commit naming it.
+        assert git(repo, "show", f"tether/{item}:work.txt")
+        assert git(repo, "show", f"tether/{item}:notes.txt") == f"untracked {item}"
+        assert git(repo, "show", f"tether/{item}:README.md") == "hello\nchanged"
+        tip = git(repo, "log", "-1", "--format=%an %s", f"tether/{item}")
+        assert tip == "tether review: work the stage left uncommitted"
     for lane in store.lanes(new_run):
-        saved = lane.saved_ref
-        assert saved is not None  # leftovers (restored, uncommitted) saved at the end
-        assert git(repo, "show", f"{saved}:notes.txt") == f"untracked {lane.item}"
-        assert git(repo, "show", f"{saved}:README.md") == "hello\nchanged"
+        assert lane.saved_ref is None  # nothing left uncommitted to view
     assert [i.state for i in store.items()] == ["done", "done"]
 
 
@@ -289,9 +294,7 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     repo = make_repo(tmp_path)
     marks = tmp_path / "marks"
     marks.mkdir()
-    breaks = (
-        'if [ "$TETHER_ITEM" = one ]; then echo "gitdir: /nonexistent" > .git; fi; '
-    )
+    breaks = 'if [ "$TETHER_ITEM" = one ]; then rm -rf .git; fi; '
     plan = write_plan(
         tmp_path,
         repo,

@@ -174,7 +174,7 @@ def test_saved_work_is_restored_only_where_it_is_and_never_lost(
     """Alpha halts with uncommitted work saved aside in its repository. Beta, whose
     clone lacks that ref, cannot restore it: its lane does not open, it says how to
     fetch the ref, and the item goes back to the queue. Alpha then takes the item up,
-    restores the saved work and finishes it."""
+    restores the saved work (its lossless copy) and finishes it."""
     (tmp_path / "a").mkdir()
     repo_a = make_repo(tmp_path / "a")
     marks = tmp_path / "marks"
@@ -196,9 +196,9 @@ def test_saved_work_is_restored_only_where_it_is_and_never_lost(
     store = _open(pg_url)
     (lane,) = store.lanes(run)
     assert lane.saved_commit is not None
-    # Beta is another machine: alpha's worktree is not there, nor the saved ref. (The
-    # work is saved aside, so the worktree goes; alpha restores from the ref too.)
-    git(repo_a, "worktree", "remove", "--force", lane.worktree)
+    # Beta is another machine: an account home of its own, so neither alpha's lossless
+    # copy nor (in its clone) the saved ref is there.
+    beta["TETHER_HOME"] = str(tmp_path / "b-home")
     (tmp_path / "b").mkdir()
     repo_b = tmp_path / "b" / "repo"
     git(tmp_path / "b", "clone", "-q", "--no-local", str(repo_a), str(repo_b))

@@ -24,7 +24,7 @@ from ._open import open_store, store_url
 from ._plan import Plan, load_plan
 from ._run import ExitCode, Run
 from ._takeover import prepare_takeover
-from ._values import LaneRow, RunState
+from ._values import LaneRow, LaneState, RunState
 
 __all__ = ("KILL_BOUND", "run_plan")
 
@@ -98,9 +98,23 @@ async def run_plan(
         for line in restart_lines:
             say(line)
         if takeover is not None:
-            store.set_run_state(takeover, RunState.TAKEN_OVER)
-            store.log(takeover, "taken-over", detail=f"by {run.id}")
-            run.inherit(inherited)
+            held = [
+                lane.item
+                for lane in store.lanes(takeover)
+                if lane.state is LaneState.HELD
+            ]
+            if held:
+                # Its held lanes stay its own: once the person fixed what failed, a
+                # later take-over of the same run saves and restores them.
+                store.log(takeover, "taken-over", detail=f"by {run.id}, held: {held}")
+                say(
+                    f"{takeover} keeps {len(held)} held lane(s) ({', '.join(held)}): "
+                    f"fix what its save says, then `tether takeover {takeover}` again"
+                )
+            else:
+                store.set_run_state(takeover, RunState.TAKEN_OVER)
+                store.log(takeover, "taken-over", detail=f"by {run.id}")
+            run.inherit(inherited, held=held)
             say(f"taking over {takeover}: {len(inherited)} lane(s) to restore")
         if on_start is not None:
             on_start(run)

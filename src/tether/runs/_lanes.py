@@ -1,22 +1,47 @@
-"""Git for lanes: worktrees in the state dir, branches, saving aside and restoring.
+"""Git for lanes: a repository per lane, saving aside losslessly, restoring, the branch.
 
-A lane's worktree lives under `<state dir>/lanes/<run>/<lane>`, never inside the
-person's checkout, on its own branch `tether/<item>`. Saving aside follows spec 03's
-recipe exactly: copy the lane's index to a temporary index file, `git add -A` into it,
-`git write-tree`, `git commit-tree` (no hooks, no signing), `git update-ref
---create-reflog refs/tether/saved/<run>/<lane>` — the lane's index, files and branch are
-never touched. The saved commit's parents are the lane's HEAD and a commit of its index,
-like a stash, so restoring brings back what was staged as well as every file.
+Layout, in the account's state dir:
+
+- `lanes/<run>/<lane>/`: the lane's directory, the agent's workspace. It is a git
+  repository of its own (its `.git` a real directory) that borrows the person's objects
+  read-only through `objects/info/alternates`, on its own branch `tether/<item>`. Nothing
+  an agent does there (refs, hooks, config, `gc`, `worktree` commands) reaches the
+  person's repository or another lane; tether, outside the wall, brings the lane's branch
+  and saved work back into the person's repository with `git fetch`.
+- `lanes/<run>/<lane>.log`: the lane's log.
+- `saves/<run>/<lane>/<commit>/`: a lossless save: the lane's directory itself, moved
+  aside by one `rename` (nothing is copied, whatever the lane's size). Every file is
+  there as it was: ignored ones, empty directories, modes, symlinks, nested
+  repositories, the lane's own `.git` with its index (intent-to-add entries and
+  deletions), reflog and any rebase, merge or cherry-pick in progress.
+- `tmp/`: temporary index files and restores being copied (`*.partial`), never a source.
+
+The save's reviewable view is a git commit made as spec 03 says (the lane's index copied
+to a temporary index, `git add -A` into it, `write-tree`, `commit-tree`: no hooks, no
+signing), fetched into the person's repository under `refs/tether/saved/<run>/<lane>`; a
+later save of the same lane gets a ref of its own (`…/<lane>.2`), never replacing one.
+The view's parents are the lane's HEAD and a commit of its index, like a stash.
+
+A restore copies a save (`cp -a`, a reflink where the file system has them) into
+`tmp/` and renames the copy into place: a restore that fails or is killed leaves only a
+`*.partial` copy, which no later save reads. The save itself is never deleted but by
+`tether lanes prune`.
+
+Every git command tether runs here has the person's hooks and fsmonitor turned off
+(`core.hooksPath`, `core.fsmonitor`): a person's failing hook never holds tether's own
+operations, and nothing a lane plants in a config runs as the person.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import os
-import shutil
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import final
+
+import attrs
 
 from .._config import paths
 from .._threads import in_thread
@@ -25,18 +50,25 @@ from ..host._spawn import run_process
 
 __all__ = (
     "GitFailed",
+    "Save",
     "SaveFailed",
     "branch_name",
+    "bring_back",
+    "commit_leftovers",
     "commits_since",
+    "fetch_view",
+    "find_saves",
     "git",
     "has_commit",
     "head",
     "lane_dir",
-    "open_worktree",
-    "remove_worktree",
+    "open_lane",
     "restore",
-    "save_aside",
+    "restore_copy",
+    "save_dir",
+    "save_lane",
     "saved_ref",
+    "view_commit",
 )
 
 _IDENTITY = {
@@ -46,13 +78,41 @@ _IDENTITY = {
     "GIT_COMMITTER_EMAIL": "tether@localhost",
 }
 
+_OWN = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "commit.gpgSign=false",
+)
+"""Options of every git command tether runs for itself: no hooks, no fsmonitor, no
+automatic gc (which could prune what only a lane's reflog keeps)."""
+
 
 class GitFailed(TetherError):
     """A git command failed; the message has its stderr."""
 
 
 class SaveFailed(TetherError):
-    """A lane's uncommitted work could not be saved aside; the message says why."""
+    """A lane could not be saved aside; the message says why."""
+
+
+@final
+@attrs.frozen
+class Save:
+    """One lossless save of a lane."""
+
+    ref: str
+    """Its reviewable view in the person's repository: `refs/tether/saved/<run>/<lane>`."""
+    commit: str
+    """The view's commit."""
+    path: Path
+    """The lossless copy: the lane's directory as it was."""
 
 
 def branch_name(item: str) -> str:
@@ -61,13 +121,24 @@ def branch_name(item: str) -> str:
 
 
 def saved_ref(run: str, lane: str) -> str:
-    """Where a lane's saved-aside work is kept."""
+    """Where a lane's first save is viewed in the person's repository."""
     return f"refs/tether/saved/{run}/{lane}"
 
 
 def lane_dir(run: str, lane: str) -> Path:
-    """The worktree path of a lane, in the account's state dir."""
+    """The directory of a lane, in the account's state dir."""
     return paths().state_dir / "lanes" / run / lane
+
+
+def save_dir(run: str, lane: str, commit: str) -> Path:
+    """Where the lossless copy of a lane's save with view `commit` lives."""
+    return paths().state_dir / "saves" / run / lane / commit
+
+
+def _tmp_dir() -> Path:
+    where = paths().state_dir / "tmp"
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return where
 
 
 async def git(
@@ -75,14 +146,21 @@ async def git(
     cwd: Path,
     env: Mapping[str, str] | None = None,
 ) -> str:
-    """Run `git args` in `cwd` and return its stdout (stripped).
+    """Run `git args` in `cwd`, hooks off, and return its stdout (stripped).
 
     Raises:
         GitFailed: git exited non-zero or could not start.
     """
-    full_env = {**os.environ, **_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    full_env = {
+        **os.environ,
+        **_IDENTITY,
+        "GIT_TERMINAL_PROMPT": "0",
+        # A lane whose `.git` is gone is not read as a repository above it.
+        "GIT_CEILING_DIRECTORIES": str(paths().state_dir.absolute()),
+        **(env or {}),
+    }
     try:
-        result = await run_process(["git", *args], cwd=cwd, env=full_env)
+        result = await run_process(["git", *_OWN, *args], cwd=cwd, env=full_env)
     except OSError as exc:
         raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc}") from None
     if result.returncode != 0:
@@ -101,154 +179,305 @@ async def has_commit(repo: Path, commit: str) -> bool:
     return True
 
 
-async def head(worktree: Path) -> str:
-    """The commit a worktree's HEAD names."""
-    return await git("rev-parse", "HEAD", cwd=worktree)
+async def head(lane: Path) -> str:
+    """The commit a lane's HEAD names."""
+    return await git("rev-parse", "HEAD", cwd=lane)
 
 
-async def commits_since(worktree: Path, base: str) -> tuple[str, ...]:
+async def commits_since(lane: Path, base: str) -> tuple[str, ...]:
     """Commits on HEAD that `base` lacks, oldest first."""
-    out = await git("rev-list", "--reverse", f"{base}..HEAD", cwd=worktree)
+    out = await git("rev-list", "--reverse", f"{base}..HEAD", cwd=lane)
     return tuple(out.split())
 
 
-@contextlib.asynccontextmanager
-async def _worktrees_locked(repo: Path) -> AsyncIterator[None]:
-    """Hold the repository's worktree lock while worktrees are added or removed.
-
-    git takes no lock of its own around `worktree add`, `remove` and `prune`: run at
-    once (two lanes, or two runs on one repository), a prune can remove an add's half
-    made entry, and an add can read another's entry before its `commondir` is written
-    ("failed to read .git/worktrees/…/commondir"). So every lane takes this `flock` in
-    the repository's common git dir first; it is held by an open descriptor, so a run
-    that dies lets it go. Written by hand: no library locks git's worktree list.
-    """
-    try:
-        common = Path(await git("rev-parse", "--git-common-dir", cwd=repo))
-        if not common.is_absolute():
-            common = repo / common
-        fd = os.open(
-            common / "tether-worktrees.lock",
-            os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-            0o600,
+async def _objects_of(repo: Path) -> Path:
+    return Path(
+        await git(
+            "rev-parse", "--path-format=absolute", "--git-path", "objects", cwd=repo
         )
-    except (GitFailed, OSError):
-        yield  # no repository to lock: the git commands say what is wrong
-        return
-    try:
-        # Blocking in a worker: the holder is a git command that ends on its own.
-        await in_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    )
 
 
-async def open_worktree(repo: Path, path: Path, branch: str) -> Path:
-    """Add a worktree at `path` on `branch` (made from the repo's HEAD if new).
+async def open_lane(repo: Path, path: Path, branch: str) -> str:
+    """Make the lane's repository at `path`, on `branch`, and return its base commit.
+
+    The base is the person's `branch` if it exists, else their HEAD; the branch is made
+    in the person's repository at the base if it is new, which also keeps the objects
+    the lane borrows reachable there. The lane is made beside its place and renamed into
+    it, so a lane directory is never half made.
 
     Raises:
         GitFailed: the repository or the branch cannot be used.
     """
+    objects = await _objects_of(repo)
+    try:
+        base = await git(
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            f"refs/heads/{branch}^{{commit}}",
+            cwd=repo,
+        )
+    except GitFailed:
+        base = await git("rev-parse", "--verify", "HEAD^{commit}", cwd=repo)
+        # Create only (the empty old value): a branch made meanwhile is not moved.
+        with contextlib.suppress(GitFailed):
+            await git("update-ref", f"refs/heads/{branch}", base, "", cwd=repo)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    async with _worktrees_locked(repo):
+    making = path.with_name(f".{path.name}.opening")
+    if await in_thread(making.exists):
+        await _remove(making)  # a lane never opened: nothing of it was ever used
+    await git("init", "-q", "--template=", "-b", branch, str(making), cwd=path.parent)
+    alternates = making / ".git" / "objects" / "info" / "alternates"
+    alternates.parent.mkdir(parents=True, exist_ok=True)
+    alternates.write_text(f"{objects}\n", encoding="utf-8")
+    for key in ("user.name", "user.email"):
+        with contextlib.suppress(GitFailed):
+            value = await git("config", "--local", "--get", key, cwd=repo)
+            if value:
+                await git("config", key, value, cwd=making)
+    await git("update-ref", f"refs/heads/{branch}", base, cwd=making)
+    await git("reset", "-q", "--hard", base, cwd=making)
+    await in_thread(os.rename, making, path)
+    return base
+
+
+async def bring_back(repo: Path, lane: Path, branch: str) -> None:
+    """Bring the lane's branch into the person's repository (tether, outside the wall).
+
+    Raises:
+        GitFailed: the person's repository refused it (the branch checked out there, say).
+    """
+    await git(
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-auto-gc",
+        str(lane),
+        f"+refs/heads/{branch}:refs/heads/{branch}",
+        cwd=repo,
+    )
+
+
+async def commit_leftovers(lane: Path, stage: str) -> str | None:
+    """Commit what a stage left uncommitted onto the lane's branch; the commit or None.
+
+    What `.gitignore` leaves out stays out (it is in the lossless save). Nothing is
+    committed while a rebase, merge or cherry-pick is in progress, or on a detached HEAD:
+    that state is the agent's, and the save keeps it as it is.
+    """
+    if await _in_progress(lane):
+        return None
+    try:
+        await git("symbolic-ref", "-q", "HEAD", cwd=lane)
+    except GitFailed:
+        return None
+    if not await git("status", "--porcelain", cwd=lane):
+        return None
+    await git("add", "-A", cwd=lane)
+    await git(
+        "commit",
+        "-q",
+        "--no-verify",
+        "-m",
+        f"{stage}: work the stage left uncommitted\n\nCommitted by tether when the "
+        f"stage {stage!r} ended.",
+        cwd=lane,
+    )
+    return await head(lane)
+
+
+async def _in_progress(lane: Path) -> bool:
+    gitdir = lane / ".git"
+    names = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
+    return any([await in_thread((gitdir / n).exists) for n in names])
+
+
+async def view_commit(lane: Path, *, message: str) -> str:
+    """The reviewable view of a lane: a commit of every file and of its index.
+
+    Touches no branch, no index and no file of the lane (its objects gain the view's).
+
+    Raises:
+        GitFailed: the lane cannot be read or written.
+    """
+    index = lane / ".git" / "index"
+    base = await head(lane)
+    tag = os.urandom(6).hex()
+    tmp = _tmp_dir()
+    tmp_all = tmp / f"save-{tag}.index"
+    tmp_staged = tmp / f"save-{tag}.staged"
+    try:
+        if await in_thread(index.exists):
+            await in_thread(_copy_file, index, tmp_all)
+            await in_thread(_copy_file, index, tmp_staged)
+        staged_tree = await git(
+            "write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_staged)}
+        )
+        await git("add", "-A", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_all)})
+        tree = await git("write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_all)})
+    finally:
+        for leftover in (tmp_all, tmp_staged):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+    staged = await git(
+        "commit-tree", staged_tree, "-p", base, "-m", f"index of {message}", cwd=lane
+    )
+    return await git(
+        "commit-tree", tree, "-p", base, "-p", staged, "-m", message, cwd=lane
+    )
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    import shutil
+
+    shutil.copyfile(src, dst)
+
+
+async def fetch_view(repo: Path, lane: Path, commit: str, ref: str) -> str:
+    """Fetch the view `commit` into the person's repository at `ref`, or at the first
+    free `ref.N`: a save never replaces another. Returns the ref used."""
+    upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
+    await git(
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-auto-gc",
+        f"--upload-pack={upload}",
+        str(lane),
+        commit,
+        cwd=repo,
+    )
+    n = 1
+    while True:
+        name = ref if n == 1 else f"{ref}.{n}"
         try:
-            await git(
-                "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo
-            )
+            existing = await git("rev-parse", "--verify", "--quiet", name, cwd=repo)
         except GitFailed:
-            await git(
-                "worktree", "add", "--quiet", "-b", branch, str(path), "HEAD", cwd=repo
-            )
-        else:
-            await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
-    return path
+            existing = ""
+        if existing == commit:
+            return name
+        if not existing:
+            try:
+                await git("update-ref", "--create-reflog", name, commit, "", cwd=repo)
+            except GitFailed:
+                n += 1  # made meanwhile: take the next
+                continue
+            return name
+        n += 1
 
 
-async def remove_worktree(repo: Path, path: Path) -> None:
-    """Remove a worktree whose work is saved aside or committed; its branch stays."""
-    async with _worktrees_locked(repo):
-        with contextlib.suppress(GitFailed):
-            await git("worktree", "remove", "--force", str(path), cwd=repo)
-        if await in_thread(path.exists):
-            await in_thread(shutil.rmtree, path, True)
-        with contextlib.suppress(GitFailed):
-            await git("worktree", "prune", cwd=repo)
-
-
-async def _copy(src: Path, dst: Path) -> None:
-    await in_thread(shutil.copyfile, src, dst)
-
-
-async def save_aside(worktree: Path, ref: str, *, message: str) -> str:
-    """Save a worktree's uncommitted work (tracked and untracked) under `ref`.
-
-    Touches no branch, no index and no file of the worktree.
+async def save_lane(
+    repo: Path, lane: Path, *, run: str, lane_id: str, message: str
+) -> Save:
+    """Save a lane aside losslessly: its view into the person's repository, then its
+    directory moved into `saves/` by one rename.
 
     Returns:
-        The saved commit's id.
+        The save.
 
     Raises:
-        SaveFailed: the worktree cannot be read or the repository cannot be written.
+        SaveFailed: the lane cannot be read, the person's repository cannot be written,
+            or the save cannot be moved (the lane is then left where it was, whole).
     """
+    from ._store import crash_point
+
     try:
-        index = Path(
-            await git(
-                "rev-parse",
-                "--path-format=absolute",
-                "--git-path",
-                "index",
-                cwd=worktree,
-            )
-        )
-        base = await head(worktree)
-        tag = os.urandom(4).hex()
-        tmp_all = index.with_name(f"tether-save-{tag}.index")
-        tmp_staged = index.with_name(f"tether-save-{tag}.staged")
-        try:
-            if await in_thread(index.exists):
-                await _copy(index, tmp_all)
-                await _copy(index, tmp_staged)
-            staged_tree = await git(
-                "write-tree", cwd=worktree, env={"GIT_INDEX_FILE": str(tmp_staged)}
-            )
-            await git("add", "-A", cwd=worktree, env={"GIT_INDEX_FILE": str(tmp_all)})
-            tree = await git(
-                "write-tree", cwd=worktree, env={"GIT_INDEX_FILE": str(tmp_all)}
-            )
-        finally:
-            for tmp in (tmp_all, tmp_staged):
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-        staged = await git(
-            "commit-tree",
-            staged_tree,
-            "-p",
-            base,
-            "-m",
-            f"index of {message}",
-            cwd=worktree,
-        )
-        commit = await git(
-            "commit-tree", tree, "-p", base, "-p", staged, "-m", message, cwd=worktree
-        )
-        await git("update-ref", "--create-reflog", ref, commit, cwd=worktree)
+        commit = await view_commit(lane, message=message)
+        ref = await fetch_view(repo, lane, commit, saved_ref(run, lane_id))
+        crash_point("save-view")
+        target = save_dir(run, lane_id, commit)
+        await in_thread(_move_aside, lane, target)
     except (GitFailed, OSError) as exc:
-        raise SaveFailed(f"cannot save {worktree} aside: {exc}") from None
-    return commit
+        raise SaveFailed(f"cannot save {lane} aside: {_why(exc)}") from None
+    crash_point("save-moved")
+    return Save(ref=ref, commit=commit, path=target)
 
 
-async def restore(worktree: Path, commit: str) -> None:
-    """Bring saved-aside work back into a fresh worktree: its index and every file.
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"{exc.filename or 'a folder'} is full: free some space there"
+    return str(exc)
 
-    The equivalent of `git stash apply --index` of the saved commit, also for files
-    that were untracked (they come back untracked).
+
+def _move_aside(lane: Path, target: Path) -> None:
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if target.exists():
+        # The same view saved before (a save killed after its move, say): this one
+        # is kept beside it, never over it.
+        n = 2
+        while target.with_name(f"{target.name}.{n}").exists():
+            n += 1
+        target = target.with_name(f"{target.name}.{n}")
+    os.rename(lane, target)
+    _fsync_dir(target.parent)
+    _fsync_dir(lane.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def find_saves(run: str, lane_id: str) -> list[Path]:
+    """The lossless saves of a lane on this machine, newest first."""
+    where = paths().state_dir / "saves" / run / lane_id
+    try:
+        found = [p for p in where.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+async def restore_copy(save: Path, lane: Path) -> None:
+    """Copy a lossless save into place as a fresh lane (the save stays as it is).
 
     Raises:
-        GitFailed: the commit is missing or the worktree cannot be written.
+        GitFailed: the copy failed (the lane is then not there; the save is untouched).
+    """
+    partial = _tmp_dir() / f"{lane.name}-{os.urandom(4).hex()}.partial"
+    try:
+        result = await run_process(
+            ["cp", "-a", "--reflink=auto", str(save), str(partial)]
+        )
+    except OSError as exc:
+        raise GitFailed(f"cannot copy {save}: {exc}") from None
+    if result.returncode != 0:
+        await _remove(partial)
+        err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitFailed(f"cannot copy {save}: {err[-1] if err else 'cp failed'}")
+    from ._store import crash_point
+
+    crash_point("restore")
+    lane.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    await in_thread(os.rename, partial, lane)
+
+
+async def _remove(path: Path) -> None:
+    """Remove a directory that is a copy (never the only one)."""
+    import shutil
+
+    await in_thread(shutil.rmtree, path, True)
+
+
+async def restore(lane: Path, commit: str) -> None:
+    """Bring a save's view back into a fresh lane: its index and every file git keeps.
+
+    Only for a save made on another machine, whose lossless copy is not here: what git
+    does not hold (ignored files, modes beyond the executable bit, empty directories,
+    nested repositories) is not in a view.
+
+    Raises:
+        GitFailed: the commit is missing or the lane cannot be written.
     """
     parents: Sequence[str] = (
-        await git("rev-list", "--parents", "-n", "1", commit, cwd=worktree)
+        await git("rev-list", "--parents", "-n", "1", commit, cwd=lane)
     ).split()[1:]
     if len(parents) > 1:
-        await git("read-tree", parents[1], cwd=worktree)
-    await git("restore", f"--source={commit}", "--worktree", "--", ".", cwd=worktree)
+        await git("read-tree", parents[1], cwd=lane)
+    await git("restore", f"--source={commit}", "--worktree", "--", ".", cwd=lane)

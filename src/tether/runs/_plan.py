@@ -29,7 +29,7 @@ _TOP_KEYS = frozenset(
     {"repo", "lanes", "store", "stage", "item", "poll", "heartbeat", "lease"}
 )
 _STAGE_KEYS = frozenset(
-    {"name", "agent", "model", "timeout", "usage_limit", "usage_wait"}
+    {"name", "agent", "model", "timeout", "usage_limit", "usage_wait", "commit"}
 )
 _ITEM_KEYS = frozenset({"id", "brief"})
 
@@ -70,6 +70,9 @@ class Stage:
     a named group `reset` may hold the reset time (Unix or ISO 8601)."""
     usage_wait: float = 300.0
     """Seconds to wait for the usage window when the output names no reset time."""
+    commit: bool = True
+    """Whether work the stage leaves uncommitted is committed onto the lane's branch
+    when it ends (`commit = "never"` in the plan: it stays uncommitted, saved aside)."""
 
 
 @final
@@ -208,6 +211,15 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
             index=index,
         )
     agent = raw.get("agent")
+    commit = raw.get("commit", "always")
+    if commit not in ("always", "never"):
+        raise reader.fail(
+            f"{field}.commit",
+            'must be "always" (the default: what a stage leaves is committed onto '
+            'the lane\'s branch) or "never"',
+            table="stage",
+            index=index,
+        )
     timeout = raw.get("timeout")
     if timeout is not None:
         timeout = reader.number(
@@ -233,7 +245,13 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
         if kind == "scripted" and rest and not Path(rest).is_absolute():
             # A script named in the plan is found beside the plan, wherever the run starts.
             model = f"scripted:{path.resolve().parent / rest}"
-        return Stage(name=name, agent=None, model=model, timeout=timeout)
+        return Stage(
+            name=name,
+            agent=None,
+            model=model,
+            timeout=timeout,
+            commit=commit == "always",
+        )
     if (
         not isinstance(agent, list)
         or not agent
@@ -281,6 +299,7 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
         timeout=timeout,
         usage_limit=limit,
         usage_wait=wait,
+        commit=commit == "always",
     )
 
 

@@ -22,7 +22,7 @@ import contextlib
 import enum
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import assert_never, final
@@ -45,16 +45,21 @@ from ._lanes import (
     GitFailed,
     SaveFailed,
     branch_name,
+    bring_back,
+    commit_leftovers,
     commits_since,
+    find_saves,
     git,
     has_commit,
     head,
     lane_dir,
-    open_worktree,
-    remove_worktree,
+    open_lane,
     restore,
-    save_aside,
+    restore_copy,
+    save_dir,
+    save_lane,
     saved_ref,
+    view_commit,
 )
 from ._liveness import here, process_start
 from ._plan import Plan
@@ -132,6 +137,7 @@ class Run:
     _unopened: set[str] = attrs.field(factory=set)
     _failed: bool = False
     _any_held: bool = False
+    _held_elsewhere: tuple[str, ...] = ()
     _windows: dict[str, float] = attrs.field(factory=dict)
     """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
 
@@ -149,9 +155,11 @@ class Run:
         """How many agents are running now."""
         return sum(1 for lane in self._lanes.values() if lane.call is not None)
 
-    def inherit(self, lanes: list[LaneRow]) -> None:
-        """Lanes of a previous run this run takes over first (saved work restored)."""
+    def inherit(self, lanes: list[LaneRow], *, held: Sequence[str] = ()) -> None:
+        """Lanes of a previous run this run takes over first (saved work restored);
+        `held`: items the previous run keeps held (this run ends with exit 4)."""
         self._inherit = list(lanes)
+        self._held_elsewhere = tuple(held)
 
     # -- the ledger --------------------------------------------------------------------
     def _log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
@@ -265,23 +273,18 @@ class Run:
     async def _open_lane(self, claim: Claim, previous: LaneRow | None) -> _Lane:
         lane_id = claim.lane
         repo = self.plan.repo
-        worktree = lane_dir(self.id, lane_id)
-        stage = 0
-        commit: str | None = None
-        if previous is not None:
-            stage = previous.stage
-            commit = previous.saved_commit
-            old = Path(previous.worktree)
-            if await in_thread(old.exists):
-                # Nothing is deleted before it is saved aside: save the old worktree
-                # again (the ref keeps the earlier save in its reflog), then remove it.
-                ref = previous.saved_ref or saved_ref(previous.run, previous.id)
-                commit = await save_aside(
-                    old, ref, message=f"{previous.run} {previous.id}"
-                )
-                self.store.update_lane(previous.id, saved=(ref, commit))
-                await remove_worktree(repo, old)
-        if commit is not None and not await has_commit(repo, commit):
+        path = lane_dir(self.id, lane_id)
+        branch = branch_name(claim.item)
+        stage = 0 if previous is None else previous.stage
+        commit = None if previous is None else previous.saved_commit
+        lossless = (
+            None if previous is None else await in_thread(lossless_save, previous)
+        )
+        if (
+            lossless is None
+            and commit is not None
+            and not await has_commit(repo, commit)
+        ):
             assert previous is not None
             ref = previous.saved_ref or saved_ref(previous.run, previous.id)
             raise GitFailed(
@@ -290,23 +293,34 @@ class Run:
                 "`git fetch REMOTE '+refs/tether/saved/*:refs/tether/saved/*'`, "
                 "or let that machine take the item"
             )
-        await open_worktree(repo, worktree, branch_name(claim.item))
         row = LaneRow(
             id=lane_id,
             run=self.id,
             item=claim.item,
             state=LaneState.OPEN,
-            branch=branch_name(claim.item),
-            worktree=str(worktree),
+            branch=branch,
+            worktree=str(path),
             stage=stage,
         )
+        # Recorded before its directory exists: a crash from here on leaves a lane the
+        # restart path finds (with nothing in it, or a whole directory to save).
         self.store.add_lane(row)
         self._log("lane-open", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}")
-        if commit is not None:
-            await restore(worktree, commit)
-            self._log("restored", lane=lane_id, detail=commit)
-            self.say(f"{claim.item}: saved work {commit[:12]} restored")
-        lane = _Lane(row=row, claim=claim, worktree=worktree, stage=stage)
+        crash_point("lane")
+        if lossless is not None:
+            await restore_copy(lossless, path)
+            self._log("restored", lane=lane_id, detail=f"{commit} from {lossless}")
+            self.say(f"{claim.item}: saved work {(commit or '')[:12]} restored")
+        else:
+            await open_lane(repo, path, branch)
+            if commit is not None:
+                await restore(path, commit)
+                self._log("restored", lane=lane_id, detail=f"{commit} (its view only)")
+                self.say(
+                    f"{claim.item}: saved work {commit[:12]} restored from its git view "
+                    "(its lossless copy is on the machine that saved it)"
+                )
+        lane = _Lane(row=row, claim=claim, worktree=path, stage=stage)
         self._lanes[lane_id] = lane
         return lane
 
@@ -381,6 +395,13 @@ class Run:
                 # A killed call is not a receipt: the stage runs again after a take-over.
                 self._log("killed-in-call", lane=lane.row.id, detail=name)
                 return
+            # While halting, the lane is saved as it is (spec 03: its branch untouched);
+            # a stop that stands as the stage ends counts.
+            if not self.halting:
+                self._observe(self.watch.read())
+            await self._keep_stage_work(
+                lane, stage.name, commit=stage.commit and not self.halting
+            )
             commits: tuple[str, ...] = ()
             with contextlib.suppress(GitFailed):
                 commits = await commits_since(lane.worktree, base)
@@ -425,6 +446,32 @@ class Run:
                 lane.failed = True
                 return
 
+    async def _keep_stage_work(self, lane: _Lane, stage: str, *, commit: bool) -> None:
+        """What a stage left: committed onto the lane's branch (unless the stage says
+        `commit = "never"`), and the branch brought into the person's repository."""
+        if commit:
+            try:
+                made = await commit_leftovers(lane.worktree, stage)
+            except GitFailed as exc:
+                self._log("commit-failed", lane=lane.row.id, detail=str(exc))
+                self.say(f"{lane.row.item}: its work stays uncommitted: {exc}")
+            else:
+                if made is not None:
+                    self._log("committed", lane=lane.row.id, detail=f"{stage} {made}")
+        await self._bring_back(lane)
+
+    async def _bring_back(self, lane: _Lane) -> bool:
+        try:
+            await bring_back(self.plan.repo, lane.worktree, lane.row.branch)
+        except GitFailed as exc:
+            self._log("branch-not-brought", lane=lane.row.id, detail=str(exc))
+            self.say(
+                f"{lane.row.item}: its branch {lane.row.branch} could not be brought "
+                f"into {self.plan.repo}: {exc}; the work stays in {lane.worktree}"
+            )
+            return False
+        return True
+
     async def _wait_usage(self, lane: _Lane, stage: str, reset: float) -> None:
         at = datetime.fromtimestamp(reset, UTC).isoformat(timespec="seconds")
         note = f"waiting for the usage window (resets at {at})"
@@ -457,6 +504,10 @@ class Run:
                 # Released for a peer (the machine that has its saved work, say); this
                 # run does not take it again, or it would fail the same way at once.
                 self._unopened.add(claim.item)
+                if any(row.id == claim.lane for row in self.store.lanes(self.id)):
+                    self.store.update_lane(
+                        claim.lane, state=LaneState.HALTED, note=f"not opened: {exc}"
+                    )
                 with contextlib.suppress(StaleClaim):
                     self.store.release(claim)
                 return
@@ -486,41 +537,58 @@ class Run:
             self._failed = True
         verdict = "failed" if lane.failed else "done"
         self._log("lane-done", lane=lane.row.id, detail=verdict)
-        self.say(
-            f"{lane.row.item}: {verdict}; its branch {lane.row.branch} is left for you"
+        # The lane's directory stays as it is (ignored build outputs and all) until
+        # `tether lanes prune`: nothing of it is deleted without a lossless copy.
+        brought = await self._bring_back(lane)
+        where = (
+            f"its branch {lane.row.branch} holds its work"
+            if brought
+            else f"its work is in {lane.worktree}"
         )
-        # The branch stays for the person; uncommitted leftovers are saved first.
         try:
             dirty = await git("status", "--porcelain", cwd=lane.worktree)
         except GitFailed as exc:
             self._log("save-failed", lane=lane.row.id, detail=str(exc))
-            return
+            dirty = ""
         if dirty:
-            ref = saved_ref(self.id, lane.row.id)
             try:
-                commit = await save_aside(
-                    lane.worktree, ref, message=f"{self.id} {lane.row.id}"
+                commit = await view_commit(
+                    lane.worktree, message=f"{self.id} {lane.row.id}"
                 )
-            except SaveFailed as exc:
+                ref = await self._view_ref(lane, commit)
+            except GitFailed as exc:
                 self._log("save-failed", lane=lane.row.id, detail=str(exc))
-                return
-            self.store.update_lane(lane.row.id, saved=(ref, commit))
-            self._log("saved", lane=lane.row.id, detail=f"{ref} {commit}")
-        await remove_worktree(self.plan.repo, lane.worktree)
+            else:
+                self.store.update_lane(lane.row.id, saved=(ref, commit))
+                self._log("saved", lane=lane.row.id, detail=f"{ref} {commit}")
+                where += f"; what it left uncommitted is viewed at {ref}"
+        self.say(f"{lane.row.item}: {verdict}; {where}")
         del self._lanes[lane.row.id]
 
+    async def _view_ref(self, lane: _Lane, commit: str) -> str:
+        from ._lanes import fetch_view
+
+        return await fetch_view(
+            self.plan.repo, lane.worktree, commit, saved_ref(self.id, lane.row.id)
+        )
+
     async def _save(self, lane: _Lane) -> str | None:
-        ref = saved_ref(self.id, lane.row.id)
         try:
-            commit = await save_aside(
-                lane.worktree, ref, message=f"{self.id} {lane.row.id}"
+            save = await save_lane(
+                self.plan.repo,
+                lane.worktree,
+                run=self.id,
+                lane_id=lane.row.id,
+                message=f"{self.id} {lane.row.id}",
             )
         except SaveFailed as exc:
             self._log("save-failed", lane=lane.row.id, detail=str(exc))
             return None
-        self.store.update_lane(lane.row.id, state=LaneState.SAVED, saved=(ref, commit))
-        self._log("saved", lane=lane.row.id, detail=f"{ref} {commit}")
-        return commit
+        self.store.update_lane(
+            lane.row.id, state=LaneState.SAVED, saved=(save.ref, save.commit)
+        )
+        self._log("saved", lane=lane.row.id, detail=f"{save.ref} {save.commit}")
+        return save.commit
 
     async def _halt_lane(self, lane: _Lane) -> None:
         """Steps 3 and 4 of the halt for one lane whose agent is gone."""
@@ -610,7 +678,7 @@ class Run:
                     previous.item,
                     self.id,
                     lane_id,
-                    previous=previous.run,
+                    previous=self.takeover_of or previous.run,
                     host=here(),
                     pid=os.getpid(),
                     lease=self.lease,
@@ -672,7 +740,15 @@ class Run:
         self._state(RunState.DONE)
         self._log("done", detail="failed" if self._failed else "")
         self.say(f"run {self.id} done" + (" (a stage failed)" if self._failed else ""))
-        return ExitCode.FAILED if self._failed else ExitCode.DONE
+        if self._failed:
+            return ExitCode.FAILED
+        if self._held_elsewhere:
+            self.say(
+                f"{len(self._held_elsewhere)} item(s) stay held in {self.takeover_of}: "
+                f"{', '.join(self._held_elsewhere)}"
+            )
+            return ExitCode.HALT_HELD
+        return ExitCode.DONE
 
 
 def anyio_time() -> float:
@@ -686,6 +762,17 @@ def new_lane_id() -> str:
     from .._ids import new_id
 
     return new_id("lane")
+
+
+def lossless_save(lane: LaneRow) -> Path | None:
+    """The lossless copy of a lane's save on this machine: the one its view names, else
+    its newest; None when it was saved elsewhere (only its git view reaches here)."""
+    if lane.saved_commit is not None:
+        exact = save_dir(lane.run, lane.id, lane.saved_commit)
+        if exact.is_dir():
+            return exact
+    found = find_saves(lane.run, lane.id)
+    return found[0] if found else None
 
 
 def last_saved_lane(store: Store, item: str, run: str) -> LaneRow | None:

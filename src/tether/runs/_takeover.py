@@ -1,10 +1,20 @@
-"""The restart path and take-over: find a run that died, save its worktrees, step on.
+"""The restart path and take-over: find a run that died, save its lanes, step on.
 
 A run whose ledger says it works but whose process is gone (pid and start time on its
-host) or whose leases all expired (another host) is dead. Before anything else its
-worktrees are saved aside (nothing in a worktree is deleted unsaved); a take-over then
-re-claims what is still free and restores the saved work into fresh worktrees — only
-while no stop stands (spec 03).
+host) or whose leases all expired (another host) is dead. Before anything else its lanes
+are saved aside losslessly (nothing of a lane is deleted unsaved); a take-over then
+re-claims what is still free and restores the saved work into fresh lanes — only while
+no stop stands (spec 03).
+
+Whatever point the run (or an earlier take-over) died at, its items come back:
+
+- a lane whose directory is still there is saved (moved aside) now;
+- a lane moved aside whose save was never recorded has it recorded from `saves/`;
+- a lane recorded whose directory was never made (or whose restore was cut) has
+  nothing of its own: its item goes on from the newest complete save of any run;
+- a claim taken whose lane was never recorded is released, back to the queue;
+- a lane whose save fails is left held with its claim, and the run stays one a later
+  take-over may take once the person fixed what failed.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from pathlib import Path
 from .._threads import in_thread
 from ..errors import Refused, UsageError
 from ..stop import ReadOutcome, StopWatch
-from ._lanes import SaveFailed, save_aside, saved_ref
+from ._lanes import GitFailed, SaveFailed, find_saves, git, save_lane, saved_ref
 from ._liveness import here, is_dead
 from ._store import Store, crash_point
 from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
@@ -89,30 +99,93 @@ async def prepare_takeover(
         raise Refused(
             f"the stop cannot be read clearly ({reading.reason}); fix that first"
         )
-    lanes = store.lanes(run_id)
-    for lane in lanes:
+    repo = Path(previous.repo)
+    held: list[LaneRow] = []
+    for lane in store.lanes(run_id):
         if lane.state not in (LaneState.OPEN, LaneState.IN_CALL, LaneState.HELD):
             continue
         if not await in_thread(Path(lane.worktree).exists):
+            await _unrecorded_save(store, repo, run_id, lane, say)
             continue
-        ref = saved_ref(run_id, lane.id)
         try:
-            commit = await save_aside(
-                Path(lane.worktree), ref, message=f"{run_id} {lane.id}"
+            save = await save_lane(
+                repo,
+                Path(lane.worktree),
+                run=run_id,
+                lane_id=lane.id,
+                message=f"{run_id} {lane.id}",
             )
         except SaveFailed as exc:
+            store.update_lane(lane.id, state=LaneState.HELD, note=str(exc))
             store.log(run_id, "save-failed", lane=lane.id, detail=str(exc))
             say(f"{lane.item}: left held: {exc}")
+            held.append(lane)
             continue
-        store.update_lane(lane.id, state=LaneState.SAVED, saved=(ref, commit))
+        store.update_lane(lane.id, state=LaneState.SAVED, saved=(save.ref, save.commit))
         store.log(
-            run_id, "saved", lane=lane.id, detail=f"{ref} {commit} (restart path)"
+            run_id,
+            "saved",
+            lane=lane.id,
+            detail=f"{save.ref} {save.commit} (restart path)",
         )
-        say(f"{lane.item}: saved aside as {commit[:12]} (restart path)")
+        say(f"{lane.item}: saved aside as {save.commit[:12]} (restart path)")
+    recorded = {lane.id for lane in store.lanes(run_id)}
+    for claim in store.claims(run_id):
+        if claim.lane not in recorded:
+            # Taken, then the run died before it recorded the lane: nothing was done.
+            store.release(claim)
+            store.log(
+                run_id, "released", lane=claim.lane, detail=f"{claim.item} (no lane)"
+            )
+            say(f"{claim.item}: its claim had no lane; back in the queue")
     crash_point("takeover")
-    work = [
-        lane
-        for lane in store.lanes(run_id)
-        if lane.state in (LaneState.SAVED, LaneState.HALTED)
-    ]
-    return previous, work
+    return previous, _work(store, run_id, {lane.item for lane in held})
+
+
+async def _unrecorded_save(
+    store: Store, repo: Path, run_id: str, lane: LaneRow, say: Callable[[str], None]
+) -> None:
+    """A lane with no directory: moved aside unrecorded, or never made at all."""
+    found = await in_thread(find_saves, run_id, lane.id)
+    if not found:
+        store.update_lane(
+            lane.id, state=LaneState.HALTED, note="nothing to save: no directory"
+        )
+        return
+    commit = found[0].name.partition(".")[0]
+    ref = saved_ref(run_id, lane.id)
+    try:
+        listed = await git(
+            "for-each-ref",
+            "--format=%(refname)",
+            f"--points-at={commit}",
+            f"{ref}",
+            f"{ref}.*",
+            cwd=repo,
+        )
+    except GitFailed:  # the view is for review; the copy is what counts
+        listed = ""
+    if listed:
+        ref = listed.splitlines()[0]
+    store.update_lane(lane.id, state=LaneState.SAVED, saved=(ref, commit))
+    store.log(run_id, "saved", lane=lane.id, detail=f"{ref} {commit} (found in saves)")
+    say(f"{lane.item}: its save {commit[:12]} was found and recorded (restart path)")
+
+
+def _work(store: Store, run_id: str, held: set[str]) -> list[LaneRow]:
+    """For each item of the run not done nor held: where the take-over goes on from —
+    the newest saved lane of the item in any run, else the item's lane (a fresh one)."""
+    work: list[LaneRow] = []
+    seen: set[str] = set()
+    for lane in store.lanes(run_id):
+        if lane.item in seen or lane.item in held or lane.state is LaneState.DONE:
+            continue
+        seen.add(lane.item)
+        saved = [
+            other
+            for other in store.item_lanes(lane.item)
+            if other.saved_commit is not None
+            and other.state in (LaneState.SAVED, LaneState.HALTED)
+        ]
+        work.append(saved[-1] if saved else lane)
+    return work
