@@ -312,9 +312,14 @@ async def view_commit(lane: Path, *, message: str) -> str:
         if await in_thread(index.exists):
             await in_thread(_copy_file, index, tmp_all)
             await in_thread(_copy_file, index, tmp_staged)
-        staged_tree = await git(
-            "write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_staged)}
-        )
+        try:
+            staged_tree = await git(
+                "write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_staged)}
+            )
+        except GitFailed:
+            # Unmerged entries (a conflicted merge or rebase) make no tree: the view's
+            # index parent is then HEAD's; the index itself is in the lossless copy.
+            staged_tree = await git("rev-parse", "HEAD^{tree}", cwd=lane)
         await git("add", "-A", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_all)})
         tree = await git("write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_all)})
     finally:

@@ -1,0 +1,185 @@
+"""The save is lossless: what a lane's directory holds comes back at the take-over
+exactly, whatever git does not keep, on both stores; no save replaces another."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.waiting import wait_until
+
+from tether.runs._lanes import lane_dir, open_lane, restore_copy, save_lane
+from tether.stop import lift_stop, set_stop
+
+from .snapshot import assert_same, snapshot
+from .support import WAIT_FOR_GO, git, make_repo, run_id_of, start, tether, write_plan
+
+CONTENT = Path(__file__).with_name("lane_content.sh")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_args(request: pytest.FixtureRequest) -> list[str]:
+    if request.param == "postgres":
+        return ["--store", str(request.getfixturevalue("pg_url"))]
+    return []
+
+
+@pytest.mark.rule("save-lossless")
+def test_the_save_is_lossless_from_the_halt_to_the_takeover(
+    tmp_path: Path, store_args: list[str]
+) -> None:
+    """The lane holds ignored files, empty folders, 0600/0444/0700 modes, links, a
+    nested repository with history and a dirty file, an intent-to-add entry, a staged
+    deletion, staged and unstaged edits of one file, bytes under a line-ending rule, a
+    commit kept only by the reflog and its own `info/exclude` of `*`. After the halt
+    and the take-over, the new lane is the same, path by path and byte by byte."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["rich"],
+        stages=[
+            ("make", f"sh {CONTENT}; " + WAIT_FOR_GO.format(stage="make")),
+            ("look", WAIT_FOR_GO.format(stage="look").replace("go", "go2")),
+        ],
+        lanes=1,
+    )
+    env = {"MARKS": str(marks)}
+    proc = start("run", str(plan), *store_args, env=env)
+    run = run_id_of(proc)
+    wait_until(lambda: (marks / "rich.make").exists(), what="the lane made")
+    (lane,) = _lanes(store_args, run)
+    before = snapshot(Path(lane.worktree))
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 3
+    lift_stop()
+    taken = start("takeover", run, *store_args, env=env)
+    new_run = run_id_of(taken)
+    wait_until(lambda: (marks / "rich.look").exists(), what="the stage after the halt")
+    (restored,) = _lanes(store_args, new_run)
+    assert restored.worktree != lane.worktree
+    after = snapshot(Path(restored.worktree))
+    (marks / "go2").touch()
+    assert taken.wait(timeout=60) == 0, taken.stdout.read() if taken.stdout else ""
+    assert_same(before, after)
+    # The reviewable view is in the person's repository; their checkout is untouched.
+    (saved,) = [x for x in _lanes(store_args, run) if x.saved_ref]
+    # (Its own `info/exclude` of `*` leaves untracked files out of the view: only the
+    # lossless copy has them.)
+    assert git(repo, "show", f"{saved.saved_ref}:staged.txt") == "staged\nunstaged"
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def _lanes(store_args: list[str], run: str) -> list[_Lane]:
+    import json
+
+    shown = tether("runs", "show", run, "--json", *store_args)
+    assert shown.returncode == 0, shown.stderr
+    lanes = json.loads(shown.stdout)["lanes"]
+    from tether.runs._open import open_store, store_url
+
+    store = open_store(store_url(store_args[1] if store_args else None))
+    try:
+        rows = {row.item: row for row in store.lanes(run)}
+    finally:
+        store.close()
+    return [_Lane(rows[x["item"]].worktree, x["saved_ref"]) for x in lanes]
+
+
+class _Lane:
+    def __init__(self, worktree: str, saved_ref: str | None) -> None:
+        self.worktree = worktree
+        self.saved_ref = saved_ref
+
+
+def _run(cwd: Path, script: str) -> None:
+    subprocess.run(["sh", "-c", script], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.mark.anyio
+@pytest.mark.rule("save-lossless")
+async def test_a_rebase_in_progress_comes_back_as_it_was(tmp_path: Path) -> None:
+    """A lane stopped in the middle of a conflicted rebase: its state, the conflict
+    markers and the commits not yet replayed come back; `git rebase --continue` works."""
+    repo = make_repo(tmp_path)
+    lane = lane_dir("run_r", "lane_r")
+    await open_lane(repo, lane, "tether/r")
+    _run(
+        lane,
+        "set -e; c='git -c user.email=a@b -c user.name=a commit -qm'; "
+        "git checkout -q -b side; echo side > README.md; $c side -a; echo two > "
+        "other.txt; git add other.txt; $c side2; git checkout -q tether/r; "
+        "echo main > README.md; $c main -a; git checkout -q side; "
+        "git rebase -q tether/r >/dev/null 2>&1 || true",
+    )
+    assert (lane / ".git" / "rebase-merge").is_dir()
+    before = snapshot(lane)
+    save = await save_lane(repo, lane, run="run_r", lane_id="lane_r", message="r")
+    back = lane_dir("run_s", "lane_s")
+    await restore_copy(save.path, back)
+    assert_same(before, snapshot(back))
+    _run(back, "echo resolved > README.md; git add README.md")
+    done = await anyio.run_process(
+        ["git", "-c", "user.email=a@b", "-c", "user.name=a", "rebase", "--continue"],
+        cwd=back,
+        check=False,
+        env={**os.environ, "GIT_EDITOR": "true"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (back / ".git" / "rebase-merge").exists()
+    assert git(back, "log", "--format=%s", "-3") == "side2\nside\nmain"
+    assert git(back, "show", "HEAD:other.txt") == "two"
+
+
+@pytest.mark.anyio
+@pytest.mark.rule("save-never-replaces")
+async def test_a_save_never_replaces_another_and_a_restore_is_a_copy(
+    tmp_path: Path,
+) -> None:
+    """Two saves of the same lane get two refs; the restore copies the save, so a file
+    removed from the restored lane is still in the save it came from."""
+    repo = make_repo(tmp_path)
+    lane = lane_dir("run_n", "lane_n")
+    await open_lane(repo, lane, "tether/n")
+    (lane / "one.txt").write_text("one\n", encoding="utf-8")
+    first = await save_lane(repo, lane, run="run_n", lane_id="lane_n", message="n")
+    await restore_copy(first.path, lane)  # the same lane again, from its save
+    (lane / "one.txt").unlink()
+    (lane / "two.txt").write_text("two\n", encoding="utf-8")
+    second = await save_lane(repo, lane, run="run_n", lane_id="lane_n", message="n")
+    assert first.ref != second.ref
+    assert first.path != second.path
+    assert (first.path / "one.txt").read_text(encoding="utf-8") == "one\n"
+    assert git(repo, "show", f"{first.ref}:one.txt") == "one"
+    assert git(repo, "show", f"{second.ref}:two.txt") == "two"
+    assert sorted(p.name for p in first.path.parent.iterdir()) == sorted(
+        [first.path.name, second.path.name]
+    )
+
+
+@pytest.mark.anyio
+async def test_a_restore_cut_halfway_leaves_only_a_partial_copy(
+    tmp_path: Path,
+) -> None:
+    """A restore cancelled while it copies leaves no lane and the save as it was; the
+    copy it left is under tmp/ as `*.partial`, which nothing reads as a save."""
+    repo = make_repo(tmp_path)
+    lane = lane_dir("run_c", "lane_c")
+    await open_lane(repo, lane, "tether/c")
+    for n in range(2000):
+        (lane / f"f{n}.txt").write_text("x" * 1000, encoding="utf-8")
+    save = await save_lane(repo, lane, run="run_c", lane_id="lane_c", message="c")
+    before = snapshot(save.path)
+    back = lane_dir("run_d", "lane_d")
+    with anyio.move_on_after(0.01):
+        await restore_copy(save.path, back)
+    assert snapshot(save.path) == before
+    if back.exists():  # the copy won the race: it is whole
+        assert_same(before, snapshot(back))
+    assert not list(back.parent.glob("*.partial")) if back.parent.exists() else True
