@@ -23,7 +23,7 @@ from ._digest import write_digest
 from ._open import open_store, store_url
 from ._plan import Plan, load_plan
 from ._run import ExitCode, Run
-from ._takeover import prepare_takeover
+from ._takeover import prepare_takeover, takeover_chain
 from ._values import LaneRow, LaneState, RunState
 
 __all__ = ("KILL_BOUND", "run_plan")
@@ -98,6 +98,7 @@ async def run_plan(
         for line in restart_lines:
             say(line)
         if takeover is not None:
+            chain = takeover_chain(store, takeover)
             held = [
                 lane.item
                 for lane in store.lanes(takeover)
@@ -114,7 +115,7 @@ async def run_plan(
             else:
                 store.set_run_state(takeover, RunState.TAKEN_OVER)
                 store.log(takeover, "taken-over", detail=f"by {run.id}")
-            run.inherit(inherited, held=held)
+            run.inherit(inherited, held=held, chain=chain)
             say(f"taking over {takeover}: {len(inherited)} lane(s) to restore")
         if on_start is not None:
             on_start(run)

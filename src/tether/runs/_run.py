@@ -138,6 +138,7 @@ class Run:
     _failed: bool = False
     _any_held: bool = False
     _held_elsewhere: tuple[str, ...] = ()
+    _chain: tuple[str, ...] = ()
     _windows: dict[str, float] = attrs.field(factory=dict)
     """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
 
@@ -155,11 +156,19 @@ class Run:
         """How many agents are running now."""
         return sum(1 for lane in self._lanes.values() if lane.call is not None)
 
-    def inherit(self, lanes: list[LaneRow], *, held: Sequence[str] = ()) -> None:
+    def inherit(
+        self,
+        lanes: list[LaneRow],
+        *,
+        held: Sequence[str] = (),
+        chain: Sequence[str] = (),
+    ) -> None:
         """Lanes of a previous run this run takes over first (saved work restored);
-        `held`: items the previous run keeps held (this run ends with exit 4)."""
+        `held`: items the previous run keeps held (this run ends with exit 4);
+        `chain`: the runs taken over, whose claims this run may take."""
         self._inherit = list(lanes)
         self._held_elsewhere = tuple(held)
+        self._chain = tuple(chain)
 
     # -- the ledger --------------------------------------------------------------------
     def _log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
@@ -420,6 +429,7 @@ class Run:
                 lane.fenced = True
                 self._log("fenced", lane=lane.row.id, detail=str(exc))
                 return
+            crash_point("receipt")
             self._log(
                 "receipt", lane=lane.row.id, detail=f"{name} exit {outcome.exit_status}"
             )
@@ -530,6 +540,7 @@ class Run:
         except StaleClaim as exc:
             self._log("fenced", lane=lane.row.id, detail=str(exc))
             return
+        crash_point("finished")
         self.store.update_lane(
             lane.row.id, state=LaneState.DONE, note="failed" if lane.failed else None
         )
@@ -628,6 +639,7 @@ class Run:
             self._log("fenced", lane=lane.row.id, detail=str(exc))
             return
         self._log("released", lane=lane.row.id, detail=lane.row.item)
+        crash_point("released")
         self.store.update_lane(lane.row.id, state=LaneState.HALTED)
         self._log("lane-halted", lane=lane.row.id)
         del self._lanes[lane.row.id]
@@ -654,6 +666,20 @@ class Run:
         self.store.beat(self.id, self.lease)
         self._log("run-start", detail=str(self.plan.path))
 
+    def _held_by_dead_runs(self) -> list[tuple[str, str]]:
+        """(item, run) for this plan's items claimed by a run that is gone."""
+        from ._takeover import effective_state
+
+        mine = {i.id for i in self.plan.items}
+        found: list[tuple[str, str]] = []
+        for claim in self.store.claims():
+            if claim.run == self.id or (mine and claim.item not in mine):
+                continue
+            row = self.store.run(claim.run)
+            if row is not None and effective_state(self.store, row) is RunState.DEAD:
+                found.append((claim.item, claim.run))
+        return found
+
     def _claimable(self) -> list[str] | None:
         """The items this run may claim: the plan's (None: the whole queue), less those
         whose lane could not open here."""
@@ -674,11 +700,17 @@ class Run:
                     slots.release()
                     return
                 lane_id = new_lane_id()
+                owner = next(
+                    (c.run for c in self.store.claims() if c.item == previous.item),
+                    None,
+                )
                 claim = self.store.take_over_claim(
                     previous.item,
                     self.id,
                     lane_id,
-                    previous=self.takeover_of or previous.run,
+                    previous=owner
+                    if owner in self._chain
+                    else (self.takeover_of or previous.run),
                     host=here(),
                     pid=os.getpid(),
                     lease=self.lease,
@@ -687,6 +719,7 @@ class Run:
                     slots.release()
                     self.say(f"{previous.item}: held by another run now; left to it")
                     continue
+                crash_point("claimed")
                 self._log(
                     "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
                 )
@@ -713,6 +746,7 @@ class Run:
                     with anyio.move_on_after(self.poll):
                         await self._halt.wait()
                     continue
+                crash_point("claimed")
                 self._log(
                     "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
                 )
@@ -737,8 +771,19 @@ class Run:
                 f"run {self.id} {state.value}: it stays halted until `tether takeover {self.id}`"
             )
             return ExitCode.HALT_HELD if self._any_held else ExitCode.HALTED
+        stranded = self._held_by_dead_runs()
         self._state(RunState.DONE)
         self._log("done", detail="failed" if self._failed else "")
+        for item, run in stranded:
+            self.say(
+                f"{item}: still claimed by run {run}, which is dead: "
+                f"`tether takeover {run}` goes on with it"
+            )
+        if stranded:
+            self.say(
+                f"run {self.id} done; {len(stranded)} item(s) wait for a take-over"
+            )
+            return ExitCode.FAILED
         self.say(f"run {self.id} done" + (" (a stage failed)" if self._failed else ""))
         if self._failed:
             return ExitCode.FAILED

@@ -30,7 +30,7 @@ from ._liveness import here, is_dead
 from ._store import Store, crash_point
 from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
 
-__all__ = ("effective_state", "prepare_takeover")
+__all__ = ("effective_state", "prepare_takeover", "takeover_chain")
 
 
 def _leases_expired(store: Store, run: RunRow, now: float) -> bool:
@@ -101,45 +101,66 @@ async def prepare_takeover(
         )
     repo = Path(previous.repo)
     held: list[LaneRow] = []
-    for lane in store.lanes(run_id):
+    chain = takeover_chain(store, run_id)
+    for rid in chain:
+        await _recover(store, repo, rid, say, held)
+    crash_point("takeover")
+    return previous, _work(store, chain, {lane.item for lane in held})
+
+
+async def _recover(
+    store: Store,
+    repo: Path,
+    rid: str,
+    say: Callable[[str], None],
+    held: list[LaneRow],
+) -> None:
+    """Save what the lanes of the dead run `rid` hold, record saves it made unrecorded,
+    and release its claims that never got a lane; lanes left held go into `held`."""
+    finished = {i.id for i in store.items() if i.state in ("done", "failed")}
+    for lane in store.lanes(rid):
         if lane.state not in (LaneState.OPEN, LaneState.IN_CALL, LaneState.HELD):
             continue
+        if lane.item in finished:
+            # Its item was finished; the run died before it marked the lane. Its
+            # directory stays as a done lane's does, until `tether lanes prune`.
+            store.update_lane(lane.id, state=LaneState.DONE)
+            store.log(rid, "lane-done", lane=lane.id, detail="(restart path)")
+            continue
         if not await in_thread(Path(lane.worktree).exists):
-            await _unrecorded_save(store, repo, run_id, lane, say)
+            await _unrecorded_save(store, repo, rid, lane, say)
             continue
         try:
             save = await save_lane(
                 repo,
                 Path(lane.worktree),
-                run=run_id,
+                run=rid,
                 lane_id=lane.id,
-                message=f"{run_id} {lane.id}",
+                message=f"{rid} {lane.id}",
             )
         except SaveFailed as exc:
             store.update_lane(lane.id, state=LaneState.HELD, note=str(exc))
-            store.log(run_id, "save-failed", lane=lane.id, detail=str(exc))
+            store.log(rid, "save-failed", lane=lane.id, detail=str(exc))
             say(f"{lane.item}: left held: {exc}")
             held.append(lane)
             continue
         store.update_lane(lane.id, state=LaneState.SAVED, saved=(save.ref, save.commit))
         store.log(
-            run_id,
+            rid,
             "saved",
             lane=lane.id,
             detail=f"{save.ref} {save.commit} (restart path)",
         )
         say(f"{lane.item}: saved aside as {save.commit[:12]} (restart path)")
-    recorded = {lane.id for lane in store.lanes(run_id)}
-    for claim in store.claims(run_id):
+    recorded = {lane.id for lane in store.lanes(rid)}
+    for claim in store.claims(rid):
         if claim.lane not in recorded:
             # Taken, then the run died before it recorded the lane: nothing was done.
             store.release(claim)
             store.log(
-                run_id, "released", lane=claim.lane, detail=f"{claim.item} (no lane)"
+                rid, "released", lane=claim.lane, detail=f"{claim.item} (no lane)"
             )
             say(f"{claim.item}: its claim had no lane; back in the queue")
-    crash_point("takeover")
-    return previous, _work(store, run_id, {lane.item for lane in held})
 
 
 async def _unrecorded_save(
@@ -172,20 +193,37 @@ async def _unrecorded_save(
     say(f"{lane.item}: its save {commit[:12]} was found and recorded (restart path)")
 
 
-def _work(store: Store, run_id: str, held: set[str]) -> list[LaneRow]:
-    """For each item of the run not done nor held: where the take-over goes on from —
-    the newest saved lane of the item in any run, else the item's lane (a fresh one)."""
+def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
+    """For each item of the runs taken over not done nor held: where the take-over goes
+    on from — the newest saved lane of the item in any run, else the item's lane."""
     work: list[LaneRow] = []
     seen: set[str] = set()
-    for lane in store.lanes(run_id):
-        if lane.item in seen or lane.item in held or lane.state is LaneState.DONE:
-            continue
-        seen.add(lane.item)
-        saved = [
-            other
-            for other in store.item_lanes(lane.item)
-            if other.saved_commit is not None
-            and other.state in (LaneState.SAVED, LaneState.HALTED)
-        ]
-        work.append(saved[-1] if saved else lane)
+    for rid in chain:
+        for lane in store.lanes(rid):
+            if lane.item in seen or lane.item in held or lane.state is LaneState.DONE:
+                continue
+            seen.add(lane.item)
+            saved = [
+                other
+                for other in store.item_lanes(lane.item)
+                if other.saved_commit is not None
+                and other.state in (LaneState.SAVED, LaneState.HALTED)
+            ]
+            work.append(saved[-1] if saved else lane)
     return work
+
+
+def takeover_chain(store: Store, run_id: str) -> list[str]:
+    """`run_id`, then the runs it took over that were never taken over by another
+    (a take-over that died before it took their claims leaves them with them)."""
+    chain = [run_id]
+    row = store.run(run_id)
+    while row is not None and row.takeover_of is not None:
+        earlier = store.run(row.takeover_of)
+        if earlier is None or earlier.id in chain:
+            break
+        if earlier.state is not RunState.TAKEN_OVER:
+            break
+        chain.append(earlier.id)
+        row = earlier
+    return chain

@@ -1,0 +1,118 @@
+"""No crash strands an item: the run, or a take-over, SIGKILLed at each point between two
+of its durable writes (docs/runs.md, "Crash points"), then taken over. Every item ends
+done exactly once, no claim is left, and the work the dead lanes held reaches the
+item's branch."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from tests.waiting import wait_until
+
+from tether.stop import lift_stop, set_stop
+
+from .support import open_default_store, run_id_of, start, tether
+from .test_crash import (
+    _assert_nothing_lost,
+    _notes_now,
+    _plan,
+    _takeover,
+    _wait_tree_gone,
+)
+
+RUN_POINTS = {
+    # point: (a stop is set while the agents are busy, the agents are let go at once)
+    "claimed": (False, True),
+    "lane": (False, True),
+    "stage": (False, False),
+    "receipt": (False, True),
+    "finished": (False, True),
+    "save-view": (True, False),
+    "save-moved": (True, False),
+    "save-release": (True, False),
+    "released": (True, False),
+}
+"""The points of a run, in the order a lane meets them."""
+
+TAKEOVER_POINTS = ("save-view", "save-moved", "takeover", "claimed", "lane", "restore")
+"""The points of a take-over, in the order it meets them."""
+
+
+@pytest.mark.rule("no-crash-strands")
+@pytest.mark.parametrize("point", list(RUN_POINTS))
+def test_a_run_killed_at_each_point_is_taken_over_with_nothing_lost(
+    tmp_path: Path, point: str
+) -> None:
+    stop, go_at_once = RUN_POINTS[point]
+    marks = tmp_path / "marks"
+    plan, repo = _plan(tmp_path, marks)
+    if go_at_once:
+        (marks / "go").touch()
+    env = {"MARKS": str(marks), "TETHER_TEST_CRASH_AT": point}
+    proc = start("run", str(plan), env=env)
+    run = run_id_of(proc)
+    store = open_default_store()
+    notes: dict[str, str] = {}
+    if not go_at_once:
+        wait_until(
+            lambda: (
+                len(list(marks.glob("*.implement"))) == 2 or proc.poll() is not None
+            ),
+            what="agents busy",
+        )
+        notes = _notes_now(store, run)
+        if stop:
+            set_stop()
+        (marks / "go").touch()
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    _wait_tree_gone(run)
+    if not notes:
+        notes = _notes_now(store, run)  # what the dead lanes hold now
+    lift_stop()
+    _takeover(run, marks)
+    _assert_nothing_lost(store, repo, notes)
+
+
+@pytest.mark.rule("no-crash-strands")
+@pytest.mark.parametrize("point", TAKEOVER_POINTS)
+def test_a_takeover_killed_at_each_point_is_taken_over_again(
+    tmp_path: Path, point: str
+) -> None:
+    marks = tmp_path / "marks"
+    plan, repo = _plan(tmp_path, marks)
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
+    store = open_default_store()
+    notes = _notes_now(store, run)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    _wait_tree_gone(run)
+    first = tether(
+        "takeover", run, env={"MARKS": str(marks), "TETHER_TEST_CRASH_AT": point}
+    )
+    assert first.returncode == -signal.SIGKILL, first.stdout + first.stderr
+    again = first.stdout.split()[1] if first.stdout.startswith("run ") else run
+    if again != run:
+        _wait_tree_gone(again)
+    (marks / "go").touch()
+    _takeover(again, marks)
+    _assert_nothing_lost(store, repo, notes)
+
+
+@pytest.mark.rule("no-crash-strands")
+def test_a_later_run_names_a_claim_a_dead_run_still_holds(tmp_path: Path) -> None:
+    """A run killed after its claim and before its lane: a later `tether run` of the
+    plan does not say "done" with the item stranded; it names the take-over, exit 1."""
+    marks = tmp_path / "marks"
+    plan, _repo = _plan(tmp_path, marks)
+    (marks / "go").touch()
+    env = {"MARKS": str(marks), "TETHER_TEST_CRASH_AT": "claimed"}
+    proc = start("run", str(plan), env=env)
+    run = run_id_of(proc)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    later = tether("run", str(plan), env={"MARKS": str(marks)})
+    assert later.returncode == 1, later.stdout + later.stderr
+    assert f"`tether takeover {run}`" in later.stdout
