@@ -237,9 +237,10 @@ def test_hook_blocks_a_4_mb_command_in_time(workspace: Path) -> None:
     )
 )
 def test_every_hook_input_gets_an_answer(raw: bytes) -> None:
-    """Any bytes on stdin are answered: allowed (None) or blocked with a reason; the
-    judge never raises (the command would exit 1, which lets the call through)."""
-    from tether.cli.guard import _judge_claude_event
+    """Any bytes on stdin are answered: allowed or blocked with a reason; the judge
+    never raises (the command would exit 1, which lets the call through)."""
+    from tether.stop._hook import judge_hook_event
 
-    answer = _judge_claude_event(raw)
-    assert answer is None or answer.startswith("tether guard")
+    answer = judge_hook_event(raw, environ={})
+    assert answer.allowed or answer.message.startswith("tether guard")
+    assert answer.allowed == (answer.message == "")
