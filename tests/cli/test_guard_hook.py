@@ -292,11 +292,14 @@ def test_hook_path_imports_no_heavy_module(
     """Spec 05: the hook's start is the latency every agent tool call pays (at most 3x
     a bare interpreter), so `tether guard --claude-hook` must judge a call without
     loading click, anyio or any layer above the guard; this pins it for later changes."""
+    # Coverage's start-up hook in a measured child loads sqlite3 and tomllib of its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE")}
     done = subprocess.run(
         [sys.executable, "-c", _LOADED],
         input=event(tool_name, tool_input, workspace),
         capture_output=True,
         cwd=workspace,
+        env=env,
         timeout=60,
         check=False,
     )

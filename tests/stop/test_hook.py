@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.stop import lift_stop, set_stop
-from tether.stop._hook import judge_hook_event
+from tether.stop import judge_hook_event, lift_stop, set_stop
 
 
 def _event(tool_name: str, tool_input: dict[str, object], cwd: Path) -> bytes:
