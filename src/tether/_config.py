@@ -7,9 +7,7 @@ setup record of the recorded stop is `tether.stop`'s own file.
 
 from __future__ import annotations
 
-import difflib
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +143,8 @@ def _seconds(raw: object, name: str) -> float:
 
 
 def _nearest(word: str, known: list[str]) -> str:
+    import difflib
+
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
     return f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
 
@@ -181,6 +181,8 @@ def check_keys(data: dict[str, Any], file: Path) -> None:
 
 def _read(file: Path, *, must_exist: str | None) -> dict[str, Any] | None:
     """The file's TOML, or None when it does not exist and need not."""
+    import tomllib  # here, not above: `paths()` is on the per-tool-call hook path
+
     try:
         return tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:

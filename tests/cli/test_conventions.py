@@ -62,11 +62,12 @@ def test_every_command_with_json_has_pretty() -> None:
     """The one JSON style reaches every read command, including those added later."""
     import click
 
-    from tether.cli import _COMMANDS, cli
+    from tether.cli import cli
+    from tether.cli._app import COMMANDS
 
     ctx = click.Context(cli)
     seen = 0
-    stack = [cli.get_command(ctx, name) for name in _COMMANDS]
+    stack = [cli.get_command(ctx, name) for name in COMMANDS]
     while stack:
         command = stack.pop()
         assert command is not None

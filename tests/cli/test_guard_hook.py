@@ -237,9 +237,111 @@ def test_hook_blocks_a_4_mb_command_in_time(workspace: Path) -> None:
     )
 )
 def test_every_hook_input_gets_an_answer(raw: bytes) -> None:
-    """Any bytes on stdin are answered: allowed (None) or blocked with a reason; the
-    judge never raises (the command would exit 1, which lets the call through)."""
-    from tether.cli.guard import _judge_claude_event
+    """Any bytes on stdin are answered: allowed or blocked with a reason; the judge
+    never raises (the command would exit 1, which lets the call through)."""
+    from tether.stop._hook import judge_hook_event
 
-    answer = _judge_claude_event(raw)
-    assert answer is None or answer.startswith("tether guard")
+    answer = judge_hook_event(raw, environ={})
+    assert answer.allowed or answer.message.startswith("tether guard")
+    assert answer.allowed == (answer.message == "")
+
+
+_HEAVY = (
+    "click",
+    "anyio",
+    "asyncio",
+    "pydantic",
+    "httpx",
+    "rich",
+    "typer",
+    "sqlite3",
+    "tomllib",
+    "difflib",
+    "importlib.metadata",
+    "tether.cli._app",
+    "tether.cli.guard",
+    "tether.host",
+    "tether.models",
+    "tether.runtime",
+    "tether.runs",
+    "tether.acp",
+)
+"""What the per-call hook path must not import: the CLI framework and the command
+modules, the async runtime, the wire models and HTTP, the config file's TOML, and every
+layer above `tether.stop`."""
+
+_LOADED = """\
+import atexit, sys
+atexit.register(lambda: sys.__stdout__.write("\\n".join(sorted(sys.modules))))
+sys.argv = ["tether", "guard", "--claude-hook"]
+from tether.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "tool_input"),
+    [
+        ("Bash", {"command": "ls -la && git status --short"}),
+        ("Write", {"file_path": "notes.txt", "content": "hello"}),
+    ],
+)
+def test_hook_path_imports_no_heavy_module(
+    workspace: Path, tool_name: str, tool_input: dict[str, Any]
+) -> None:
+    """Spec 05: the hook's start is the latency every agent tool call pays (at most 3x
+    a bare interpreter), so `tether guard --claude-hook` must judge a call without
+    loading click, anyio or any layer above the guard; this pins it for later changes."""
+    # Coverage's start-up hook in a measured child loads sqlite3 and tomllib of its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE")}
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED],
+        input=event(tool_name, tool_input, workspace),
+        capture_output=True,
+        cwd=workspace,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.decode().split())
+    assert "tether.stop._hook" in loaded
+    heavy = sorted(
+        name
+        for name in loaded
+        if any(name == h or name.startswith(h + ".") for h in _HEAVY)
+    )
+    assert heavy == []
+
+
+def test_hook_tells_a_run_agent_to_end_its_turn_while_a_stop_stands(
+    workspace: Path,
+) -> None:
+    """Spec 03, "The stop inside an agent": the hook of a run's agent (`TETHER_RUN`)
+    blocks every call with exit 2 while a stop stands, saying the person stopped the run
+    and the agent should end its turn."""
+    from tether.stop import lift_stop, set_stop
+
+    payload = event("Read", {"file_path": str(workspace / "notes.txt")}, workspace)
+    env = {**os.environ, "TETHER_RUN": "r-7", "TETHER_LANE": "lane-1"}
+
+    def hook() -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "tether", "guard", "--claude-hook"],
+            input=payload,
+            capture_output=True,
+            cwd=workspace,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    set_stop()
+    stopped = hook()
+    assert stopped.returncode == 2
+    assert b"the person stopped this run (run r-7, lane lane-1)" in stopped.stderr
+    assert b"End your turn" in stopped.stderr
+    lift_stop()
+    after = hook()
+    assert after.returncode == 0, after.stderr
+    assert after.stderr == b""

@@ -14,11 +14,6 @@ import click
 
 __all__ = ("guard",)
 
-_MAX_EVENT_BYTES = 4 * 1024 * 1024
-_BLOCK = 2
-"""Claude Code blocks a PreToolUse call only on exit code 2; any other failure lets the
-call through, so every failure here exits 2 (fail closed)."""
-
 
 @click.command(
     "guard",
@@ -82,50 +77,9 @@ def guard(claude_hook: bool, print_config: bool) -> None:
     if print_config:
         click.echo(json.dumps(hook_config(_protected_paths()), indent=2))
         return
-    try:
-        reason = _judge_claude_event(sys.stdin.buffer.read(_MAX_EVENT_BYTES + 1))
-    except Exception as exc:  # fail closed: exit 1 would let the call through
-        reason = f"tether guard failed, so the call is blocked: {exc!r}"
-    if reason is not None:
-        click.echo(reason, err=True)
-        # Not `ctx.exit()`: under `cli.main(standalone_mode=False)` click returns that
-        # code instead of exiting, and a hook that exits 0 lets the call through.
-        raise SystemExit(_BLOCK)
+    from ._hook import run_claude_hook
 
-
-def _judge_claude_event(raw: bytes) -> str | None:
-    """Return why the event's call is blocked, or None when it may go on."""
-    from tether.stop._guard import guard_tool_call
-
-    if len(raw) > _MAX_EVENT_BYTES:
-        return "tether guard: the hook event is larger than 4 MiB; blocked"
-    try:
-        event = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return f"tether guard: the hook input is not JSON ({exc}); blocked"
-    if not isinstance(event, dict):
-        return "tether guard: the hook input is not a JSON object; blocked"
-    name = event.get("hook_event_name", "PreToolUse")
-    if name != "PreToolUse":
-        return f"tether guard: expected a PreToolUse event, got {name!r}; blocked"
-    tool_name = event.get("tool_name")
-    tool_input = event.get("tool_input")
-    cwd = event.get("cwd")
-    if not isinstance(tool_name, str) or not tool_name:
-        return "tether guard: the event has no tool_name string; blocked"
-    if not isinstance(tool_input, dict):
-        return "tether guard: the event has no tool_input object; blocked"
-    if cwd is not None and not isinstance(cwd, str):
-        return "tether guard: the event's cwd is not a string; blocked"
-    verdict = guard_tool_call(
-        tool_name,
-        tool_input,
-        cwd=Path(cwd) if cwd else Path.cwd(),
-        protected=_protected_paths(),
-    )
-    if verdict.allowed:
-        return None
-    return f"tether guard refused this {tool_name} call: {verdict.reason}"
+    run_claude_hook()
 
 
 def hook_config(protected: list[Path]) -> dict[str, Any]:

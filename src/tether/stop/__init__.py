@@ -6,7 +6,8 @@ STOPPED or HOLD; a run uses a `StopWatch` (made at its start) that also holds wh
 folder, the uid directory or the setup changed. A root-owned system binding
 (`bind_accounts`, `tether setup --system`) makes an agents' account honour the person's
 stop whatever its own setup says; `install_hold_reason()` says why a bound account's run
-must hold. `protected_paths()` lists what the guard keeps agents away from.
+must hold. `protected_paths()` lists what the guard keeps agents away from;
+`judge_hook_event()` answers one agent hook event (the guard, and a run's stop).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ._board import choose_setup as choose_setup
     from ._guard import GuardVerdict as GuardVerdict
     from ._guard import guard_tool_call as guard_tool_call
+    from ._hook import HookAnswer as HookAnswer
+    from ._hook import judge_hook_event as judge_hook_event
     from ._protected import protected_paths as protected_paths
     from ._read import NotHonoured as NotHonoured
     from ._read import ReadOutcome as ReadOutcome
@@ -52,6 +55,7 @@ __all__ = (
     "BindingUnchecked",
     "Board",
     "GuardVerdict",
+    "HookAnswer",
     "LiftResult",
     "NotHonoured",
     "ReadOutcome",
@@ -67,6 +71,7 @@ __all__ = (
     "choose_setup",
     "guard_tool_call",
     "install_hold_reason",
+    "judge_hook_event",
     "lift_stop",
     "load_binding",
     "load_setup",
@@ -84,6 +89,8 @@ _WHERE = {
     "choose_setup": "_board",
     "GuardVerdict": "_guard",
     "guard_tool_call": "_guard",
+    "HookAnswer": "_hook",
+    "judge_hook_event": "_hook",
     "NotHonoured": "_read",
     "ReadOutcome": "_read",
     "StopReading": "_read",

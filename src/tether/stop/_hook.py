@@ -1,0 +1,146 @@
+"""One agent hook event judged: a PreToolUse call and the environment it runs in.
+
+The job: given the JSON a host sends before a tool call (Claude Code's PreToolUse shape:
+`tool_name`, `tool_input`, `cwd`) and the environment of the agent, answer whether the
+call may start and, if not, the message the agent is shown. Two refusals: a stop stands
+for the run the agent works in (`TETHER_RUN` set: spec 03, "The stop inside an agent"),
+and the guard's (spec 02, "The guard"). Anything that cannot be judged refuses.
+
+Boundary: this module speaks no host's output format and exits nothing; a command (the
+`tether guard --claude-hook` process) turns the answer into an exit code and text. It
+runs before every tool call of an agent, so it imports at the top only what every event
+needs and the guard, the protected paths and the stop reader on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+__all__ = ("MAX_EVENT_BYTES", "HookAnswer", "judge_hook_event")
+
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+"""A larger event is refused unread: a hook must answer before its host gives up."""
+_RUN = "TETHER_RUN"
+_LANE = "TETHER_LANE"
+
+
+class HookAnswer(NamedTuple):
+    """Whether one tool call may start, and what the agent is told if not.
+
+    A small immutable value like the other answers of `tether.stop`; a named tuple
+    rather than an attrs class because it is built on the per-call hook path, where
+    importing attrs alone costs several times a bare interpreter's start.
+    """
+
+    allowed: bool
+    """True when the call may go on to the host's own permission flow."""
+    message: str = ""
+    """Why the call is refused, for the agent to read; empty when allowed."""
+    stopped: bool = False
+    """The refusal is the person's stop: the agent should end its turn, not retry."""
+
+
+_ALLOWED = HookAnswer(allowed=True)
+
+
+def judge_hook_event(
+    raw: bytes, *, environ: Mapping[str, str] | None = None
+) -> HookAnswer:
+    """Judge one PreToolUse event (JSON bytes) in the agent's environment.
+
+    With `TETHER_RUN` in `environ` the agent works in a tether run: while a stop
+    stands for this account's runs (the reading is STOPPED), every call is refused
+    with a message saying the person stopped the run and the agent should end its
+    turn. Then the guard judges the call against the protected paths. Malformed input,
+    an event of another kind, or a failure inside the judgment also refuse.
+
+    Args:
+        raw: the event as the host wrote it on the hook's standard input.
+        environ: the agent's environment (default: this process's).
+    """
+    env = os.environ if environ is None else environ
+    try:
+        return _judge(raw, env)
+    except Exception as exc:  # fail closed: a crashing hook must not let calls by
+        return HookAnswer(
+            allowed=False,
+            message=f"tether guard failed, so the call is blocked: {exc!r}",
+        )
+
+
+def _judge(raw: bytes, env: Mapping[str, str]) -> HookAnswer:
+    if len(raw) > MAX_EVENT_BYTES:
+        return _refused("tether guard: the hook event is larger than 4 MiB; blocked")
+    try:
+        event = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return _refused(f"tether guard: the hook input is not JSON ({exc}); blocked")
+    if not isinstance(event, dict):
+        return _refused("tether guard: the hook input is not a JSON object; blocked")
+    name = event.get("hook_event_name", "PreToolUse")
+    if name != "PreToolUse":
+        return _refused(
+            f"tether guard: expected a PreToolUse event, got {name!r}; blocked"
+        )
+    tool_name = event.get("tool_name")
+    tool_input = event.get("tool_input")
+    cwd = event.get("cwd")
+    if not isinstance(tool_name, str) or not tool_name:
+        return _refused("tether guard: the event has no tool_name string; blocked")
+    if not isinstance(tool_input, dict):
+        return _refused("tether guard: the event has no tool_input object; blocked")
+    if cwd is not None and not isinstance(cwd, str):
+        return _refused("tether guard: the event's cwd is not a string; blocked")
+    run = env.get(_RUN)
+    if run:
+        stopped = _stop_message(run, env.get(_LANE) or None)
+        if stopped is not None:
+            return HookAnswer(allowed=False, message=stopped, stopped=True)
+    return _guarded(tool_name, tool_input, cwd or os.getcwd())
+
+
+def _refused(message: str) -> HookAnswer:
+    return HookAnswer(allowed=False, message=message)
+
+
+def _stop_message(run: str, lane: str | None) -> str | None:
+    """The message for an agent of `run` while a stop stands; None when none does.
+
+    The stop is read as the run reads it (every place this account honours, every
+    check), display-only: the hook makes no folder. Only STOPPED refuses here: a run
+    that cannot read its stop (HOLD) holds by itself at its next step, and its agent's
+    calls still pass the guard.
+    """
+    from ._read import ReadOutcome
+    from ._store import StopStore
+
+    try:
+        reading = StopStore.from_setup(create=False).read()
+    except Exception:  # a broken setup holds the run itself; see above
+        return None
+    if reading.outcome is not ReadOutcome.STOPPED:
+        return None
+    where = f"run {run}" + (f", lane {lane}" if lane else "")
+    return (
+        f"tether: the person stopped this run ({where}), so this tool call was not "
+        "started. End your turn now: start no other tool call and do not retry; "
+        "the work so far is kept, and the person takes the run up again when they "
+        "choose."
+    )
+
+
+def _guarded(tool_name: str, tool_input: Mapping[str, object], cwd: str) -> HookAnswer:
+    from pathlib import Path
+
+    from ._guard import guard_tool_call
+    from ._protected import protected_paths
+
+    verdict = guard_tool_call(
+        tool_name, tool_input, cwd=Path(cwd), protected=protected_paths()
+    )
+    if verdict.allowed:
+        return _ALLOWED
+    return _refused(f"tether guard refused this {tool_name} call: {verdict.reason}")

@@ -1,0 +1,104 @@
+"""`judge_hook_event`: one PreToolUse event and the agent's environment, one answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tether.stop import judge_hook_event, lift_stop, set_stop
+
+
+def _event(tool_name: str, tool_input: dict[str, object], cwd: Path) -> bytes:
+    return json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool_name,
+            "tool_input": tool_input,
+            "cwd": str(cwd),
+        }
+    ).encode()
+
+
+def test_a_run_agent_call_is_refused_while_a_stop_stands(workspace: Path) -> None:
+    """Spec 03, "The stop inside an agent": while a stop stands, a run's agent is told
+    that the person stopped the run and that it should end its turn; after the lift
+    its calls pass again."""
+    read = _event("Read", {"file_path": str(workspace / "notes.txt")}, workspace)
+    env = {"TETHER_RUN": "r-1", "TETHER_LANE": "lane-2"}
+    assert judge_hook_event(read, environ=env).allowed
+    set_stop()
+    answer = judge_hook_event(read, environ=env)
+    assert not answer.allowed
+    assert answer.stopped
+    assert "the person stopped this run (run r-1, lane lane-2)" in answer.message
+    assert "End your turn" in answer.message
+    lift_stop()
+    assert judge_hook_event(read, environ=env).allowed
+
+
+def test_outside_a_run_the_stop_leaves_calls_to_the_guard(workspace: Path) -> None:
+    """A tether choice: the stop binds the agents of tether's runs (`TETHER_RUN`); a
+    person's own Claude Code session under the hook is judged by the guard alone."""
+    set_stop()
+    harmless = _event("Bash", {"command": "ls -la"}, workspace)
+    assert judge_hook_event(harmless, environ={}).allowed
+    lift = _event("Bash", {"command": "tether lift"}, workspace)
+    answer = judge_hook_event(lift, environ={})
+    assert not answer.allowed
+    assert not answer.stopped
+    assert answer.message.startswith("tether guard refused this Bash call")
+
+
+def test_the_guard_still_judges_a_run_agent_call_with_no_stop(workspace: Path) -> None:
+    """With no stop standing, a run's agent meets the guard as any agent does."""
+    lift = _event("Bash", {"command": "tether lift"}, workspace)
+    answer = judge_hook_event(lift, environ={"TETHER_RUN": "r-1"})
+    assert not answer.allowed
+    assert not answer.stopped
+    assert "tether lift" in answer.message
+
+
+def test_an_empty_run_name_is_no_run(workspace: Path) -> None:
+    """`TETHER_RUN=` (set but empty) does not make the hook read the stop."""
+    set_stop()
+    read = _event("Read", {"file_path": "x"}, workspace)
+    assert judge_hook_event(read, environ={"TETHER_RUN": ""}).allowed
+
+
+def test_an_event_over_4_mib_is_refused_unread() -> None:
+    """A hook must answer before its host gives up, so a huge event is refused whole."""
+    answer = judge_hook_event(b" " * (4 * 1024 * 1024 + 1), environ={})
+    assert not answer.allowed
+    assert "larger than 4 MiB" in answer.message
+
+
+def test_a_broken_setup_leaves_a_run_agent_call_to_the_guard(
+    workspace: Path, tether_home: Path
+) -> None:
+    """A setup record that cannot be read holds the run itself at its next step; the
+    hook does not turn it into a stop, and the call still meets the guard."""
+    record = tether_home / "config" / "stop-setup.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("not json")
+    record.chmod(0o600)
+    harmless = _event("Bash", {"command": "ls"}, workspace)
+    assert judge_hook_event(harmless, environ={"TETHER_RUN": "r-1"}).allowed
+
+
+def test_a_failure_inside_the_judgment_refuses(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook fails closed: an error while judging is a refusal that says so."""
+    from tether.stop import _hook
+
+    def broken(*args: object) -> object:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_hook, "_guarded", broken)
+    answer = judge_hook_event(_event("Bash", {"command": "ls"}, workspace))
+    assert not answer.allowed
+    assert answer.message == (
+        "tether guard failed, so the call is blocked: RuntimeError('boom')"
+    )
