@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo:demo",
     "guard": "guard:guard",
     "host": "host:host",
+    "lanes": "lanes:lanes",
     "ledger": "ledger:ledger",
     "lift": "lift:lift",
     "permissions": "permissions:permissions",

@@ -1,0 +1,110 @@
+"""`tether lanes prune`: delete what of finished lanes is kept, after listing it."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ._output import echo_json
+
+__all__ = ("lanes",)
+
+_STORE_HELP = "A SQLite file or postgresql:// URL [env var: TETHER_STORE]."
+
+
+def _human(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"  # pragma: no cover - the loop returns at GB
+
+
+def _age(seconds: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+@click.group()
+def lanes() -> None:
+    """What tether keeps of lanes: done lanes' folders and saves of finished items.
+
+    \b
+    Examples:
+      tether lanes prune
+      tether lanes prune --older-than 7d --yes
+      tether lanes prune --json | jq '.[].path'
+    """
+
+
+@lanes.command("prune")
+@click.option(
+    "--older-than",
+    "older_than",
+    default=None,
+    metavar="AGE",
+    help="Only what has not changed for AGE (30m, 12h, 7d, 2w).",
+)
+@click.option("--yes", is_flag=True, help="Delete without asking.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@click.option("--store", "store_opt", default=None, help=_STORE_HELP)
+def prune(
+    older_than: str | None, yes: bool, as_json: bool, store_opt: str | None
+) -> None:
+    """List what of finished lanes may be deleted, then delete it (asks first).
+
+    Listed: the folders of done lanes (their branches are in your repository; what
+    stays is what git leaves out, such as build outputs), the saves of finished items
+    and partial copies. Never listed: a lane still open, held or halted, or a save a
+    take-over still needs.
+
+    \b
+    Examples:
+      tether lanes prune                       # list, sizes, then ask
+      tether lanes prune --older-than 7d --yes
+      tether lanes prune --json                # list only, as JSON
+    """
+    from ..runs import open_store, store_url
+    from ..runs._prune import parse_age, prunable, remove
+
+    age = parse_age(older_than) if older_than is not None else 0.0
+    store = open_store(store_url(store_opt))
+    try:
+        found = prunable(store, older_than=age)
+    finally:
+        store.close()
+    total = sum(p.size for p in found)
+    if as_json:
+        rows = [
+            {
+                "path": str(p.path),
+                "kind": p.kind,
+                "item": p.item,
+                "bytes": p.size,
+                "age_seconds": round(p.age),
+            }
+            for p in found
+        ]
+        if yes:
+            remove(found)
+        echo_json(rows)
+        return
+    if not found:
+        click.echo("nothing to prune")
+        return
+    for p in found:
+        what = f"{p.kind} {p.item}".rstrip()
+        click.echo(f"{_human(p.size):>9}  {_age(p.age):>4}  {what}  {p.path}")
+    click.echo(f"{len(found)} folder(s), {_human(total)}")
+    if not yes:
+        if not sys.stdin.isatty():
+            click.echo("nothing deleted: rerun with --yes to delete these")
+            return
+        if not click.confirm("delete them?", default=False):
+            click.echo("nothing deleted")
+            return
+    freed = remove(found)
+    click.echo(f"deleted {len(found)} folder(s), {_human(freed)} freed")

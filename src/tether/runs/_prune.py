@@ -1,0 +1,144 @@
+"""`tether lanes prune`: what of lanes may be deleted now, and deleting it.
+
+Nothing of a lane is deleted unless a lossless copy exists or its work is finished:
+
+- a **done lane's directory** (its branch was brought into the person's repository; what
+  stays is what git leaves out, such as build outputs);
+- a **save** whose item is finished (done or failed): the item went on from it;
+- **partial copies** in `tmp/` (a restore or an opening cut short): copies, never the
+  only one.
+
+A lane that is open, in a call, held or halted, and any save of an item not finished,
+is never listed: a take-over still needs it. Only what the store knows is listed; a
+folder of a run recorded in another store is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal, final
+
+import attrs
+
+from .._config import paths
+from ..errors import UsageError
+from ._store import Store
+from ._values import LaneState
+
+__all__ = ("Prunable", "parse_age", "prunable", "remove")
+
+Kind = Literal["done-lane", "save", "partial"]
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@final
+@attrs.frozen
+class Prunable:
+    """One folder `tether lanes prune` would delete."""
+
+    path: Path
+    """The folder."""
+    kind: Kind
+    """`done-lane`, `save` or `partial`."""
+    item: str
+    """Its work item ("" for a partial copy)."""
+    size: int
+    """Bytes it holds."""
+    age: float
+    """Seconds since it last changed."""
+
+
+def parse_age(text: str) -> float:
+    """`30m`, `12h`, `7d`, `2w` -> seconds.
+
+    Raises:
+        UsageError: the text is no age.
+    """
+    found = _AGE.match(text)
+    if found is None:
+        raise UsageError(
+            f"--older-than {text!r} is not an age: give a number and a unit, "
+            "e.g. 30m, 12h, 7d or 2w"
+        )
+    return float(found.group(1)) * _UNIT[found.group(2)]
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for top, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def _age(path: Path, now: float) -> float:
+    try:
+        return max(0.0, now - path.lstat().st_mtime)
+    except OSError:
+        return 0.0
+
+
+def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
+    """What may be deleted now, oldest first."""
+    now = time.time()
+    state = paths().state_dir
+    finished = {i.id for i in store.items() if i.state in ("done", "failed")}
+    found: list[tuple[Path, Kind, str]] = []
+    for run in store.runs():
+        for lane in store.lanes(run.id):
+            here = Path(lane.worktree)
+            if lane.state is LaneState.DONE and here.is_dir():
+                found.append((here, "done-lane", lane.item))
+            if lane.item in finished:
+                saves = state / "saves" / run.id / lane.id
+                if saves.is_dir():
+                    found += [(p, "save", lane.item) for p in sorted(saves.iterdir())]
+    tmp = state / "tmp"
+    if tmp.is_dir():
+        found += [(p, "partial", "") for p in sorted(tmp.glob("*.partial"))]
+    lanes = state / "lanes"
+    if lanes.is_dir():
+        found += [(p, "partial", "") for p in sorted(lanes.glob("*/.*.opening"))]
+    shown = [
+        Prunable(path=p, kind=k, item=i, size=_size(p), age=_age(p, now))
+        for p, k, i in found
+    ]
+    return sorted(
+        (p for p in shown if p.age >= older_than), key=lambda p: p.age, reverse=True
+    )
+
+
+def remove(found: Iterable[Prunable]) -> int:
+    """Delete each folder; returns the bytes freed."""
+    freed = 0
+    for entry in found:
+        _writable(entry.path)
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not entry.path.exists():
+            freed += entry.size
+    return freed
+
+
+def _writable(path: Path) -> None:
+    """Let folders a lane made read-only (0555, say) be emptied."""
+    for top, dirs, _files in os.walk(path):
+        for name in dirs:
+            full = os.path.join(top, name)
+            try:
+                if not os.path.islink(full):
+                    os.chmod(full, 0o700)
+            except OSError:
+                continue
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)

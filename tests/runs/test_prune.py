@@ -1,0 +1,80 @@
+"""A done lane's leftovers are kept until `tether lanes prune`, which lists them first;
+a save a take-over still needs is never listed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.waiting import wait_until
+
+from tether.stop import set_stop
+
+from .support import (
+    WAIT_FOR_GO,
+    make_repo,
+    open_default_store,
+    run_id_of,
+    start,
+    tether,
+    write_plan,
+)
+
+BUILD = "echo 'build/' > .gitignore; mkdir -p build; echo object > build/out.o; "
+
+
+@pytest.mark.rule("lanes-prune")
+def test_a_done_lane_keeps_its_ignored_files_until_prune_lists_and_deletes_them(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path)
+    plan = write_plan(tmp_path, repo, items=["a"], stages=[("build", BUILD)])
+    done = tether("run", str(plan))
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = open_default_store()
+    (lane,) = store.lanes(done.stdout.split()[1])
+    kept = Path(lane.worktree) / "build" / "out.o"
+    assert kept.read_text(encoding="utf-8") == "object\n"  # git leaves it out; kept
+    assert tether("lanes", "prune", "--older-than", "7d", "--json").stdout == "[]\n"
+    listed = tether("lanes", "prune")  # not a terminal: lists, deletes nothing
+    assert listed.returncode == 0, listed.stderr
+    assert "done-lane a" in listed.stdout
+    assert "rerun with --yes" in listed.stdout
+    assert kept.exists()
+    shown = json.loads(tether("lanes", "prune", "--json").stdout)
+    assert [(row["kind"], row["item"]) for row in shown] == [("done-lane", "a")]
+    assert shown[0]["bytes"] > 0
+    gone = tether("lanes", "prune", "--yes")
+    assert "deleted 1 folder(s)" in gone.stdout
+    assert not Path(lane.worktree).exists()
+    assert tether("lanes", "prune").stdout == "nothing to prune\n"
+
+
+@pytest.mark.rule("lanes-prune")
+def test_prune_never_lists_a_save_a_takeover_still_needs(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["h"],
+        stages=[
+            ("work", "echo w > w.txt; " + WAIT_FOR_GO.format(stage="w")),
+            ("more", "true"),
+        ],
+    )
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run_id_of(proc)
+    wait_until(lambda: (marks / "h.w").exists(), what="the agent busy")
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 3
+    assert tether("lanes", "prune", "--json").stdout == "[]\n"
+
+
+def test_prune_refuses_an_age_it_cannot_read() -> None:
+    bad = tether("lanes", "prune", "--older-than", "soon")
+    assert bad.returncode == 2
+    assert "e.g. 30m, 12h, 7d or 2w" in bad.stderr
