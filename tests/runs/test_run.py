@@ -408,3 +408,46 @@ def test_a_following_run_takes_new_queue_items_and_halts_on_a_stop(
     assert proc.wait(timeout=60) == 3
     assert time.monotonic() - stopped < 10  # poll 0.1 s; a wide margin for load
     assert store.run(run).state is RunState.HALTED  # type: ignore[union-attr]
+
+
+@pytest.mark.rule("halt-order")
+def test_a_full_tether_home_ends_the_run_with_one_line_and_loses_nothing(
+    tmp_path: Path, small_tmpfs: Path
+) -> None:
+    """TETHER_HOME on a small tmpfs that fills while the agent works: the run ends with
+    one line naming the full folder and what to do, no traceback; once space is freed a
+    take-over finishes the item with its work."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["one"],
+        stages=[
+            ("implement", "echo kept > kept.txt; " + WAIT_FOR_GO.format(stage="impl")),
+            ("review", "true"),
+        ],
+    )
+    env = {"MARKS": str(marks), "TETHER_HOME": str(small_tmpfs / "home")}
+    proc = start("run", str(plan), "--save-retry", "0.3", env=env)
+    run = run_id_of(proc)
+    wait_until(lambda: len(list(marks.glob("*.impl"))) == 1, what="the agent busy")
+    filler = small_tmpfs / "filler"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    (marks / "go").touch()
+    code = proc.wait(timeout=60)
+    out_text, err_text = proc.communicate()
+    assert "Traceback" not in err_text + out_text, err_text
+    assert code in (1, 4), (code, out_text, err_text)
+    assert "no space left on the file system of" in err_text
+    filler.unlink()
+    taken = tether("takeover", run, env=env)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert git(repo, "show", "tether/one:kept.txt") == "kept"

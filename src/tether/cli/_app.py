@@ -7,6 +7,7 @@ Commands are imported only when run, so `tether --help` stays fast. Exit codes: 
 from __future__ import annotations
 
 import difflib
+import errno
 import importlib
 import importlib.util
 import os
@@ -140,6 +141,42 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BaseException as exc:  # a full disk, however deep in a task group
+        full = _full_disk(exc)
+        if full is None:
+            raise
+        click.echo(f"tether: {full}", err=True)
+        sys.exit(1)
     # Without standalone mode click returns the code a command gave `ctx.exit(n)`.
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+_FULL = ("No space left on device", "disk is full", "Out of diskspace", "ENOSPC")
+
+
+def _full_disk(exc: BaseException) -> str | None:
+    """One line for an error that is (or a group that holds) a full file system."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _full_disk(inner)
+            if found is not None:
+                return found
+        return None
+    text = str(exc)
+    if not (
+        (isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+        or any(mark in text for mark in _FULL)
+    ):
+        return None
+    from .._config import paths
+
+    state = paths().state_dir
+    where = getattr(exc, "filename", None) or (
+        str(state) if str(state) in text or "OperationalError" in repr(exc) else ""
+    )
+    place = f"the file system of {where}" if where else "a file system tether writes"
+    return (
+        f"no space left on {place}: free some space there; what was saved stays "
+        "saved, and `tether runs` shows what to take over once there is room"
+    )
