@@ -183,3 +183,32 @@ async def test_a_restore_cut_halfway_leaves_only_a_partial_copy(
     if back.exists():  # the copy won the race: it is whole
         assert_same(before, snapshot(back))
     assert not list(back.parent.glob("*.partial")) if back.parent.exists() else True
+
+
+@pytest.mark.anyio
+async def test_an_object_a_lane_planted_never_reaches_the_persons_repository(
+    tmp_path: Path,
+) -> None:
+    """A lane writes a corrupt object under the name of a file's blob, hoping the view
+    skips hashing it: the view is then fetched whole, git refuses the bad object, the
+    save fails (the lane stays whole, for a held lane) and the person's repository has
+    no such object."""
+    import zlib
+
+    from tether.runs._lanes import SaveFailed
+
+    repo = make_repo(tmp_path)
+    lane = lane_dir("run_p", "lane_p")
+    await open_lane(repo, lane, "tether/p")
+    (lane / "file.txt").write_text("content\n", encoding="utf-8")
+    blob = git(lane, "hash-object", "file.txt")
+    planted = lane / ".git" / "objects" / blob[:2] / blob[2:]
+    planted.parent.mkdir(exist_ok=True)
+    planted.write_bytes(zlib.compress(b"blob 7\0garbage"))
+    with pytest.raises(SaveFailed):
+        await save_lane(repo, lane, run="run_p", lane_id="lane_p", message="p")
+    assert (lane / "file.txt").exists()
+    found = await anyio.run_process(
+        ["git", "cat-file", "-e", blob], cwd=repo, check=False
+    )
+    assert found.returncode != 0

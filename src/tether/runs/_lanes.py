@@ -56,19 +56,19 @@ __all__ = (
     "bring_back",
     "commit_leftovers",
     "commits_since",
-    "fetch_view",
     "find_saves",
     "git",
     "has_commit",
     "head",
+    "keep_view",
     "lane_dir",
+    "make_view",
     "open_lane",
     "restore",
     "restore_copy",
     "save_dir",
     "save_lane",
     "saved_ref",
-    "view_commit",
 )
 
 _IDENTITY = {
@@ -294,13 +294,21 @@ async def _in_progress(lane: Path) -> bool:
     return any([await in_thread((gitdir / n).exists) for n in names])
 
 
-async def view_commit(lane: Path, *, message: str) -> str:
-    """The reviewable view of a lane: a commit of every file and of its index.
+async def make_view(repo: Path, lane: Path, *, message: str) -> str:
+    """Make the reviewable view of a lane in the person's repository; its commit.
 
-    Touches no branch, no index and no file of the lane (its objects gain the view's).
+    The view is a commit of every file git would add (`git add -A` into a copy of the
+    lane's index) whose parents are the lane's HEAD and a commit of its index, like a
+    stash. What the lane made itself (its commits, the blobs its index holds) is
+    fetched from it first, so git checks every object that crosses; the files' blobs
+    are then hashed by git straight into the person's objects (as a save into a shared
+    worktree did: no second copy, no packing). If an object is still missing there
+    (a lane that planted one under the name of another), the whole view is fetched
+    instead, checked object by object. Touches no branch, no index and no file of the
+    lane, nor any ref of the person's.
 
     Raises:
-        GitFailed: the lane cannot be read or written.
+        GitFailed: the lane cannot be read or the person's repository written.
     """
     index = lane / ".git" / "index"
     base = await head(lane)
@@ -320,18 +328,67 @@ async def view_commit(lane: Path, *, message: str) -> str:
             # Unmerged entries (a conflicted merge or rebase) make no tree: the view's
             # index parent is then HEAD's; the index itself is in the lossless copy.
             staged_tree = await git("rev-parse", "HEAD^{tree}", cwd=lane)
-        await git("add", "-A", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_all)})
-        tree = await git("write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_all)})
+        staged = await git(
+            "commit-tree",
+            staged_tree,
+            "-p",
+            base,
+            "-m",
+            f"index of {message}",
+            cwd=lane,
+        )
+        await _fetch(repo, lane, staged)
+        into = {
+            "GIT_INDEX_FILE": str(tmp_all),
+            "GIT_OBJECT_DIRECTORY": str(await _objects_of(repo)),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(lane / ".git" / "objects"),
+        }
+        await git("add", "-A", cwd=lane, env=into)
+        tree = await git("write-tree", cwd=lane, env=into)
+        commit = await git(
+            "commit-tree",
+            tree,
+            "-p",
+            base,
+            "-p",
+            staged,
+            "-m",
+            message,
+            cwd=lane,
+            env=into,
+        )
     finally:
         for leftover in (tmp_all, tmp_staged):
             with contextlib.suppress(OSError):
                 leftover.unlink()
-    staged = await git(
-        "commit-tree", staged_tree, "-p", base, "-m", f"index of {message}", cwd=lane
+    missing = await git(
+        "rev-list", "--objects", "--missing=print", commit, "--not", staged, cwd=repo
     )
-    return await git(
+    if any(line.startswith("?") for line in missing.splitlines()):
+        commit = await _view_by_fetch(repo, lane, message, base, staged)
+    return commit
+
+
+async def _view_by_fetch(
+    repo: Path, lane: Path, message: str, base: str, staged: str
+) -> str:
+    """The view made in the lane and fetched whole (every object checked)."""
+    tmp_all = _tmp_dir() / f"save-{os.urandom(6).hex()}.index"
+    index = lane / ".git" / "index"
+    try:
+        if await in_thread(index.exists):
+            await in_thread(_copy_file, index, tmp_all)
+        env = {"GIT_INDEX_FILE": str(tmp_all)}
+        await git("add", "-A", cwd=lane, env=env)
+        tree = await git("write-tree", cwd=lane, env=env)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp_all.unlink()
+    commit = await git(
         "commit-tree", tree, "-p", base, "-p", staged, "-m", message, cwd=lane
     )
+    await _fetch(repo, lane, commit)
+    return commit
 
 
 def _copy_file(src: Path, dst: Path) -> None:
@@ -340,9 +397,9 @@ def _copy_file(src: Path, dst: Path) -> None:
     shutil.copyfile(src, dst)
 
 
-async def fetch_view(repo: Path, lane: Path, commit: str, ref: str) -> str:
-    """Fetch the view `commit` into the person's repository at `ref`, or at the first
-    free `ref.N`: a save never replaces another. Returns the ref used."""
+async def _fetch(repo: Path, lane: Path, commit: str) -> None:
+    """Fetch `commit` (and what it needs) from the lane into the person's repository,
+    storing no ref: git checks every object it receives."""
     upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
     await git(
         "fetch",
@@ -355,6 +412,11 @@ async def fetch_view(repo: Path, lane: Path, commit: str, ref: str) -> str:
         commit,
         cwd=repo,
     )
+
+
+async def keep_view(repo: Path, commit: str, ref: str) -> str:
+    """Point `ref` at the view `commit` in the person's repository, or the first free
+    `ref.N`: a save never replaces another. Returns the ref used."""
     n = 1
     while True:
         name = ref if n == 1 else f"{ref}.{n}"
@@ -390,8 +452,8 @@ async def save_lane(
     from ._store import crash_point
 
     try:
-        commit = await view_commit(lane, message=message)
-        ref = await fetch_view(repo, lane, commit, saved_ref(run, lane_id))
+        commit = await make_view(repo, lane, message=message)
+        ref = await keep_view(repo, commit, saved_ref(run, lane_id))
         crash_point("save-view")
         target = save_dir(run, lane_id, commit)
         await in_thread(_move_aside, lane, target)

@@ -52,14 +52,15 @@ from ._lanes import (
     git,
     has_commit,
     head,
+    keep_view,
     lane_dir,
+    make_view,
     open_lane,
     restore,
     restore_copy,
     save_dir,
     save_lane,
     saved_ref,
-    view_commit,
 )
 from ._liveness import here, process_start
 from ._plan import Plan
@@ -563,10 +564,12 @@ class Run:
             dirty = ""
         if dirty:
             try:
-                commit = await view_commit(
-                    lane.worktree, message=f"{self.id} {lane.row.id}"
+                commit = await make_view(
+                    self.plan.repo, lane.worktree, message=f"{self.id} {lane.row.id}"
                 )
-                ref = await self._view_ref(lane, commit)
+                ref = await keep_view(
+                    self.plan.repo, commit, saved_ref(self.id, lane.row.id)
+                )
             except GitFailed as exc:
                 self._log("save-failed", lane=lane.row.id, detail=str(exc))
             else:
@@ -575,13 +578,6 @@ class Run:
                 where += f"; what it left uncommitted is viewed at {ref}"
         self.say(f"{lane.row.item}: {verdict}; {where}")
         del self._lanes[lane.row.id]
-
-    async def _view_ref(self, lane: _Lane, commit: str) -> str:
-        from ._lanes import fetch_view
-
-        return await fetch_view(
-            self.plan.repo, lane.worktree, commit, saved_ref(self.id, lane.row.id)
-        )
 
     async def _save(self, lane: _Lane) -> str | None:
         try:
