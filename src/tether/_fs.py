@@ -13,7 +13,13 @@ from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ("check_owner_only", "fsync_dir", "judge_owner_only", "write_atomic")
+__all__ = (
+    "check_owner_only",
+    "fsync_dir",
+    "judge_owner_only",
+    "write_atomic",
+    "write_atomic_at",
+)
 
 
 def fsync_dir(path: Path) -> None:
@@ -60,6 +66,55 @@ def write_atomic(
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+def write_atomic_at(
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    *,
+    mode: int = 0o600,
+    owner: tuple[int, int] | None = None,
+) -> None:
+    """Replace `name` in the directory `dir_fd` with `data`, as `write_atomic` does.
+
+    Every step is relative to the descriptor (`openat`, `renameat` within it, `fsync`
+    of it): nothing resolves a path again, so a directory swapped for a link meanwhile
+    is never followed. `dir_fd` may be an `O_PATH` descriptor.
+
+    Raises:
+        OSError: as `write_atomic`; the temp file is removed and `name` left as it was.
+    """
+    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, mode & 0o777, dir_fd=dir_fd)
+    try:
+        try:
+            if owner is not None:
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, *owner)
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    # "." opens the directory the descriptor already holds: no path is resolved.
+    with contextlib.suppress(PermissionError):
+        sync_fd = os.open(
+            ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+        try:
+            os.fsync(sync_fd)
+        finally:
+            os.close(sync_fd)
 
 
 def check_owner_only(path: Path) -> os.stat_result:

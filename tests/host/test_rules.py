@@ -628,3 +628,74 @@ def test_rule_with_more_than_one_command_is_refused() -> None:
     """A rule names one simple command; `Bash(a; b)` says which part is wrong."""
     with pytest.raises(UsageError, match="one simple command"):
         PermissionRules.from_lists(allow=["Bash(git status; rm x)"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/x",
+        "http://127.1/",
+        "http://2130706433/",
+        "http://[::1]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/",
+        "http://10.1.2.3/",
+        "http://172.16.0.1/",
+        "http://192.168.1.1/",
+        "http://[fd00::1]/",
+        "http://0.0.0.0/",
+        "http://localhost/",
+        "http://LOCALHOST./",
+        "http://api.localhost/",
+    ],
+)
+def test_local_addresses_ask_unless_an_allow_rule_names_the_host(
+    tmp_path: Path, url: str
+) -> None:
+    """S15: with no rules, WebFetch of a loopback, link-local, private or unspecified
+    address or a `localhost` name asks; an allow rule naming the host allows it; a bare
+    `WebFetch` allow rule does not; a deny still denies."""
+    from urllib.parse import urlsplit
+
+    from tether.host.tools.webfetch import WebFetch
+
+    args = {"url": url}
+    host = urlsplit(url).hostname
+    assert PermissionRules().decide(WebFetch(), args, workspace=tmp_path) == "ask"
+    bare = PermissionRules.from_lists(allow=["WebFetch"])
+    assert bare.decide(WebFetch(), args, workspace=tmp_path) == "ask"
+    named = PermissionRules.from_lists(allow=[f"WebFetch(domain:{host})"])
+    assert named.decide(WebFetch(), args, workspace=tmp_path) == "allow"
+    denied = PermissionRules.from_lists(
+        allow=[f"WebFetch(domain:{host})"], deny=["WebFetch"]
+    )
+    assert denied.decide(WebFetch(), args, workspace=tmp_path) == "deny"
+
+
+def test_a_name_resolving_to_a_local_address_asks(tmp_path: Path) -> None:
+    """S15: a public-looking name is judged by the addresses the host looked up for the
+    call: any local one among them makes it ask; public ones alone are allowed."""
+    from tether.host.tools.webfetch import WebFetch
+
+    rules = PermissionRules()
+    url = "https://intranet.example.com/"
+    for addresses, want in (
+        (["93.184.215.14"], "allow"),
+        (["93.184.215.14", "10.0.0.7"], "ask"),
+        (["169.254.169.254"], "ask"),
+    ):
+        args = {"url": url, "_addresses": addresses}
+        assert rules.decide(WebFetch(), args, workspace=tmp_path) == want
+    why = rules.explain(
+        WebFetch(), {"url": url, "_addresses": ["10.0.0.7"]}, workspace=tmp_path
+    )
+    assert why.why == (
+        "the URL's host is a name resolving to 10.0.0.7, a private address, and no "
+        "allow rule "
+        "names the host"
+    )
+    assert (
+        rules.decide(WebFetch(), {"url": "https://example.com/"}, workspace=tmp_path)
+        == "allow"
+    )

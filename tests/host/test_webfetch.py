@@ -12,9 +12,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from tether import Runtime
 from tether._config import Config
 from tether.errors import ErrorCode, ToolFailed
-from tether.host import StopClass, ToolContext
+from tether.host import PermissionRequest, StopClass, ToolContext
 from tether.host.tools import webfetch as webfetch_module
 from tether.host.tools.webfetch import WebFetch
 
@@ -35,6 +36,8 @@ class Server(http.server.ThreadingHTTPServer):
         self.dripping = threading.Event()
         self.client_gone = threading.Event()
         self.release = threading.Event()
+        self.seen: list[tuple[str, str]] = []
+        """The path and `Host` header of every request received."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up early are part of these tests, not errors."""
@@ -62,6 +65,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path
+        self.server.seen.append((path, self.headers.get("Host", "")))
         if path == "/page":
             self.send(200, "text/html; charset=utf-8", PAGE)
         elif path == "/text":
@@ -287,3 +291,113 @@ async def test_webfetch_reports_a_redirect_to_another_host_instead_of_following_
     out = await fetch(workspace, f"{server.base}/to?{other}/text")
     assert f"redirects to {other}/text" in out
     assert "does not follow" in out
+
+
+async def _fetch_through_runtime(
+    workspace: Path, url: str, *, allow: list[str], approve: bool
+) -> tuple[Any, list[PermissionRequest]]:
+    asked: list[PermissionRequest] = []
+
+    async def approver(request: PermissionRequest) -> bool:
+        asked.append(request)
+        return approve
+
+    async with Runtime(
+        workspace=workspace,
+        tools=[WebFetch()],
+        permissions={"allow": allow},
+        approver=approver,
+        guard=False,
+    ) as rt:
+        session = rt.session()
+        async with session.turn() as turn:
+            result = await turn.call("WebFetch", {"url": url})
+    return result, asked
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "127.1"])
+async def test_webfetch_of_loopback_asks_and_a_no_sends_nothing(
+    workspace: Path, server: Server, host: str
+) -> None:
+    """S15: with no rules, a fetch of a loopback address (literal, short form or
+    `localhost`) asks; the approver says no, and the server receives nothing."""
+    url = f"http://{host}:{server.server_address[1]}/text"
+    result, asked = await _fetch_through_runtime(
+        workspace, url, allow=[], approve=False
+    )
+    assert result.code is ErrorCode.PERMISSION_DENIED
+    assert [r.tool for r in asked] == ["WebFetch"]
+    assert "127.0.0.1" in asked[0].input["_addresses"]
+    assert server.seen == []
+
+
+@pytest.mark.anyio
+async def test_webfetch_of_loopback_runs_with_an_allow_rule_naming_it(
+    workspace: Path, server: Server
+) -> None:
+    """S15: an allow rule naming the host lets the loopback fetch run unasked; a bare
+    `WebFetch` rule does not (it still asks)."""
+    url = f"{server.base}/text"
+    result, asked = await _fetch_through_runtime(
+        workspace, url, allow=["WebFetch(domain:127.0.0.1)"], approve=False
+    )
+    assert not result.is_error, result.output
+    assert result.output.endswith("héllo")
+    assert asked == []
+    result, asked = await _fetch_through_runtime(
+        workspace, url, allow=["WebFetch"], approve=False
+    )
+    assert result.code is ErrorCode.PERMISSION_DENIED
+    assert len(asked) == 1
+
+
+@pytest.mark.anyio
+async def test_webfetch_redirect_to_a_local_host_is_a_call_of_its_own(
+    workspace: Path, server: Server
+) -> None:
+    """S15: a redirect to another host (here `localhost`) is not followed: fetching it
+    is a new call, which the rules judge (and which asks)."""
+    other = f"http://localhost:{server.server_address[1]}/text"
+    result, _ = await _fetch_through_runtime(
+        workspace,
+        f"{server.base}/to?{other}",
+        allow=["WebFetch(domain:127.0.0.1)"],
+        approve=False,
+    )
+    assert f"redirects to {other}" in result.output
+    assert [path for path, _ in server.seen] == [f"/to?{other}"]
+
+
+@pytest.mark.anyio
+async def test_webfetch_connects_to_the_address_judged_and_keeps_the_name(
+    workspace: Path, server: Server
+) -> None:
+    """S15: the tool connects to the addresses the host looked up for the rules and
+    never resolves the name again; the name stays in the `Host` header and output."""
+    port = server.server_address[1]
+    url = f"http://pinned.invalid:{port}/hop/1"
+    out = await fetcher().run(
+        make_ctx(workspace), {"url": url, "_addresses": ["127.0.0.1"]}
+    )
+    assert out.startswith(f"URL: http://pinned.invalid:{port}/text")
+    assert out.endswith("héllo")
+    assert [host for _, host in server.seen] == [f"pinned.invalid:{port}"] * 3
+
+
+@pytest.mark.anyio
+async def test_webfetch_look_up_resolves_once_for_the_rules(server: Server) -> None:
+    """The host's look-up puts the resolved addresses in the input the rules judge;
+    an input that is no http(s) URL is left as it is."""
+    args = await WebFetch().look_up({"url": f"{server.base}/text"})
+    assert args["_addresses"] == ["127.0.0.1"]
+    assert await WebFetch().look_up({"url": "ftp://x/"}) == {"url": "ftp://x/"}
+
+
+@pytest.mark.anyio
+async def test_webfetch_of_a_name_that_does_not_resolve_fails(workspace: Path) -> None:
+    """A host with no address fails the call without connecting anywhere."""
+    with pytest.raises(ToolFailed, match="does not resolve"):
+        await fetcher().run(
+            make_ctx(workspace), {"url": "http://nothing.invalid/", "_addresses": []}
+        )

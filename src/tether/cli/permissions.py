@@ -89,6 +89,10 @@ def _human(rules_view: dict[str, Any], looked_at: Path | None) -> str:
     lines.append(
         "A path outside the workspace is at least ask unless an allow rule names it."
     )
+    lines.append(
+        "A URL on a loopback, link-local or private address is at least ask unless "
+        "an allow rule names its host."
+    )
     return "\n".join(lines)
 
 

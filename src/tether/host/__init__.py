@@ -14,6 +14,7 @@ from ._tool import StopClass as StopClass
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import tool as tool
+from .tools._beneath import resolver_kind as path_resolution
 
 __all__ = (
     "Approver",
@@ -26,6 +27,7 @@ __all__ = (
     "Tool",
     "ToolContext",
     "containment",
+    "path_resolution",
     "run_command",
     "tool",
 )

@@ -259,6 +259,9 @@ class HostCore:
         result: ResultEvent | None = None
         in_tool = False
         try:
+            if call.tool.looks_up:
+                # S15: what the rules judge is looked up once, and the tool uses it.
+                call.args = await call.tool.look_up(call.args)
             result, ask = self._refusal(call)
             if result is None:
                 if ask or not self.admission.take():

@@ -19,6 +19,9 @@ matches, the stop class decides: `READ_ONLY` tools are allowed, every other clas
 Paths are resolved (`..` and symlinks) before they are matched, and a call whose path
 lies outside the workspace is at least `ask` unless an allow rule *names* that path (a
 bare `Read` allows reads inside the workspace only; `Read(/etc/**)` reaches outside).
+A URL whose host is loopback, link-local, private, unspecified or a `localhost` name
+(literally, or by the addresses the host looked up for the call) is likewise at least
+`ask` unless an allow rule names the host (`WebFetch(domain:localhost)`).
 
 Shell commands are matched part by part. A command is split by the one shell model
 the stop guard also uses (`tether.stop._shell`: quotes, escapes, `$'...'`, comments,
@@ -51,6 +54,7 @@ from .._glob import compile_glob as _glob_regex
 from ..errors import UsageError
 from ..stop._programs import SHELL_KEYWORDS, WRAPPERS
 from ..stop._shell import ShellSyntaxError, ShellTooComplex, parse_script
+from ._addresses import PINNED_FIELD, local_host
 from ._tool import Decision, StopClass, Tool, default_decision
 
 if TYPE_CHECKING:
@@ -302,6 +306,21 @@ class _Call:
     outside: bool
     url: str | None
     subject: str | None
+    local: str | None = None
+    """Why the URL's host is this machine's or its network's (S15), or None."""
+
+
+def _local_of(url: object, addresses: object) -> str | None:
+    if not isinstance(url, str):
+        return None
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    pinned = addresses if isinstance(addresses, list | tuple) else ()
+    return local_host(host, (a for a in pinned if isinstance(a, str)))
 
 
 def _call_of(tool: Tool, args: Mapping[str, Any], workspace: Path) -> _Call:
@@ -340,6 +359,7 @@ def _call_of(tool: Tool, args: Mapping[str, Any], workspace: Path) -> _Call:
         outside=outside,
         url=url if isinstance(url, str) else None,
         subject=subject,
+        local=_local_of(url, args.get(PINNED_FIELD)),
     )
 
 
@@ -417,6 +437,16 @@ class PermissionRules:
             found = self._first(rules, call)
             if found is not None:
                 return Explanation(decision, (found.text,), f"{decision} rule")
+        if call.local is not None:
+            # S15: a loopback, link-local or private address asks by default.
+            named = self._first(tuple(r for r in self.allow if r.specifier), call)
+            if named is not None:
+                return Explanation("allow", (named.text,), "allow rule naming the host")
+            return Explanation(
+                "ask",
+                (),
+                f"the URL's host is {call.local}, and no allow rule names the host",
+            )
         if call.outside:
             named = self._first(tuple(r for r in self.allow if r.specifier), call)
             if named is not None:
@@ -510,6 +540,10 @@ class PermissionRules:
         lines.append(f"defaults (no rule matches): {defaults}")
         lines.append(
             "outside the workspace: at least ask, unless an allow rule names the path"
+        )
+        lines.append(
+            "loopback, link-local and private addresses: at least ask, unless an "
+            "allow rule names the host"
         )
         return "\n".join(lines)
 

@@ -173,6 +173,8 @@ class Tool(abc.ABC):
     description: str = ""
     subject_field: str | None = None
     """The input field permission rules match against (`command`, `file_path`)."""
+    looks_up: bool = False
+    """Whether the host awaits `look_up()` before the permission rules judge a call."""
 
     @abc.abstractmethod
     def input_schema(self) -> dict[str, Any]:
@@ -193,6 +195,15 @@ class Tool(abc.ABC):
         Raises:
             ToolFailed: the tool failed; the message goes back to the model.
         """
+
+    async def look_up(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Return `args` with what the rules must judge looked up, once (`looks_up`).
+
+        WebFetch resolves its URL's host here, so that the rules judge the address it
+        will connect to and no second resolution can differ (S15). Awaited in the
+        call's task, so a stop cancels it. The default returns `args` unchanged.
+        """
+        return dict(args)
 
     def subject(self, args: Mapping[str, Any]) -> str | None:
         """Return what permission rules match for this call (a command, a path)."""

@@ -2,8 +2,10 @@
 
 This module owns how the file tools resolve paths against the workspace, read
 `.gitignore` files, run their blocking work so that a stop ends it (S14), and replace
-files atomically. It deliberately decides nothing about permission: a path outside the
-workspace is not refused here; `is_inside()` is the test the permission broker uses.
+files atomically. Every open goes through `_beneath.located`: a path inside the
+workspace is resolved once beneath a descriptor of it (S15). It deliberately decides
+nothing about permission: a path given outside the workspace is not refused here;
+`is_inside()` is the test the permission broker uses.
 """
 
 from __future__ import annotations
@@ -23,16 +25,24 @@ import anyio.to_thread
 import attrs
 import pathspec
 
-from ..._fs import write_atomic
+from ..._fs import write_atomic_at
 from ..._threads import builtin_threads
 from ...errors import ToolAborted
 from .._tool import ToolContext
+from ._beneath import PathEscapes, located
 
 __all__ = (
     "IgnoreRules",
+    "PathEscapes",
     "check_stop",
+    "escape_message",
     "is_inside",
+    "located",
+    "open_regular_at",
     "progress_from_thread",
+    "read_regular",
+    "read_regular_at",
+    "replace_at",
     "replace_file",
     "resolve",
     "run_stoppable",
@@ -66,6 +76,14 @@ def is_inside(workspace: Path | str, path: Path | str) -> bool:
     root = os.path.realpath(workspace)
     target = os.path.realpath(os.path.join(root, os.fspath(path)))
     return target == root or os.path.commonpath((root, target)) == root
+
+
+def escape_message(path: Path) -> str:
+    """The failure of a path inside the workspace that leads out of it (S15)."""
+    return (
+        f"{path} leads outside the workspace (through a symlink or `..`); the file "
+        "tools stay beneath it: give an absolute path to reach a file outside"
+    )
 
 
 def check_stop() -> None:
@@ -200,36 +218,38 @@ class IgnoreRules:
         return False
 
 
-def open_regular(path: Path) -> int:
+def open_regular_at(dir_fd: int, name: str) -> int:
     """Open a regular file for reading without ever blocking on, or opening, anything else.
 
-    The name is judged with `stat` first, so a device is never opened (opening some runs
-    their driver); then the descriptor is opened non-blocking, so a FIFO swapped in
-    between cannot hang it, and judged again by `fstat`.
+    `name` is looked up in the directory `dir_fd` (see `_beneath.located`) and judged
+    with `fstatat` first, so a device is never opened (opening some runs their
+    driver); then it is opened `O_NOFOLLOW | O_NONBLOCK`, so a link or FIFO swapped in
+    between is not followed or cannot hang it, and judged again by `fstat`.
 
     Raises:
-        OSError: the path is missing, unreadable, or not a regular file (`EINVAL`, with
+        OSError: the file is missing, unreadable, or not a regular file (`EINVAL`, with
             the kind in the message).
     """
-    kind = stat.S_IFMT(os.stat(path).st_mode)
+    kind = stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     if kind != stat.S_IFREG:
         raise OSError(
             errno.EINVAL, f"not a regular file ({_KIND_WORDS.get(kind, 'special')})"
         )
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(name, flags, dir_fd=dir_fd)
     if stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file")
     return fd
 
 
-def read_regular(path: Path, limit: int) -> bytes:
-    """Read a whole regular file of at most `limit` bytes (see `open_regular`).
+def read_regular_at(dir_fd: int, name: str, limit: int) -> bytes:
+    """Read a whole regular file of at most `limit` bytes (see `open_regular_at`).
 
     Raises:
-        OSError: as `open_regular`, or `EFBIG` when the file is larger than `limit`.
+        OSError: as `open_regular_at`, or `EFBIG` when the file is larger than `limit`.
     """
-    fd = open_regular(path)
+    fd = open_regular_at(dir_fd, name)
     try:
         if os.fstat(fd).st_size > limit:
             raise OSError(errno.EFBIG, f"larger than {limit} bytes")
@@ -242,6 +262,17 @@ def read_regular(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
+def read_regular(workspace: Path, path: Path, limit: int) -> bytes:
+    """Read the regular file at `path`, resolved beneath `workspace` when inside it.
+
+    Raises:
+        PathEscapes: a path inside the workspace leads out of it.
+        OSError: as `read_regular_at`.
+    """
+    with located(workspace, path) as (dir_fd, name):
+        return read_regular_at(dir_fd, name, limit)
+
+
 _KIND_WORDS = {
     stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a FIFO",
@@ -252,11 +283,15 @@ _KIND_WORDS = {
 
 IGNORE_FILE_LIMIT = 1 << 20
 """Largest `.gitignore` read, in bytes."""
+_ROOT = Path("/")
+"""Ignore files are read wherever they are (a walk's ancestors too): from `/`."""
 
 
 def _load(path: Path) -> pathspec.GitIgnoreSpec | None:
     try:
-        text = read_regular(path, IGNORE_FILE_LIMIT).decode("utf-8", errors="replace")
+        text = read_regular(_ROOT, path, IGNORE_FILE_LIMIT).decode(
+            "utf-8", errors="replace"
+        )
     except OSError:
         return None
     return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
@@ -275,29 +310,44 @@ def _umask() -> int:
     return mask
 
 
-def replace_file(path: Path, data: bytes) -> bool:
+def replace_file(workspace: Path, path: Path, data: bytes) -> bool:
     """Replace (or create) the file at `path` with `data`, atomically and durably.
 
-    A temp file in the same directory is written, fsynced and renamed over `path`, so
-    readers see the old content or the new, never a part. An existing file keeps its
-    mode, less set-user-ID and set-group-ID (and its owner, when the caller may set it);
-    a new file gets the usual `0o666 & ~umask`. A symlink is followed: its target is
-    replaced. A file with other hard links is replaced, not rewritten in place: the
-    other names keep the old content.
+    `path` is resolved once, beneath `workspace` when it is inside it (S15:
+    `_beneath.located`), and missing parent directories are made on the way with
+    `mkdirat`. A temp file in the same directory is written, fsynced and renamed over
+    the file, all relative to that directory's descriptor, so readers see the old
+    content or the new, never a part. An existing file keeps its mode, less
+    set-user-ID and set-group-ID (and its owner, when the caller may set it); a new
+    file gets the usual `0o666 & ~umask`. A symlink is followed (within the workspace
+    for a path inside it): its target is replaced. A file with other hard links is
+    replaced, not rewritten in place: the other names keep the old content.
 
     Returns:
-        Whether `path` existed before.
+        Whether the file existed before.
 
     Raises:
-        OSError: the directory cannot be written; `path` is left as it was.
+        IsADirectoryError: something other than a regular file is in the way.
+        PathEscapes: a path inside the workspace leads out of it.
+        OSError: the directory cannot be written; the file is left as it was.
     """
-    target = Path(os.path.realpath(path))
+    with located(workspace, path, create=True) as (dir_fd, name):
+        return replace_at(dir_fd, name, data, shown=path)
+
+
+def replace_at(dir_fd: int, name: str, data: bytes, *, shown: Path) -> bool:
+    """Replace `name` in the directory `dir_fd` (see `replace_file`); `shown` names it.
+
+    Raises:
+        IsADirectoryError: something other than a regular file is in the way.
+        OSError: the directory cannot be written; the file is left as it was.
+    """
     try:
-        old = os.stat(target)
+        old = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         old = None
-    if old is not None and not stat.S_ISREG(old.st_mode):
-        raise IsADirectoryError(f"{path} is not a regular file")
+    if name == "." or (old is not None and not stat.S_ISREG(old.st_mode)):
+        raise IsADirectoryError(f"{shown} is not a regular file")
     # New content never inherits set-user-ID or set-group-ID: an agent's write must not
     # produce a privileged program.
     kept = stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID) if old else 0
@@ -305,5 +355,5 @@ def replace_file(path: Path, data: bytes) -> bool:
     owner = None
     if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
         owner = (old.st_uid, old.st_gid)
-    write_atomic(target, data, mode=mode, owner=owner)
+    write_atomic_at(dir_fd, name, data, mode=mode, owner=owner)
     return old is not None

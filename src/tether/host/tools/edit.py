@@ -2,8 +2,9 @@
 
 Edit refuses a missing match and an ambiguous one (several matches without
 `replace_all`), so it never changes a place the caller did not mean. Bytes that are not
-UTF-8 are carried through unchanged. Like Write it is not abandoned once started, and it
-does not decide whether a path may be edited.
+UTF-8 are carried through unchanged. Like Write it is not abandoned once started, it
+reads and replaces the file through one directory descriptor resolved beneath the
+workspace (S15), and it does not decide whether a path may be edited.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
-from ._paths import read_regular, replace_file, resolve
+from ._paths import (
+    PathEscapes,
+    escape_message,
+    located,
+    read_regular_at,
+    replace_at,
+    resolve,
+)
 
 __all__ = ("Edit", "tools")
 
@@ -43,20 +51,40 @@ EDIT_LIMIT = 64 << 20
 """Largest file Edit reads, in bytes."""
 
 
-def edit_text(path: Path, old: str, new: str, replace_all: bool) -> str:
+def edit_text(
+    workspace: Path, path: Path, old: str, new: str, replace_all: bool
+) -> str:
     """Replace `old` by `new` in the file at `path` and write it back atomically.
+
+    The path is resolved once (beneath `workspace` when inside it, S15); the file is
+    read and replaced through that one directory descriptor.
 
     Raises:
         ToolFailed: the file is missing or unreadable, `old` is empty, equal to `new`,
-            not found, or found more than once without `replace_all`.
+            not found, or found more than once without `replace_all`, or the path
+            leads outside the workspace.
     """
     if not old:
         raise ToolFailed("old_string is empty; use Write to create or replace a file")
     if old == new:
         raise ToolFailed("old_string and new_string are the same; nothing to change")
     try:
+        with located(workspace, path) as (dir_fd, name):
+            return _edit_at(dir_fd, name, path, old, new, replace_all)
+    except PathEscapes:
+        raise ToolFailed(escape_message(path)) from None
+    except FileNotFoundError:
+        raise ToolFailed(f"{path} does not exist; use Write to create it") from None
+    except OSError as exc:
+        raise ToolFailed(f"{path} cannot be edited: {exc.strerror or exc}") from None
+
+
+def _edit_at(
+    dir_fd: int, name: str, path: Path, old: str, new: str, replace_all: bool
+) -> str:
+    try:
         # Never blocks on a FIFO, never opens a device, never reads without a bound.
-        raw = read_regular(path, EDIT_LIMIT)
+        raw = read_regular_at(dir_fd, name, EDIT_LIMIT)
     except FileNotFoundError:
         raise ToolFailed(f"{path} does not exist; use Write to create it") from None
     except OSError as exc:
@@ -76,7 +104,9 @@ def edit_text(path: Path, old: str, new: str, replace_all: bool) -> str:
         )
     changed = text.replace(old, new) if replace_all else text.replace(old, new, 1)
     try:
-        replace_file(path, changed.encode("utf-8", errors="surrogateescape"))
+        replace_at(
+            dir_fd, name, changed.encode("utf-8", errors="surrogateescape"), shown=path
+        )
     except OSError as exc:
         raise ToolFailed(
             f"{path} could not be written: {exc.strerror or exc}"
@@ -109,6 +139,7 @@ class Edit(TypedTool):
         # MUTATING: the edit is never abandoned; its real result is the call's result.
         return await anyio.to_thread.run_sync(
             edit_text,
+            ctx.workspace,
             path,
             inp.old_string,
             inp.new_string,

@@ -1,6 +1,7 @@
 """The Read tool: numbered lines of a text file, stoppable while it reads (S14).
 
-Read opens with `O_NONBLOCK` and judges the opened descriptor with `fstat`, so a FIFO,
+Read resolves the path once, beneath the workspace when it is inside it (S15), opens
+with `O_NOFOLLOW | O_NONBLOCK` relative to the directory found, and judges the opened descriptor with `fstat`, so a FIFO,
 socket or device is refused instead of hanging the call. It reads in chunks only as far
 as `offset` and `limit` need, in a worker thread that checks for a stop between chunks.
 It does not decide whether a path may be read: the permission broker does.
@@ -21,7 +22,15 @@ import pydantic
 from ..._config import Config
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
-from ._paths import check_stop, progress_from_thread, resolve, run_worker
+from ._paths import (
+    PathEscapes,
+    check_stop,
+    escape_message,
+    located,
+    progress_from_thread,
+    resolve,
+    run_worker,
+)
 
 __all__ = ("Read", "tools")
 
@@ -133,15 +142,32 @@ class Read(TypedTool):
         got = await run_worker(ctx, lambda: self._read(ctx, path, first, limit))
         return self._render(path, first, got)
 
-    def _open(self, path: Path) -> int:
-        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    def _open(self, workspace: Path, path: Path) -> int:
+        try:
+            with located(workspace, path) as (dir_fd, name):
+                return self._open_at(dir_fd, name, path)
+        except PathEscapes:
+            raise ToolFailed(escape_message(path)) from None
+        except FileNotFoundError:
+            raise ToolFailed(f"{path} does not exist") from None
+        except PermissionError:
+            raise ToolFailed(f"{path} cannot be read: permission denied") from None
+        except OSError as exc:
+            raise ToolFailed(f"{path} cannot be opened: {exc.strerror}") from None
+
+    def _open_at(self, dir_fd: int, name: str, path: Path) -> int:
+        # O_NOFOLLOW: the name was resolved beneath the workspace (S15); a link swapped
+        # in since is not followed.
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
             # Judge the name first: a device is never opened (opening runs its driver).
-            kind = stat.S_IFMT(os.stat(path).st_mode)
+            kind = stat.S_IFMT(
+                os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            )
             if kind not in (stat.S_IFREG, stat.S_IFDIR):
                 what = _KINDS.get(kind, "not a regular file")
                 raise ToolFailed(f"{path} is {what}; Read reads regular files only")
-            fd = os.open(path, flags)
+            fd = os.open(name, flags, dir_fd=dir_fd)
         except FileNotFoundError:
             raise ToolFailed(f"{path} does not exist") from None
         except PermissionError:
@@ -163,7 +189,7 @@ class Read(TypedTool):
         return fd
 
     def _read(self, ctx: ToolContext, path: Path, first: int, limit: int) -> _Lines:
-        fd = self._open(path)
+        fd = self._open(ctx.workspace, path)
         try:
             return self._scan(ctx, fd, path, first, limit)
         except OSError as exc:

@@ -4,11 +4,19 @@ The body is streamed and reading stops at the size bound; HTML is turned into Ma
 with `markdownify`. A stop cancels the request: leaving the httpx client's scope closes
 the connection, so nothing keeps downloading after the call ends. WebFetch does not
 decide which hosts may be fetched: permission rules do.
+
+The URL's host is resolved once, before the rules judge the call (`look_up`, awaited
+by the host): the rules see the addresses (a loopback, link-local or private one asks,
+S15), and WebFetch connects to them (the next one only if a connection is refused), with the name kept in the `Host`
+header and as the TLS server name (httpx's `sni_hostname` request extension), so the
+certificate is checked against the name. No second lookup happens, so a name cannot
+resolve to one address for the check and another for the connection (DNS rebinding).
 """
 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping
 from typing import Any, Final, final
 
@@ -22,6 +30,7 @@ import pydantic
 from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed
+from .._addresses import PINNED_FIELD
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
 
@@ -84,6 +93,7 @@ class WebFetch(TypedTool):
     name = "WebFetch"
     stop_class = StopClass.READ_ONLY
     subject_field: str | None = "url"
+    looks_up = True
     description = (
         "Fetch an http(s) URL and return its content as text; HTML pages are converted "
         "to Markdown. Redirects are followed a few times; large bodies are cut."
@@ -113,14 +123,39 @@ class WebFetch(TypedTool):
         self.max_output_chars = max_output_chars
         self.trust_env = trust_env
 
+    async def look_up(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Resolve the URL's host once; its addresses go in the input for the rules.
+
+        An input that is no http(s) URL is returned as it is (`run` refuses it).
+        """
+        out = dict(args)
+        url = _http_url(args.get("url"))
+        if url is not None:
+            out[PINNED_FIELD] = await self._resolve(url)
+        return out
+
+    async def _resolve(self, url: httpx.URL) -> list[str]:
+        """The addresses `url`'s host resolves to, in the resolver's order; [] if none."""
+        port = url.port or (443 if url.scheme == "https" else 80)
+        with anyio.move_on_after(self.timeout):
+            try:
+                infos = await anyio.getaddrinfo(url.host, port, type=socket.SOCK_STREAM)
+            except OSError:
+                return []
+            return list(dict.fromkeys(str(info[4][0]) for info in infos))
+        return []
+
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Fetch the URL; a stop or cancellation closes the connection.
 
         Raises:
-            ToolFailed: bad URL, network error, too many redirects, an HTTP error
-                status, or the time bound (`TOOL_TIMEOUT`).
+            ToolFailed: bad URL, a host that does not resolve, network error, too many
+                redirects, an HTTP error status, or the time bound (`TOOL_TIMEOUT`).
         """
-        inp = WebFetchInput.model_validate(dict(args))
+        pinned = args.get(PINNED_FIELD)
+        inp = WebFetchInput.model_validate(
+            {k: v for k, v in args.items() if k != PINNED_FIELD}
+        )
         try:
             url = httpx.URL(inp.url)
         except httpx.InvalidURL as exc:
@@ -131,7 +166,17 @@ class WebFetch(TypedTool):
             )
         try:
             with anyio.fail_after(self.timeout):
-                page = await run_stoppable(ctx, lambda: self._fetch(url))
+                # Called without a host (no look-up before): resolve once, here.
+                addresses = (
+                    [a for a in pinned if isinstance(a, str)]
+                    if isinstance(pinned, list)
+                    else await self._resolve(url)
+                )
+                if not addresses:
+                    raise ToolFailed(
+                        f"fetching {url} failed: {url.host} does not resolve"
+                    )
+                page = await run_stoppable(ctx, lambda: self._fetch_any(url, addresses))
         except TimeoutError:
             raise ToolFailed(
                 f"fetching {url} took longer than {self.timeout:g} s",
@@ -147,10 +192,20 @@ class WebFetch(TypedTool):
             ) from None
         return await self._render(inp, page)
 
-    async def _fetch(self, url: httpx.URL) -> _Page:
+    async def _fetch_any(self, url: httpx.URL, addresses: list[str]) -> _Page:
+        """Fetch from the first of `addresses` that accepts a connection."""
+        for address in addresses[:-1]:
+            try:
+                return await self._fetch(url, address)
+            except httpx.ConnectError:
+                continue  # every address was judged: the next one may serve
+        return await self._fetch(url, addresses[-1])
+
+    async def _fetch(self, url: httpx.URL, address: str) -> _Page:
         # Redirects are followed by hand, and only on the same scheme and host: a hop to
         # another host is reported, not fetched, so that fetching it is a call of its
-        # own that permission rules (`WebFetch(domain:...)`) judge.
+        # own that permission rules (`WebFetch(domain:...)`, local addresses) judge.
+        # Every hop goes to `address`, the one the rules judged.
         async with httpx.AsyncClient(
             follow_redirects=False,
             timeout=httpx.Timeout(self.timeout),
@@ -159,7 +214,9 @@ class WebFetch(TypedTool):
         ) as client:
             current = url
             for _ in range(self.max_redirects + 1):
-                async with client.stream("GET", current) as response:
+                request = _pinned_request(client, current, address)
+                response = await client.send(request, stream=True)
+                try:
                     location = response.headers.get("location")
                     if response.is_redirect and location:
                         target = current.join(location)
@@ -180,10 +237,12 @@ class WebFetch(TypedTool):
                             )
                         current = target
                         continue
-                    return await self._read(response)
+                    return await self._read(response, current)
+                finally:
+                    await response.aclose()
         raise httpx.TooManyRedirects(f"more than {self.max_redirects} redirects")
 
-    async def _read(self, response: httpx.Response) -> _Page:
+    async def _read(self, response: httpx.Response, url: httpx.URL) -> _Page:
         body = bytearray()
         truncated = False
         async for chunk in response.aiter_bytes():
@@ -193,7 +252,7 @@ class WebFetch(TypedTool):
                 truncated = True  # size bound: stop reading, close the connection
                 break
         return _Page(
-            url=str(response.url),
+            url=str(url),
             status=response.status_code,
             reason=response.reason_phrase,
             content_type=response.headers.get("content-type", ""),
@@ -249,6 +308,35 @@ class WebFetch(TypedTool):
         if inp.prompt:
             head.append(f"Prompt: {inp.prompt}")
         return "\n".join([*head, "", text, *notes]).rstrip("\n")
+
+
+def _http_url(text: object) -> httpx.URL | None:
+    """`text` as an http(s) URL with a host, or None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL:
+        return None
+    return url if url.scheme in ("http", "https") and url.host else None
+
+
+def _pinned_request(
+    client: httpx.AsyncClient, url: httpx.URL, address: str
+) -> httpx.Request:
+    """A GET of `url` sent to `address`: the name stays in `Host` and in TLS.
+
+    The URL's host is swapped for the address, so httpx connects there without a
+    lookup of its own; `Host` keeps the name, and `sni_hostname` makes httpx send the
+    name as the TLS server name and check the certificate against it.
+    """
+    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+    return client.build_request(
+        "GET",
+        url.copy_with(host=address.split("%", 1)[0]),
+        headers={"Host": url.netloc.decode("ascii")},
+        extensions=extensions,
+    )
 
 
 def tools(config: Config) -> list[Tool]:

@@ -1,7 +1,9 @@
 """The Write tool: replace or create a whole file, atomically (MUTATING).
 
 Write never leaves a half-written file: it writes a temp file beside the target,
-fsyncs it and renames it over the target. Once started it is not abandoned by a stop
+fsyncs it and renames it over the target, all relative to a descriptor of the target's
+directory resolved beneath the workspace (S15), so no link swapped meanwhile redirects
+it. Once started it is not abandoned by a stop
 (the runtime waits for its real result). It does not decide whether a path may be
 written: the permission broker does, with `_paths.is_inside()` for workspace rules.
 """
@@ -19,7 +21,7 @@ from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
-from ._paths import replace_file, resolve
+from ._paths import PathEscapes, escape_message, replace_file, resolve
 
 __all__ = ("Write", "tools")
 
@@ -35,16 +37,20 @@ class WriteInput(pydantic.BaseModel):
     content: str = pydantic.Field(description="The whole new content of the file.")
 
 
-def write_text(path: Path, content: str) -> str:
+def write_text(workspace: Path, path: Path, content: str) -> str:
     """Write `content` (UTF-8) to `path` atomically, creating parent directories.
 
+    A path inside `workspace` is resolved once, beneath it (S15).
+
     Raises:
-        ToolFailed: the file or a parent directory cannot be written.
+        ToolFailed: the file or a parent directory cannot be written, or the path
+            leads outside the workspace.
     """
     data = content.encode("utf-8", errors="surrogateescape")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        existed = replace_file(path, data)
+        existed = replace_file(workspace, path, data)
+    except PathEscapes:
+        raise ToolFailed(escape_message(path)) from None
     except IsADirectoryError:
         raise ToolFailed(f"{path} exists and is not a regular file") from None
     except OSError as exc:
@@ -81,6 +87,7 @@ class Write(TypedTool):
         # MUTATING: the write is never abandoned; its real result is the call's result.
         return await anyio.to_thread.run_sync(
             write_text,
+            ctx.workspace,
             path,
             inp.content,
             abandon_on_cancel=False,
