@@ -35,6 +35,7 @@ RULES: dict[str, str] = {
     # spec 03: unattended runs
     "plan-file": "plan errors name the line and the field",
     "claims": "a claim is taken atomically, leased and fenced by its epoch",
+    "agent-stop": "a stop reaches inside a stage agent: no call starts after it, the call in flight is never cut",
     "halt-order": "the halt: calls finish, receipts, save aside, then release; a failed save holds",
     "save-aside": "uncommitted work, untracked included, saved aside touching nothing",
     "halted-stays": "a halted run stays halted after a lift; only a take-over steps on",

@@ -57,6 +57,7 @@ __all__ = ("AcpSession", "TurnFailed")
 _STOP_REASONS: Final[dict[str, AcpStopReason]] = {
     "end_turn": "end_turn",
     "cancelled": "cancelled",
+    "halted": "cancelled",  # ACP has no run stop; a halt is a stop to its client
     "max_turn_requests": "max_turn_requests",
     "refusal": "refusal",
 }

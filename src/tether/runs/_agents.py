@@ -72,6 +72,21 @@ class AgentOutcome:
     """The run killed its tree (a second Ctrl-C)."""
     rate_limits: tuple[tuple[str, str], ...] = ()
     """The rate-limit headers of the model's latest answer (builtin stages)."""
+    stopped: bool = False
+    """The person's stop ended the agent between tool calls: the stage did not finish
+    and nothing of it was cut (builtin stages)."""
+    calls: int = 0
+    """Tool calls the agent started, each run to its own end (builtin stages)."""
+    session_id: str | None = None
+    """The agent session whose transcript a take-over continues (builtin stages)."""
+
+    @property
+    def note(self) -> str:
+        """How the stop ended the stage, as the receipt says it; empty when it did not."""
+        if not self.stopped:
+            return ""
+        plural = "" if self.calls == 1 else "s"
+        return f"stopped at the person's stop after {self.calls} tool call{plural}"
 
 
 async def run_command_agent(

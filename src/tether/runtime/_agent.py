@@ -22,6 +22,12 @@ transcript, marked `cut` (S11); between moves nothing more starts (S10); tool ca
 stop by their class (spec 01). Stops are level-triggered: the loop re-checks before
 every move.
 
+A run's stop is gentler (`prompt(text, halt=event)`, spec 03 "The stop inside an
+agent"): it is read before every model request and before every tool call starts; once
+it is set nothing new starts, the calls in flight run to their real end, and the turn
+ends `halted`. A model request in flight gets `halt_wait` seconds, then it is closed
+as a stop closes it.
+
 The truth carries into the next request: every tool call the model asked for gets
 exactly one result message: its real output, its error, `stopped before it started`,
 or `stopped while running` with the output so far. A transcript whose turn was cut off
@@ -72,14 +78,24 @@ from ._agent_events import (
 )
 from ._ledger import CallRecord, CallState
 from ._session import Session, Turn
-from ._values import AbortReport, CallChanged, RuntimeEvent, ToolProgress, ToolResult
+from ._values import (
+    AbortReport,
+    CallChanged,
+    RuntimeEvent,
+    StopRequest,
+    ToolProgress,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ._runtime import Runtime
 
-__all__ = ("Agent", "AgentSession", "tool_result_text")
+__all__ = ("HALT_REASON", "Agent", "AgentSession", "tool_result_text")
+
+HALT_REASON = "the person stopped the run"
+"""The reason recorded on calls a run's stop kept from starting."""
 
 _TITLE_FIELDS = ("command", "file_path", "path", "pattern", "url", "prompt")
 
@@ -172,6 +188,8 @@ class AgentSession:
         self.rate_limits: Mapping[str, str] = {}
         """The rate-limit headers of the latest model answer (for pacing unattended work)."""
         self._tokens = [0, 0]
+        self._calls = 0
+        self._halt: anyio.Event | None = None
         self._final_seen: dict[str, anyio.Event] = {}
         self._started: set[str] = set()
 
@@ -219,8 +237,20 @@ class AgentSession:
         if self._model_scope is not None:
             self._model_scope.cancel()
 
-    async def prompt(self, text: str) -> TurnEnded:
+    async def prompt(
+        self,
+        text: str,
+        *,
+        halt: anyio.Event | None = None,
+        halt_wait: float = 10.0,
+    ) -> TurnEnded:
         """Run one turn for the user's text; return once it has settled.
+
+        `halt` is a run's stop: read before every model request and before every tool
+        call starts. Once it is set no request and no call starts; the calls in flight
+        run to their real end; a call the model asked for that did not start gets a
+        result saying the person stopped the run; the turn ends `halted`. A model
+        request in flight when it is set is closed after `halt_wait` seconds (S11).
 
         Raises:
             UsageError: a turn is already running in this session.
@@ -229,6 +259,7 @@ class AgentSession:
             raise UsageError("a turn is running in this session; stop it or wait")
         self._running = True
         self._stop = None
+        self._halt = halt
         runtime = self.agent.runtime
         send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
         runtime_events = runtime.subscribe()
@@ -239,6 +270,10 @@ class AgentSession:
                     self._send = send
                     async with anyio.create_task_group() as forwarding:
                         forwarding.start_soon(self._forward, runtime_events)
+                        if halt is not None:
+                            forwarding.start_soon(
+                                self._close_model_after_halt, halt, halt_wait
+                            )
                         try:
                             ended = await self._turn(text)
                         finally:
@@ -248,6 +283,7 @@ class AgentSession:
         finally:
             self._send = None
             self._running = False
+            self._halt = None
             self._final_seen.clear()
             self._started.clear()
 
@@ -267,6 +303,7 @@ class AgentSession:
         requests = 0
 
         self._tokens = [0, 0]
+        self._calls = 0
 
         def end(reason: StopReason, error: str | None = None) -> TurnEnded:
             return TurnEnded(
@@ -276,16 +313,19 @@ class AgentSession:
                 text=last_text,
                 error=error,
                 requests=requests,
+                calls=self._calls,
                 prompt_tokens=self._tokens[0],
                 completion_tokens=self._tokens[1],
             )
 
         while True:
             if await self._stopped(turn):  # S10
-                return end("cancelled")
+                return end(_stop_reason(turn))
             if requests >= agent.max_turn_requests:
                 return end("max_turn_requests")
             requests += 1
+            # Invariant: no await between the stop's reading in `_stopped` and the
+            # request's start, so a request never starts after the stop was set.
             try:
                 message, done = await self._ask_model(turn)
             except ModelError as exc:
@@ -293,7 +333,8 @@ class AgentSession:
             if message is not None:
                 last_text = message.content
             if done is None:
-                return end("cancelled")
+                self._halted(turn)
+                return end(_stop_reason(turn))
             if done.finish_reason == "content_filter":
                 return end("refusal")
             assert message is not None
@@ -306,7 +347,26 @@ class AgentSession:
             # abort() came before this turn was open: stop it now.
             source, reason = self._stop
             await self.session.abort(source=source, reason=reason)
+        self._halted(turn)
         return turn.stopped
+
+    def _halted(self, turn: Turn) -> bool:
+        """Read the run's stop; once set, the turn starts no call (never awaits)."""
+        halt = self._halt
+        if halt is None or not halt.is_set():
+            return False
+        turn.refuse_new_calls(
+            StopRequest(source="halt", reason=HALT_REASON, at=anyio.current_time())
+        )
+        return True
+
+    async def _close_model_after_halt(self, halt: anyio.Event, wait: float) -> None:
+        # Spec 05: stop -> halted within the call in flight + `stop_wait`; a model
+        # request is not a tool call, so it is the one thing a halt may close. No
+        # request starts after the halt, so this closes only the one in flight.
+        await halt.wait()
+        await anyio.sleep(wait)
+        self._cancel_model()
 
     async def _ask_model(self, turn: Turn) -> tuple[Message | None, StepDone | None]:
         """One streamed model step: the assistant message (cut if stopped) and its end."""
@@ -413,6 +473,9 @@ class AgentSession:
             )
             return _tool_message(call, invalid)
         outcome: ToolResult | ToolAborted
+        # Spec 03: the run's stop is read before each call starts; `turn.call` then
+        # refuses it without awaiting first.
+        self._halted(turn)
         try:
             outcome = await turn.call(call.name, args, call_id=call.call_id)
         except ToolAborted as exc:
@@ -421,6 +484,8 @@ class AgentSession:
             # Every progress event of the call is delivered before it ends.
             await self._final_seen[call.call_id].wait()
         record = runtime.ledger.get(self.id, call.call_id)
+        if record.started_at is not None:
+            self._calls += 1
         content = tool_result_text(record, outcome)
         if isinstance(outcome, ToolAborted):
             self._ended(
@@ -519,9 +584,16 @@ def _tool_message(call: ToolCall, content: str) -> Message:
     return Message(role="tool", content=content, tool_call_id=call.id)
 
 
+def _stop_reason(turn: Turn) -> StopReason:
+    stop = turn.stop
+    return "halted" if stop is not None and stop.source == "halt" else "cancelled"
+
+
 def _stopper(record: CallRecord) -> str:
     if record.abort_source in (None, "user"):
         return "the user stopped the turn"
+    if record.abort_source == "halt":
+        return HALT_REASON
     return f"the turn was stopped ({record.abort_source})"
 
 

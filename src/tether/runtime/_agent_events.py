@@ -31,11 +31,12 @@ __all__ = (
 )
 
 StopReason: TypeAlias = Literal[
-    "end_turn", "cancelled", "max_turn_requests", "refusal", "error"
+    "end_turn", "cancelled", "halted", "max_turn_requests", "refusal", "error"
 ]
 """Why a turn ended: the model answered without tool calls (`end_turn`), a stop
-(`cancelled`), the request limit (`max_turn_requests`), the model refused
-(`refusal`), or the model could not be used (`error`, with a message)."""
+(`cancelled`), the run's stop seen between steps, after the calls in flight ended
+(`halted`), the request limit (`max_turn_requests`), the model refused (`refusal`),
+or the model could not be used (`error`, with a message)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -116,6 +117,8 @@ class TurnEnded:
     """With `stop_reason == "error"`: the one-line reason."""
     requests: int = 0
     """Model requests the turn made."""
+    calls: int = 0
+    """Tool calls of the turn that started (each ran to its own end)."""
     prompt_tokens: int = 0
     """Prompt tokens of the turn's model requests, as the endpoint counted them."""
     completion_tokens: int = 0

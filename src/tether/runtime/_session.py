@@ -48,6 +48,17 @@ class Turn:
         """Whether a stop has been requested for this turn."""
         return self.stop is not None
 
+    def refuse_new_calls(self, stop: StopRequest) -> None:
+        """Stop the turn from starting calls, without stopping the calls it has sent.
+
+        Every later `turn.call` is refused and recorded as never started (S10); the
+        calls already sent run to their real end. This is the run's stop inside an
+        agent (spec 03): nothing started is cut. A stop already taken is kept.
+        """
+        if self.stop is None:
+            self.stop = stop
+            self._check_settled()
+
     async def call(
         self,
         name: str,
