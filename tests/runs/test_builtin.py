@@ -13,6 +13,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
+from tests.waiting import wait_until
 
 from tether.models import (
     ModelRequest,
@@ -24,8 +25,10 @@ from tether.models import (
 )
 from tether.runs._agents import AgentOutcome
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
+from tether.runs._lanes import save_dir
+from tether.stop import lift_stop, set_stop
 
-from .support import git, make_repo, open_default_store, tether
+from .support import git, make_repo, open_default_store, run_id_of, start, tether
 
 COMMIT_ALL = (
     "git add -A && { git diff --cached --quiet || "
@@ -457,3 +460,51 @@ async def test_a_transcript_file_that_cannot_be_used_fails_the_stage(
     assert outcome.exit_status == 1
     assert "tether: the agent could not start:" in outcome.log_tail
     assert "is not a regular file" in outcome.log_tail
+
+
+@pytest.mark.rule("agent-stop")
+def test_a_run_halts_at_the_builtin_agents_next_call_and_the_takeover_resumes_it(
+    tmp_path: Path,
+) -> None:
+    """Through `tether run`: a stop while the builtin agent's first Bash call sleeps
+    lets that call end, starts none of the eight later calls, halts the run (exit 3)
+    within the call's rest and a margin; the take-over continues the agent's session
+    instead of starting the stage over."""
+    repo = make_repo(tmp_path)
+    _stage_script(
+        tmp_path / "moves.jsonl",
+        "echo start > a1.txt; touch started; sleep 1.5; echo end >> a1.txt",
+    )
+    plan = _plan(tmp_path, repo, "moves.jsonl")
+    proc = start("run", str(plan))
+    run = run_id_of(proc)
+    store = open_default_store()
+
+    def lane_dir_now() -> Path | None:
+        lanes = store.lanes(run)
+        return Path(lanes[0].worktree) if lanes else None
+
+    wait_until(
+        lambda: (lane_dir_now() or tmp_path / "none").joinpath("started").exists(),
+        what="the first call running",
+    )
+    set_stop()
+    stopped = time.monotonic()
+    assert proc.wait(timeout=60) == 3
+    assert time.monotonic() - stopped < 1.5 + 10
+    (lane,) = store.lanes(run)
+    assert lane.saved_commit is not None
+    saved = save_dir(run, lane.id, lane.saved_commit)
+    assert _ran(saved) == {1: "start\nend\n"}
+    (receipt,) = store.receipts(run)
+    assert "stopped at the person's stop after 1 tool call" in receipt.log_tail
+    assert any(e.kind == "agent-session" for e in store.events(run))
+    lift_stop()
+    taken = tether("takeover", run)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    new_run = taken.stdout.split()[1]
+    (new_lane,) = store.lanes(new_run)
+    log = (Path(new_lane.worktree).parent / f"{new_lane.id}.log").read_text(
+        encoding="utf-8"
+    )
+    assert "continued after a take-over]" in log

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -99,6 +100,8 @@ class _Lane:
     call: anyio.CancelScope | None = None
     fenced: bool = False
     failed: bool = False
+    resume: tuple[str, str, Path] | None = None
+    """(stage, session id, transcript) of the builtin agent a take-over goes on with."""
 
 
 @final
@@ -331,8 +334,22 @@ class Run:
                     "(its lossless copy is on the machine that saved it)"
                 )
         lane = _Lane(row=row, claim=claim, worktree=path, stage=stage)
+        if previous is not None:
+            lane.resume = self._agent_session(previous)
         self._lanes[lane_id] = lane
         return lane
+
+    def _agent_session(self, previous: LaneRow) -> tuple[str, str, Path] | None:
+        """The builtin agent's session the previous lane of the item left, if any."""
+        found = None
+        for event in self.store.events(previous.run):
+            if event.lane == previous.id and event.kind == "agent-session":
+                stage, _, rest = event.detail.partition(" ")
+                session, _, transcript = rest.partition(" ")
+                found = (stage, session, Path(transcript))
+        if found is None or not found[2].is_file():
+            return None
+        return found
 
     async def _call(self, lane: _Lane, index: int) -> AgentOutcome:
         stage = self.plan.stages[index]
@@ -345,13 +362,30 @@ class Run:
 
         if stage.agent is None:
             assert stage.model is not None  # the plan requires a model for builtin
-            return await run_builtin_agent(
+            transcript = self._log_path(lane.row.id).with_suffix(".transcript")
+            resume: str | None = None
+            if lane.resume is not None and lane.resume[0] == stage.name:
+                # A take-over goes on with the agent's own conversation, from a copy.
+                _, resume, earlier = lane.resume
+                await in_thread(shutil.copyfile, earlier, transcript)
+            lane.resume = None
+            outcome = await run_builtin_agent(
                 stage.model,
                 brief,
                 cwd=lane.worktree,
                 log=self._log_path(lane.row.id),
                 on_call=on_call,
+                halt=self._halt,
+                transcript=transcript,
+                resume=resume,
             )
+            if outcome.session_id is not None:
+                self._log(
+                    "agent-session",
+                    lane=lane.row.id,
+                    detail=f"{stage.name} {outcome.session_id} {transcript}",
+                )
+            return outcome
         argv = expand(
             stage.agent, {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
         )
@@ -434,6 +468,10 @@ class Run:
             self._log(
                 "receipt", lane=lane.row.id, detail=f"{name} exit {outcome.exit_status}"
             )
+            if outcome.stopped:
+                # The stage did not finish: it runs again (resumed) after a take-over.
+                self.say(f"{lane.row.item}: {name} {outcome.note}")
+                return
             if stage.model is not None and outcome.rate_limits:
                 window = window_reset(outcome.rate_limits, self.clock.now())
                 if window is not None:
