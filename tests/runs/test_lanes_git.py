@@ -38,6 +38,7 @@ async def test_many_lanes_open_at_once_each_a_repository_of_its_own(
     assert len(branches) == 24
 
 
+@pytest.mark.rule("lanes-git")
 async def test_a_lane_borrows_the_persons_objects_and_writes_none_of_them(
     tmp_path: Path,
 ) -> None:
@@ -65,6 +66,7 @@ async def test_a_lane_borrows_the_persons_objects_and_writes_none_of_them(
     assert "fsmonitor" not in sh_git(repo, "config", "--list", "--local")
 
 
+@pytest.mark.rule("lanes-git")
 async def test_the_persons_hooks_never_run_for_tethers_own_git(tmp_path: Path) -> None:
     """A person's `reference-transaction` hook that refuses `refs/tether/*` and a
     failing `post-checkout` do not hold a lane's opening or its branch's return."""

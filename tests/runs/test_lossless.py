@@ -212,3 +212,58 @@ async def test_an_object_a_lane_planted_never_reaches_the_persons_repository(
         ["git", "cat-file", "-e", blob], cwd=repo, check=False
     )
     assert found.returncode != 0
+
+
+def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
+    """docs/runs.md "What a save keeps": its console lines, run on a real halted run
+    (RUN, LANE and COMMIT filled in, the state directory where this test keeps it)."""
+    import shlex
+
+    from tests.docs._blocks import ROOT, blocks
+
+    from tether._config import paths
+
+    doc = ROOT / "docs" / "runs.md"
+    (block,) = [b for b in blocks(doc) if "saves/RUN/LANE/COMMIT" in b.text]
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["x"],
+        stages=[
+            ("a", "echo kept > kept.txt; " + WAIT_FOR_GO.format(stage="a")),
+            ("b", "true"),
+        ],
+    )
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_until(lambda: (marks / "x.a").exists(), what="the agent busy")
+    set_stop()
+    (marks / "go").touch()
+    assert proc.wait(timeout=60) == 3
+    (lane,) = _lanes([], run)
+    assert lane.saved_ref is not None
+    lane_id = lane.saved_ref.rsplit("/", 1)[1]
+    commit = git(repo, "rev-parse", lane.saved_ref)
+    home = tmp_path / "rescue-home"
+    for line in block.text.splitlines():
+        command = line[2:].split("  #")[0].strip()
+        command = (
+            command.replace("~/.local/state/tether", str(paths().state_dir))
+            .replace("~/rescued", str(home))
+            .replace("RUN", run)
+            .replace("LANE", lane_id)
+            .replace("COMMIT", commit)
+        )
+        words = shlex.split(command)
+        if words[0] == "tether":
+            result = tether(*words[1:])
+        else:
+            result = subprocess.run(
+                words, cwd=repo, capture_output=True, text=True, check=False
+            )
+        assert result.returncode == 0, (command, result.stdout, result.stderr)
+    assert (home / "kept.txt").read_text(encoding="utf-8") == "kept\n"
+    assert "kept.txt" in git(home, "status", "--porcelain")
