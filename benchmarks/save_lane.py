@@ -1,6 +1,7 @@
 """The lossless save of a lane beside the git-only save it replaced, on the same content.
 
 Run: .venv/bin/python benchmarks/save_lane.py [--files 50000] [--mb 1024] [--rounds 3]
+     .venv/bin/python benchmarks/save_lane.py --halt [--files 50000] [--mb 1024]
 
 Each round makes two lanes with the same content (`--files` untracked files holding
 `--mb` MB of random bytes in all, in 100 folders): one a git worktree of the person's
@@ -10,6 +11,10 @@ git tracks), the other a lane of today's layout, saved with `save_lane` (the sam
 commit in the lane's own git dir, fetched into the person's repository, then the
 directory moved aside by one rename). The two saves alternate in each round, so load
 drift hits both. Printed: each save's seconds, and the ratio lossless / git-only.
+
+`--halt` times a real `tether run` instead: its one agent fills its lane the same way
+and waits; the stop is set and the agent let go at once; the figure is from the stop
+to the run's exit 3, each round (the agent's last moment, the save, the release).
 """
 
 from __future__ import annotations
@@ -118,17 +123,94 @@ def one_round(root: Path, files: int, total: int, n: int) -> tuple[float, float]
     return timings["old"], timings["new"]
 
 
+def halt_round(root: Path, files: int, mb: int, n: int) -> float:
+    """Seconds from the stop to the run's exit 3, with a lane of `files` files."""
+    import sys
+
+    from tether.stop import lift_stop, set_stop
+
+    repo = root / f"halt-repo{n}"
+    repo.mkdir()
+    sh(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("hello\n", encoding="utf-8")
+    sh(repo, "add", "README.md")
+    sh(repo, "commit", "-qm", "init")
+    ready = root / f"ready{n}"
+    here = Path(__file__).resolve().parent
+    filler = root / "fill.py"
+    filler.write_text(
+        "import sys\nfrom pathlib import Path\n"
+        f"sys.path.insert(0, {str(here)!r})\nfrom save_lane import fill\n"
+        f"fill(Path('.'), {files}, {mb << 20}, 0)\n",
+        encoding="utf-8",
+    )
+    script = (
+        f"{sys.executable} {filler}; touch {ready}; "
+        f"while [ ! -e {ready}.go ]; do sleep 0.05; done"
+    )
+    plan = root / f"plan{n}.toml"
+    plan.write_text(
+        "\n".join(
+            [
+                f'repo = "{repo}"',
+                "poll = 0.1",
+                "[[stage]]",
+                'name = "fill"',
+                f"agent = ['sh', '-c', {script!r}]",
+                "[[stage]]",
+                'name = "next"',
+                "agent = ['true']",
+                "[[item]]",
+                f'id = "big{n}"',
+                'brief = "fill"',
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", "run", str(plan)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while not ready.exists():
+        if proc.poll() is not None:
+            raise SystemExit(f"the run ended early ({proc.returncode})")
+        time.sleep(0.05)
+    subprocess.run(["sync"], check=True)
+    set_stop("benchmark")
+    started = time.perf_counter()
+    (root / f"ready{n}.go").touch()
+    code = proc.wait()
+    took = time.perf_counter() - started
+    lift_stop()
+    if code != 3:
+        raise SystemExit(f"the run exited {code}, not 3 (halted)")
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=50_000)
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--halt", action="store_true", help="time a real run's halt")
     args = parser.parse_args()
     print(machine())
     print(f"a lane of {args.files} files, {args.mb} MB; {args.rounds} rounds")
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
         os.environ["TETHER_HOME"] = str(root / "home")
+        if args.halt:
+            took = [
+                halt_round(root, args.files, args.mb, n) for n in range(args.rounds)
+            ]
+            print(
+                "stop -> halted: "
+                + ", ".join(f"{t:.2f} s" for t in took)
+                + f"; median {statistics.median(took):.2f} s"
+            )
+            return
         olds, news = [], []
         for n in range(args.rounds):
             old, new = one_round(root, args.files, args.mb << 20, n)
