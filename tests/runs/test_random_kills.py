@@ -19,11 +19,11 @@ import pytest
 
 from tether.runs import RunState, Store
 from tether.runs._lanes import save_dir
+from tether.runs._takeover import effective_state
 
 from .support import git, make_repo, open_default_store, start, tether, write_plan
 from .test_crash import _wait_tree_gone
 
-ITEMS = ["k1", "k2", "k3"]
 WORK = (
     "grep -q changed README.md || echo changed >> README.md; "
     '[ -e notes.txt ] || echo "first $$ $TETHER_ITEM" > notes.txt; sleep 0.2'
@@ -43,27 +43,44 @@ def _seen_notes(store: Store, run: str, seen: dict[str, str]) -> None:
                 seen[lane.item] = notes.read_text(encoding="utf-8").strip()
 
 
+def _unfinished(store: Store) -> str | None:
+    """The newest run that died without a take-over, if any."""
+    for run in reversed(store.runs()):
+        if run.state in (RunState.DONE, RunState.TAKEN_OVER):
+            continue
+        if effective_state(store, run) in (RunState.DEAD, RunState.HALTED):
+            return run.id
+    return None
+
+
 @pytest.mark.rule("no-crash-strands")
 def test_random_kills_of_runs_and_takeovers_lose_nothing(tmp_path: Path) -> None:
+    """Each round starts `tether run` on the queue (three new items once it is empty)
+    or takes over the run that died last, and SIGKILLs it at a random moment."""
     rounds = int(os.environ.get("TETHER_TEST_KILL_ROUNDS", "6"))
     rng = random.Random(int(os.environ.get("TETHER_TEST_KILL_SEED", "1717")))
     repo = make_repo(tmp_path)
     plan = write_plan(
         tmp_path,
         repo,
-        items=ITEMS,
+        items=[],
         stages=[("implement", WORK), ("review", REVIEW)],
         lanes=2,
         extra="heartbeat = 0.5\nlease = 30",
     )
     store = open_default_store()
     seen: dict[str, str] = {}
-    last: str | None = None
-    for _ in range(rounds):
+    items: list[str] = []
+    for n in range(rounds):
+        if all(i.state == "done" for i in store.items()):
+            for k in range(3):
+                items.append(f"r{n}-{k}")
+                store.add_item(items[-1], "work")
+        last = _unfinished(store)
         args = ["run", str(plan)] if last is None else ["takeover", last]
         proc = start(*args)
         try:
-            proc.wait(timeout=rng.uniform(0.05, 2.5))
+            proc.wait(timeout=rng.uniform(0.05, 1.5))
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
@@ -73,29 +90,14 @@ def test_random_kills_of_runs_and_takeovers_lose_nothing(tmp_path: Path) -> None
             if run is not None:
                 _wait_tree_gone(run)
                 _seen_notes(store, run, seen)
-        if proc.returncode == 0 and new is not None:
-            break  # that run finished everything
-        if new is not None:
-            last = new
-        elif last is None:
-            break  # killed before it recorded a run: nothing to take over
-    # Whatever is left: take over until nothing is (a bounded number of times).
-    for _ in range(5):
-        if [i.state for i in store.items()] == ["done"] * len(
-            ITEMS
-        ) and not store.claims():
+    # Whatever is left: take over (or run) until nothing is, a bounded number of times.
+    for _ in range(10):
+        if all(i.state == "done" for i in store.items()) and not store.claims():
             break
-        runs = [r for r in store.runs() if r.state is not RunState.TAKEN_OVER]
-        dead = [r for r in runs if r.state.value in ("running", "halting", "held")]
-        target = (dead or runs)[-1] if runs else None
-        if target is None:
-            result = tether("run", str(plan))
-        else:
-            result = tether("takeover", target.id)
-            if result.returncode == 2:  # it was done: a plain run picks up the rest
-                result = tether("run", str(plan))
+        last = _unfinished(store)
+        result = tether("takeover", last) if last else tether("run", str(plan))
         assert result.returncode in (0, 1), result.stdout + result.stderr
-    assert [(i.id, i.state) for i in store.items()] == [(i, "done") for i in ITEMS]
+    assert [(i.id, i.state) for i in store.items()] == [(i, "done") for i in items]
     assert store.claims() == []
     done = Counter(
         lane.item
@@ -103,8 +105,8 @@ def test_random_kills_of_runs_and_takeovers_lose_nothing(tmp_path: Path) -> None
         for lane in store.lanes(run.id)
         if lane.state.value == "done"
     )
-    assert done == Counter(ITEMS), done
-    for item in ITEMS:
+    assert done == Counter(items), done
+    for item in items:
         assert git(repo, "show", f"tether/{item}:README.md") == "hello\nchanged"
         notes = git(repo, "show", f"tether/{item}:notes.txt")
         assert notes == seen.get(item, notes), (item, notes, seen)
