@@ -214,7 +214,19 @@ def test_a_lift_alone_resumes_nothing_and_a_takeover_restores_and_finishes(
         ("halted", False)
     }
     assert set(shown) == {"id", "state", "lanes"}
-    assert set(shown["lanes"][0]) == {"item", "state", "saved_ref", "claimed"}
+    assert set(shown["lanes"][0]) == {
+        "item",
+        "state",
+        "saved_ref",
+        "claimed",
+        "stage",
+        "started_at",
+        "log",
+        "saved_refs",
+    }
+    assert shown["lanes"][0]["stage"] == "implement"
+    assert Path(shown["lanes"][0]["log"]).is_file()
+    assert shown["lanes"][0]["saved_refs"] == [shown["lanes"][0]["saved_ref"]]
     taken = tether("takeover", run, env={"MARKS": str(marks)})
     assert taken.returncode == 0, taken.stdout + taken.stderr
     new_run = taken.stdout.splitlines()[0].split()[1]

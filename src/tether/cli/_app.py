@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "lanes": "lanes:lanes",
     "ledger": "ledger:ledger",
     "lift": "lift:lift",
+    "logs": "logs:logs",
     "permissions": "permissions:permissions",
     "queue": "queue:queue",
     "run": "run:run",

@@ -16,7 +16,7 @@ _STORE_HELP = (
 
 @click.group()
 def queue() -> None:
-    """Add work items to the store, or list them.
+    """Add work items to the store, list them, or queue failed ones again.
 
     A plan with no [[item]] works through this queue.
 
@@ -24,6 +24,7 @@ def queue() -> None:
     Examples:
       tether queue add fix-typo --brief "Fix the typo in README.md"
       tether queue list --json
+      tether queue retry fix-typo
     """
 
 
@@ -87,3 +88,49 @@ def list_(as_json: bool, store_opt: str | None) -> None:
     for i in items:
         held = f"  (claimed by {i.claimed_by})" if i.claimed_by else ""
         click.echo(f"{i.id}  {i.state}{held}  {i.brief}")
+
+
+@queue.command("retry")
+@click.argument("item", required=False)
+@click.option("--all-failed", is_flag=True, help="Every failed item.")
+@click.option("--store", "store_opt", default=None, help=_STORE_HELP)
+def retry(item: str | None, all_failed: bool, store_opt: str | None) -> None:
+    """Put a failed ITEM back in the queue, for the next `tether run` to take up.
+
+    Exit 2 when ITEM is not failed. Its lanes and branch stay as they were; the next
+    lane starts from the branch `tether/ITEM` (its work so far).
+
+    \b
+    Examples:
+      tether queue retry fix-typo
+      tether queue retry --all-failed
+    """
+    from ..errors import UsageError
+    from ..runs import open_store, store_url
+
+    if (item is None) == (not all_failed):
+        raise UsageError("give one ITEM or --all-failed")
+    store = open_store(store_url(store_opt))
+    try:
+        if all_failed:
+            failed = [i.id for i in store.items() if i.state == "failed"]
+            again = [i for i in failed if store.retry(i)]
+            click.echo(
+                f"queued again: {len(again)} item(s)"
+                + (f" ({', '.join(again)})" if again else "")
+            )
+            return
+        assert item is not None
+        known = {i.id: i.state for i in store.items()}
+        if item not in known:
+            raise UsageError(
+                f"no item {item!r} in {store.url}; see `tether queue list`"
+            )
+        if not store.retry(item):
+            raise UsageError(
+                f"item {item!r} is {known[item]}, not failed: only a failed item is "
+                "queued again"
+            )
+    finally:
+        store.close()
+    click.echo(f"queued again: {item}")

@@ -8,6 +8,7 @@ path.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,7 @@ async def run_plan(
         assert plan_path is not None
         plan = load_plan(plan_path)
         check_models(plan)
+        await check_parts(plan)
         store = open_store(store_url(store_option, plan.store))
         for item in plan.items:
             store.add_item(item.id, item.brief)
@@ -130,6 +132,45 @@ async def run_plan(
     finally:
         if store is not None:
             store.close()
+
+
+async def check_parts(plan: Plan) -> None:
+    """Refuse, before anything is recorded or claimed, a plan whose `repo` is not a git
+    repository or whose stage names an agent command that is not found.
+
+    Raises:
+        UsageError: one line naming the file, the field and what to do.
+    """
+    import shutil
+
+    from ._lanes import GitFailed, git
+
+    if not plan.repo.is_dir():
+        raise UsageError(
+            f"{plan.path}: repo: {plan.repo} does not exist; give the path of a git "
+            "repository (relative to the plan's folder)"
+        )
+    try:
+        await git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=plan.repo)
+    except GitFailed:
+        raise UsageError(
+            f"{plan.path}: repo: {plan.repo} is not a git repository with a commit; "
+            "run `git init` and commit once there, or name another"
+        ) from None
+    for index, stage in enumerate(plan.stages):
+        if stage.agent is None or "{" in stage.agent[0]:
+            continue
+        program = stage.agent[0]
+        found = (
+            os.access(program, os.X_OK)
+            if os.path.isabs(program)
+            else "/" in program or shutil.which(program) is not None
+        )
+        if not found:
+            raise UsageError(
+                f"{plan.path}: stage[{index}].agent: {program!r} is not found on PATH "
+                f"(stage {stage.name!r}); install it or give its full path"
+            )
 
 
 def check_models(plan: Plan) -> None:

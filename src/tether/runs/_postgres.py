@@ -332,6 +332,16 @@ class PostgresStore:
         )
         return row is not None
 
+    def retry(self, item: str) -> bool:
+        """Put a failed item back in the queue; False when it is not failed."""
+        row = self._one(
+            "retry an item",
+            "UPDATE items SET state = 'queued' WHERE id = %(id)s AND state = 'failed' "
+            "RETURNING id",
+            {"id": item},
+        )
+        return row is not None
+
     def items(self) -> list[QueueItem]:
         """Every work item, in the order they were added."""
         found = self._all(

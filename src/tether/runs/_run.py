@@ -143,6 +143,7 @@ class Run:
     _any_held: bool = False
     _held_elsewhere: tuple[str, ...] = ()
     _chain: tuple[str, ...] = ()
+    _failed_items: list[str] = attrs.field(factory=list)
     _windows: dict[str, float] = attrs.field(factory=dict)
     """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
 
@@ -401,7 +402,9 @@ class Run:
         )
 
     def _log_path(self, lane: str) -> Path:
-        return lane_dir(self.id, lane).parent / f"{lane}.log"
+        from ._views import lane_log
+
+        return lane_log(self.id, lane)
 
     def _brief(self, item: str) -> str:
         for it in self.plan.items:
@@ -585,6 +588,7 @@ class Run:
         )
         if lane.failed:
             self._failed = True
+            self._failed_items.append(lane.row.item)
         verdict = "failed" if lane.failed else "done"
         self._log("lane-done", lane=lane.row.id, detail=verdict)
         # The lane's directory stays as it is (ignored build outputs and all) until
@@ -819,6 +823,12 @@ class Run:
             )
             return ExitCode.FAILED
         self.say(f"run {self.id} done" + (" (a stage failed)" if self._failed else ""))
+        if self._failed_items:
+            self.say(
+                f"{len(self._failed_items)} item(s) failed: "
+                f"{', '.join(self._failed_items)}; once fixed, `tether queue retry "
+                f"{self._failed_items[0]}` (or `--all-failed`) queues them again"
+            )
         if self._failed:
             return ExitCode.FAILED
         if self._held_elsewhere:

@@ -226,6 +226,15 @@ class SqliteStore:
             )
             return cur.rowcount == 1
 
+    def retry(self, item: str) -> bool:
+        """Put a failed item back in the queue; False when it is not failed."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE items SET state = 'queued' WHERE id = ? AND state = 'failed'",
+                (item,),
+            )
+            return cur.rowcount == 1
+
     def items(self) -> list[QueueItem]:
         """Every work item, in the order they were added."""
         found = self._conn.execute(

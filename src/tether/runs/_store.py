@@ -63,6 +63,9 @@ class Store(Protocol):
     def add_item(self, item: str, brief: str) -> bool:
         """Queue a work item; False when an item of that id is already there."""
 
+    def retry(self, item: str) -> bool:
+        """Put a failed item back in the queue; False when it is not failed."""
+
     def items(self) -> list[QueueItem]:
         """Every work item, in the order they were added."""
 

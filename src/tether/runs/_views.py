@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ._lanes import lane_dir
 from ._open import default_store_path, open_store, store_url
 from ._takeover import effective_state
+from ._values import Event
 
-__all__ = ("account_runs", "list_runs", "show_run")
+__all__ = ("account_runs", "lane_log", "list_runs", "show_run")
+
+
+def lane_log(run: str, lane: str) -> Path:
+    """The log file of a lane."""
+    return lane_dir(run, lane).parent / f"{lane}.log"
+
+
+def _lane_details(lane: str, run: str, events: list[Event]) -> dict[str, Any]:
+    """`stage` (the last one started), `started_at` (ISO 8601, UTC), `log` and
+    `saved_refs` (every save's view, oldest first) of a lane, from the ledger."""
+    mine = [e for e in events if e.lane == lane]
+    stage = next((e.detail for e in reversed(mine) if e.kind == "stage-start"), None)
+    opened = next((e.at for e in mine if e.kind == "lane-open"), None)
+    refs = [e.detail.split()[0] for e in mine if e.kind == "saved" and e.detail]
+    return {
+        "stage": stage,
+        "started_at": None
+        if opened is None
+        else datetime.fromtimestamp(opened, UTC).isoformat(timespec="seconds"),
+        "log": str(lane_log(run, lane)),
+        "saved_refs": refs,
+    }
 
 
 def list_runs(store_option: str | None = None) -> list[dict[str, str]]:
@@ -32,7 +58,8 @@ def account_runs() -> list[dict[str, str]]:
 
 
 def show_run(run_id: str, store_option: str | None = None) -> dict[str, Any]:
-    """`{"id", "state", "lanes": [{"item", "state", "saved_ref", "claimed"}]}`.
+    """`{"id", "state", "lanes": [{"item", "state", "saved_ref", "claimed", "stage",
+    "started_at", "log", "saved_refs"}]}`.
 
     Raises:
         UsageError: no such run.
@@ -43,6 +70,7 @@ def show_run(run_id: str, store_option: str | None = None) -> dict[str, Any]:
         if row is None:
             raise UsageError(f"no run {run_id} in {store.url}; see `tether runs`")
         claimed = {(c.item, c.lane) for c in store.claims(run_id)}
+        events = store.events(run_id)
         return {
             "id": row.id,
             "state": effective_state(store, row).value,
@@ -52,6 +80,7 @@ def show_run(run_id: str, store_option: str | None = None) -> dict[str, Any]:
                     "state": lane.state.value,
                     "saved_ref": lane.saved_ref,
                     "claimed": (lane.item, lane.id) in claimed,
+                    **_lane_details(lane.id, run_id, events),
                 }
                 for lane in store.lanes(run_id)
             ],
