@@ -13,7 +13,7 @@ from tests.waiting import wait_until
 
 from tether.stop import lift_stop, set_stop
 
-from .support import open_default_store, run_id_of, start, tether
+from .support import WAIT_FOR_GO, open_default_store, run_id_of, start, tether
 from .test_crash import (
     _assert_nothing_lost,
     _notes_now,
@@ -116,3 +116,40 @@ def test_a_later_run_names_a_claim_a_dead_run_still_holds(tmp_path: Path) -> Non
     later = tether("run", str(plan), env={"MARKS": str(marks)})
     assert later.returncode == 1, later.stdout + later.stderr
     assert f"`tether takeover {run}`" in later.stdout
+
+
+@pytest.mark.rule("no-crash-strands")
+def test_a_takeover_restores_more_lanes_than_threads_with_no_deadlock(
+    tmp_path: Path,
+) -> None:
+    """18 lanes killed in their calls (more than the built-in threads): the take-over
+    saves and restores every one and finishes, none left waiting on another."""
+    from .support import git, make_repo, write_plan
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    repo = make_repo(tmp_path)
+    items = [f"n{k:02}" for k in range(18)]
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=items,
+        stages=[("implement", "echo w > w.txt; " + WAIT_FOR_GO.format(stage="i"))],
+        lanes=18,
+    )
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_until(
+        lambda: len(list(marks.glob("*.i"))) == 18, what="every agent busy", bound=120
+    )
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    _wait_tree_gone(run)
+    (marks / "go").touch()
+    taken = tether("takeover", run, env={"MARKS": str(marks)})
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert taken.stdout.count("restored") == 18
+    store = open_default_store()
+    assert [i.state for i in store.items()] == ["done"] * 18
+    for item in items:
+        assert git(repo, "show", f"tether/{item}:w.txt") == "w"
