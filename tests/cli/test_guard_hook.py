@@ -180,6 +180,7 @@ def test_print_hook_config_names_the_absolute_tether_and_walls_the_stop() -> Non
     assert command.endswith("guard --claude-hook || exit 2")
     deny = config["sandbox"]["filesystem"]["denyWrite"]
     assert config["sandbox"]["enabled"] is True
+    assert config["sandbox"]["allowUnsandboxedCommands"] is False
     assert {"/" + str(p) for p in protected_paths()} <= set(deny)
 
 

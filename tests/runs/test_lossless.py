@@ -267,3 +267,23 @@ def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
         assert result.returncode == 0, (command, result.stdout, result.stderr)
     assert (home / "kept.txt").read_text(encoding="utf-8") == "kept\n"
     assert "kept.txt" in git(home, "status", "--porcelain")
+
+
+@pytest.mark.anyio
+async def test_a_view_of_an_empty_tree_restores_to_an_empty_lane(
+    tmp_path: Path,
+) -> None:
+    """A lane whose tree is empty, restored from its view alone (saved elsewhere):
+    nothing to bring back is not a failure."""
+    from tether.runs._lanes import make_view, restore
+
+    repo = make_repo(tmp_path)
+    git(repo, "rm", "-q", "README.md")
+    git(repo, "commit", "-qm", "empty")
+    lane = lane_dir("run_e", "lane_e")
+    await open_lane(repo, lane, "tether/e")
+    view = await make_view(repo, lane, message="e")
+    fresh = lane_dir("run_f", "lane_f")
+    await open_lane(repo, fresh, "tether/e")
+    await restore(fresh, view)
+    assert sorted(p.name for p in fresh.iterdir()) == [".git"]

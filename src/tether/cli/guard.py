@@ -37,8 +37,11 @@ tool, MCP tools included), with the absolute path of this `tether`:
         }
       ]
     },
-    "sandbox": {"enabled": true, "filesystem": {"denyWrite": ["//stop/dir", ...]}}
+    "sandbox": {"enabled": true, "allowUnsandboxedCommands": false,
+                "filesystem": {"denyWrite": ["//stop/dir", ...]}}
   }
+On Linux, Claude Code's sandbox needs bubblewrap and socat installed; without them it
+turns itself off, saying so only in its own output.
 """,
 )
 @click.option(
@@ -91,7 +94,13 @@ def hook_config(protected: list[Path]) -> dict[str, Any]:
     deny = ["/" + str(path) for path in dict.fromkeys(protected)]
     return {
         "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]},
-        "sandbox": {"enabled": True, "filesystem": {"denyWrite": deny}},
+        # Without `allowUnsandboxedCommands: false` the model may set
+        # `dangerouslyDisableSandbox` on a command and run it outside the sandbox.
+        "sandbox": {
+            "enabled": True,
+            "allowUnsandboxedCommands": False,
+            "filesystem": {"denyWrite": deny},
+        },
     }
 
 

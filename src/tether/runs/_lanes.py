@@ -547,4 +547,6 @@ async def restore(lane: Path, commit: str) -> None:
     ).split()[1:]
     if len(parents) > 1:
         await git("read-tree", parents[1], cwd=lane)
+    if not await git("ls-tree", "--name-only", commit, cwd=lane):
+        return  # an empty tree: nothing to bring back ("pathspec '.' did not match")
     await git("restore", f"--source={commit}", "--worktree", "--", ".", cwd=lane)
