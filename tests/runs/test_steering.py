@@ -101,3 +101,34 @@ def test_tether_logs_prints_what_each_lane_s_agent_printed(tmp_path: Path) -> No
     assert "matches no lane" in unknown.stderr
     follow = tether("logs", run_id, "aa", "--follow")  # a finished run: prints, ends
     assert "hello aa" in follow.stdout
+
+
+def test_a_stage_ended_by_its_timeout_says_so_on_screen_in_receipt_and_digest(
+    tmp_path: Path,
+) -> None:
+    from tether.runs._open import open_store, store_url
+
+    repo = make_repo(tmp_path)
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["slow"],
+        stages=[("only", "sleep 30")],
+        extra="",
+    )
+    text = plan.read_text(encoding="utf-8").replace(
+        'name = "only"', 'name = "only"\ntimeout = 0.5'
+    )
+    plan.write_text(text, encoding="utf-8")
+    result = tether("run", str(plan))
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = "timed out after 0.5 s; its tree was killed"
+    assert f"slow: only ended, {said}" in result.stdout
+    store = open_store(store_url())
+    try:
+        (receipt,) = store.receipts(result.stdout.split()[1])
+    finally:
+        store.close()
+    assert said in receipt.log_tail
+    digest = result.stdout.rsplit("digest: ", 1)[1].strip()
+    assert f"receipt slow / only: {said}" in Path(digest).read_text(encoding="utf-8")

@@ -60,6 +60,7 @@ def test_a_halted_run_shows_its_lanes_and_writes_the_day_s_digest(
     text = digest.read_text(encoding="utf-8")
     assert f"## run {run} — halted" in text
     assert "stop observed stop" in text
+    assert "lunch" in text  # the person's reason
     assert "saved aside refs/tether/saved/" in text
     assert "released one" in text
     assert "receipt one / work: exit 0" in text

@@ -143,6 +143,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except BaseException as exc:  # a full disk, however deep in a task group
+        if _only(exc, BrokenPipeError):
+            _pipe_closed()  # the reader went away inside a task group
         full = _full_disk(exc)
         if full is None:
             raise
@@ -154,6 +156,13 @@ def main() -> None:
 
 
 _FULL = ("No space left on device", "disk is full", "Out of diskspace", "ENOSPC")
+
+
+def _only(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is `kind`, or a group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only(inner, kind) for inner in exc.exceptions)
+    return isinstance(exc, kind)
 
 
 def _full_disk(exc: BaseException) -> str | None:

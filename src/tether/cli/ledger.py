@@ -151,6 +151,13 @@ def ledger(
     from ..runtime._ledger import read_ledger_file
 
     path = file if file is not None else default_ledger()
+    if file is None and not path.exists() and not session:
+        # A fresh home: the default ledger is not made yet, so there is nothing in it.
+        if as_json:
+            echo_json({"ledger": str(path), "sessions": []})
+        else:
+            click.echo(f"Ledger {path}: 0 sessions (nothing has run yet)")
+        return
     if not path.is_file():
         raise UsageError(
             f"no ledger at {path}; name one with --file "

@@ -79,6 +79,8 @@ class AgentOutcome:
     """Tool calls the agent started, each run to its own end (builtin stages)."""
     session_id: str | None = None
     """The agent session whose transcript a take-over continues (builtin stages)."""
+    timed_out: float | None = None
+    """The stage's `timeout` when it ended the agent (its tree was killed)."""
 
     @property
     def note(self) -> str:
@@ -144,8 +146,24 @@ async def run_command_agent(
             return AgentOutcome(exit_status=-9, log_tail="killed", killed=True)
     tail = outcome.output
     if outcome.timed_out:
-        tail += f"\ntether: the agent ran past its {timeout} s and was killed\n"
+        line = f"\ntether: {timed_out_note(timeout or 0.0)}\n"
+        tail += line
+        sink_line(log, line)
+        return AgentOutcome(
+            exit_status=outcome.returncode, log_tail=tail, timed_out=timeout
+        )
     return AgentOutcome(exit_status=outcome.returncode, log_tail=tail)
+
+
+def timed_out_note(seconds: float) -> str:
+    """What the screen, the receipt and the digest say of a stage ended by its timeout."""
+    return f"timed out after {seconds:g} s; its tree was killed"
+
+
+def sink_line(log: Path, line: str) -> None:
+    """Append one line of tether's own to a lane log."""
+    with log.open("a", encoding="utf-8") as out:
+        out.write(line)
 
 
 def usage_reset(stage: Stage, outcome: AgentOutcome, now: float) -> float | None:

@@ -31,6 +31,14 @@ _SHOWN = {
 }
 
 
+def _ended(status: int, tail: str) -> str:
+    """`exit N`, or what the receipt's log says ended the agent."""
+    for mark in ("tether: timed out after ", "tether: stopped at the person's stop"):
+        if mark in tail:
+            return tail[tail.rindex(mark) + len("tether: ") :].splitlines()[0]
+    return f"exit {status}"
+
+
 def digest_dir(watch: StopWatch) -> Path:
     """Where this account's digest goes (see the module docstring)."""
     place = watch.store.place
@@ -51,7 +59,7 @@ def write_digest(store: Store, run: str, watch: StopWatch) -> Path:
     )
     lines.append("")
     lines.extend(
-        f"- receipt {r.item} / {r.stage}: exit {r.exit_status}, "
+        f"- receipt {r.item} / {r.stage}: {_ended(r.exit_status, r.log_tail)}, "
         f"{len(r.commits)} commit(s)"
         for r in store.receipts(run)
     )

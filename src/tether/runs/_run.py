@@ -32,11 +32,12 @@ import anyio
 import attrs
 
 from .._threads import in_thread
-from ..stop import ReadOutcome, StopReading, StopWatch
+from ..stop import ReadOutcome, StopReading, StopWatch, stop_reason
 from ._agents import (
     AgentOutcome,
     expand,
     run_command_agent,
+    timed_out_note,
     usage_reset,
     window_reset,
 )
@@ -221,7 +222,8 @@ class Run:
                     if reading.set_by_uid is not None
                     else ""
                 )
-                self.request_halt("stop", who)
+                why = stop_reason(reading)
+                self.request_halt("stop", f"{who}: {why}" if why else who)
                 return False
             case ReadOutcome.HOLD:
                 reason = reading.reason or "the stop could not be read clearly"
@@ -490,8 +492,13 @@ class Run:
             index += 1
             lane.stage = index
             self.store.update_lane(lane.row.id, state=LaneState.OPEN, stage=lane.stage)
+            how = (
+                timed_out_note(outcome.timed_out)
+                if outcome.timed_out is not None
+                else f"exit {outcome.exit_status}"
+            )
             self.say(
-                f"{lane.row.item}: {name} ended, exit {outcome.exit_status}, "
+                f"{lane.row.item}: {name} ended, {how}, "
                 f"{len(commits)} commit{'' if len(commits) == 1 else 's'}"
             )
             if outcome.exit_status != 0:
@@ -799,6 +806,8 @@ class Run:
             await self._dispatch()
             tg.cancel_scope.cancel()
         if self._killed:
+            # One final state everywhere: its claims are left for the restart path.
+            self._state(RunState.DEAD)
             self._log("killed")
             return ExitCode.KILLED
         if self.halting:
