@@ -39,6 +39,18 @@ PRESETS: dict[str, tuple[Preset, str]] = {
     "codex": ("codex", "npm install -g @openai/codex"),
 }
 """Each preset's name and how its CLI is installed."""
+PRESET_USAGE_LIMITS: dict[Preset, str] = {
+    # Claude Code ends `-p` with "Claude AI usage limit reached|<unix time>" (older
+    # releases) or "You've hit your limit · resets …" (newer ones).
+    "claude": (
+        r"Claude AI usage limit reached\|(?P<reset>\d{9,})"
+        r"|(?i:usage limit reached|you've hit your (?:usage )?limit)"
+    ),
+    # Codex says "You've hit your usage limit …" (error `usage_limit_reached`).
+    "codex": r"(?i:usage_limit_reached|you've hit your usage limit)",
+}
+"""How each preset's CLI says it hit its account's usage limit (a plan's `usage_limit`
+replaces it)."""
 
 _ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -358,6 +370,8 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
                     index=index,
                 )
     limit = raw.get("usage_limit")
+    if limit is None and preset is not None:
+        limit = PRESET_USAGE_LIMITS[preset]
     if limit is not None:
         try:
             re.compile(limit)
