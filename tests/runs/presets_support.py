@@ -137,6 +137,22 @@ class Stubborn:
         return Move(text="still thinking", think=60.0)
 
 
+class Longrunner:
+    """A model whose agent makes a quick first call, then one that runs for minutes."""
+
+    def __init__(self, marks: Path) -> None:
+        self.marks = marks
+
+    def __call__(self, body: dict[str, Any]) -> Move:
+        if not body.get("tools"):
+            return Move(text="A title")
+        done = len(tool_results(body))
+        if done == 0:
+            return Move(calls=(shell_call(body, "echo first-step-ok"),))
+        command = f"touch {self.marks}/started; sleep 600"
+        return Move(text="the long step", calls=(shell_call(body, command),))
+
+
 class Resumed:
     """The model of a take-over: one call that leaves more work, then the end."""
 

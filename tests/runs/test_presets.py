@@ -20,6 +20,7 @@ from tether.stop import lift_stop, set_stop
 from .presets_support import (
     STOP_SAYS,
     WIRE,
+    Longrunner,
     Resumed,
     Stubborn,
     need_cli,
@@ -101,7 +102,7 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
     repo = make_repo(tmp_path)
     plan = write_preset_plan(tmp_path, repo, preset)
     home = tmp_path / "home"
-    with serving(WIRE[preset], Stubborn(marks, sleep=600)) as first:
+    with serving(WIRE[preset], Longrunner(marks)) as first:
         proc = start("run", str(plan), env=preset_env(preset, first, home))
         run = run_id_of(proc)
         wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
@@ -120,6 +121,6 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
     assert result.returncode == 0, result.stdout + result.stderr
     assert requests, result.stdout
     earliest = prompts(requests[0])
-    assert "Work on one" in earliest  # the earlier conversation
+    assert "first-step-ok" in earliest  # the earlier conversation
     assert "taken over" in earliest
     assert git(repo, "show", "tether/one:more.txt") == "more"
