@@ -110,7 +110,8 @@ def test_hook_blocks_with_exit_2_and_the_reason_on_stderr(
         pytest.param(b'{"tool_name": "Bash"}', "tool_input", id="no-tool-input"),
         pytest.param(b'{"tool_input": {}}', "tool_name", id="no-tool-name"),
         pytest.param(
-            b'{"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {}}',
+            b'{"hook_event_name": "UserPromptSubmit", "tool_name": "Bash", '
+            b'"tool_input": {}}',
             "PreToolUse",
             id="other-event",
         ),
@@ -346,3 +347,29 @@ def test_hook_tells_a_run_agent_to_end_its_turn_while_a_stop_stands(
     after = hook()
     assert after.returncode == 0, after.stderr
     assert after.stderr == b""
+
+
+def test_hook_records_each_call_start_refusal_and_end_in_the_calls_file(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `TETHER_CALLS` set, PreToolUse appends `pre ID TOOL` (allowed) or `deny ID`
+    and PostToolUse / PostToolUseFailure append `post ID` and exit 0 silently, so a run
+    can tell whether its preset agent is inside a call (spec 03: "the hooks tell
+    tether")."""
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("TETHER_CALLS", str(calls))
+    start = b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", '
+    start += b'"tool_input": {"command": "ls"}, "tool_use_id": "t1"}'
+    assert run_hook(start, cwd=workspace).returncode == 0
+    for event in ("PostToolUse", "PostToolUseFailure"):
+        end = (
+            f'{{"hook_event_name": "{event}", "tool_name": "Bash", "tool_input": {{}}, '
+            '"tool_use_id": "t1"}'
+        ).encode()
+        done = run_hook(end, cwd=workspace)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    refused = b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", '
+    refused += b'"tool_use_id": "t2"}'
+    assert run_hook(refused, cwd=workspace).returncode == 2
+    lines = calls.read_text(encoding="utf-8").splitlines()
+    assert lines == ["pre t1 Bash", "post t1", "post t1", "deny t2"]

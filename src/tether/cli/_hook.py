@@ -18,11 +18,16 @@ call through, so every refusal and every failure here exits 2 (fail closed)."""
 
 
 def run_claude_hook() -> NoReturn:
-    """Judge the PreToolUse event on stdin; exit 0 silently or 2 with the reason."""
-    try:
-        from ..stop._hook import MAX_EVENT_BYTES, judge_hook_event
+    """Judge the PreToolUse event on stdin; exit 0 silently or 2 with the reason.
 
-        answer = judge_hook_event(sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
+    A PostToolUse (or PostToolUseFailure) event is only recorded (exit 0): see
+    `answer_hook_event`. Exit 2 with the reason on stderr is the one refusal both
+    Claude Code and Codex read the same way; no JSON is printed, since Codex takes a
+    field it does not know for a failed hook and runs the call."""
+    try:
+        from ..stop._hook import MAX_EVENT_BYTES, answer_hook_event
+
+        answer = answer_hook_event(sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
         allowed, message = answer.allowed, answer.message
     except Exception as exc:  # fail closed: exit 1 would let the call through
         allowed = False

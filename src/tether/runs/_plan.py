@@ -9,18 +9,48 @@ only reads and validates; it does not run anything.
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
 from pathlib import Path
-from typing import Any, final
+from typing import Any, Literal, final
 
 import attrs
 
 from ..errors import UsageError
 
-__all__ = ("AGENT_BUILTIN", "Item", "Plan", "PlanError", "Stage", "load_plan")
+__all__ = (
+    "AGENT_BUILTIN",
+    "PRESETS",
+    "Item",
+    "Plan",
+    "PlanError",
+    "Preset",
+    "Stage",
+    "load_plan",
+)
 
 AGENT_BUILTIN = "builtin"
 """The agent name of tether's own agent loop."""
+
+Preset = Literal["claude", "codex"]
+"""The agent CLIs a stage may name as its agent (spec 03, "Presets")."""
+PRESETS: dict[str, tuple[Preset, str]] = {
+    "claude": ("claude", "npm install -g @anthropic-ai/claude-code"),
+    "codex": ("codex", "npm install -g @openai/codex"),
+}
+"""Each preset's name and how its CLI is installed."""
+PRESET_USAGE_LIMITS: dict[Preset, str] = {
+    # Claude Code ends `-p` with "Claude AI usage limit reached|<unix time>" (older
+    # releases) or "You've hit your limit · resets …" (newer ones).
+    "claude": (
+        r"Claude AI usage limit reached\|(?P<reset>\d{9,})"
+        r"|(?i:usage limit reached|you've hit your (?:usage )?limit)"
+    ),
+    # Codex says "You've hit your usage limit …" (error `usage_limit_reached`).
+    "codex": r"(?i:usage_limit_reached|you've hit your usage limit)",
+}
+"""How each preset's CLI says it hit its account's usage limit (a plan's `usage_limit`
+replaces it)."""
 
 _ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -29,8 +59,20 @@ _TOP_KEYS = frozenset(
     {"repo", "lanes", "store", "stage", "item", "poll", "heartbeat", "lease"}
 )
 _STAGE_KEYS = frozenset(
-    {"name", "agent", "model", "timeout", "usage_limit", "usage_wait", "commit"}
+    {
+        "name",
+        "agent",
+        "model",
+        "timeout",
+        "usage_limit",
+        "usage_wait",
+        "commit",
+        "args",
+        "command",
+        "stop_wait",
+    }
 )
+_PRESET_KEYS = frozenset({"args", "command", "stop_wait"})
 _ITEM_KEYS = frozenset({"id", "brief"})
 
 
@@ -60,7 +102,8 @@ class Stage:
     name: str
     """Shown in views and receipts."""
     agent: tuple[str, ...] | None
-    """The command line (placeholders not yet expanded); None for `builtin`."""
+    """The command line (placeholders not yet expanded); None for `builtin`; for a
+    preset, its binary followed by `args`."""
     model: str | None = None
     """The model of a `builtin` stage (`scripted:<file>` or `openai:<model>`)."""
     timeout: float | None = None
@@ -73,6 +116,13 @@ class Stage:
     commit: bool = True
     """Whether work the stage leaves uncommitted is committed onto the lane's branch
     when it ends (`commit = "never"` in the plan: it stays uncommitted, saved aside)."""
+    preset: Preset | None = None
+    """`claude` or `codex` for a preset stage; then `agent` is its binary and `args`."""
+    args: tuple[str, ...] = ()
+    """A preset's extra arguments, appended to what tether passes (placeholders kept)."""
+    stop_wait: float = 10.0
+    """Seconds a preset's agent that is between tool calls may take to end its turn
+    after a stop before tether ends it."""
 
 
 @final
@@ -252,19 +302,65 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
             timeout=timeout,
             commit=commit == "always",
         )
+    is_preset = isinstance(agent, str) and agent in PRESETS
+    if not is_preset:
+        for key in _PRESET_KEYS:
+            if key in raw:
+                raise reader.fail(
+                    f"{field}.{key}",
+                    'is a field of the agent presets only (agent = "claude" or '
+                    '"codex")',
+                    table="stage",
+                    index=index,
+                )
     if (
         not isinstance(agent, list)
         or not agent
         or not all(isinstance(part, str) for part in agent)
-    ):
+    ) and not is_preset:
         raise reader.fail(
             f"{field}.agent",
-            'must be "builtin" or a command line as a list of strings, '
-            'e.g. ["claude", "-p", "{brief}"]',
+            'must be "builtin", "claude", "codex" or a command line as a list of '
+            'strings, e.g. ["my-agent", "{brief}"]',
             table="stage",
             index=index,
         )
-    for part in agent:
+    preset: Preset | None = None
+    args: tuple[str, ...] = ()
+    if isinstance(agent, str):
+        preset, install = PRESETS[agent]  # is_preset: the check above let it by
+        command = raw.get("command", preset)
+        if not isinstance(command, str) or not command:
+            raise reader.fail(
+                f"{field}.command",
+                f'must name the binary, e.g. command = "{preset}"',
+                table="stage",
+                index=index,
+            )
+        raw_args = raw.get("args", [])
+        if not isinstance(raw_args, list) or not all(
+            isinstance(a, str) for a in raw_args
+        ):
+            raise reader.fail(
+                f"{field}.args",
+                'must be a list of strings, e.g. args = ["--model", "sonnet"]',
+                table="stage",
+                index=index,
+            )
+        # Spec 03: a stage whose agent is not found is refused before any run starts.
+        if shutil.which(command) is None:
+            raise reader.fail(
+                f"{field}.command" if "command" in raw else f"{field}.agent",
+                f"{command!r} is not on PATH: install it ({install}) or name the "
+                'binary with command = "..."',
+                table="stage",
+                index=index,
+            )
+        args = tuple(raw_args)
+        command_line = [command, *args]
+    else:
+        command_line = [str(part) for part in agent or ()]
+    for part in command_line:
         for name_in in _PLACEHOLDER.findall(part):
             if name_in not in _KNOWN_PLACEHOLDERS:
                 raise reader.fail(
@@ -274,6 +370,8 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
                     index=index,
                 )
     limit = raw.get("usage_limit")
+    if limit is None and preset is not None:
+        limit = PRESET_USAGE_LIMITS[preset]
     if limit is not None:
         try:
             re.compile(limit)
@@ -292,14 +390,20 @@ def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
         table="stage",
         index=index,
     )
+    stop_wait = reader.number(
+        raw, "stop_wait", 10.0, field=f"{field}.stop_wait", table="stage", index=index
+    )
     return Stage(
         name=name,
-        agent=tuple(agent),
+        agent=tuple(command_line),
         model=model,
         timeout=timeout,
         usage_limit=limit,
         usage_wait=wait,
         commit=commit == "always",
+        preset=preset,
+        args=args,
+        stop_wait=stop_wait,
     )
 
 

@@ -389,9 +389,37 @@ class Run:
                     detail=f"{stage.name} {outcome.session_id} {transcript}",
                 )
             return outcome
-        argv = expand(
-            stage.agent, {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
-        )
+        values = {"brief": brief, "lane": lane.row.id, "item": lane.row.item}
+        if stage.preset is not None:
+            from ._presets import PresetCall, previous_session
+
+            name = stage.name
+
+            def on_session(session: str) -> None:
+                # Recorded for a take-over, which resumes this session.
+                self._log("agent-session", lane=lane.row.id, detail=f"{name} {session}")
+
+            return await PresetCall(
+                stage=attrs.evolve(stage, args=tuple(expand(stage.args, values))),
+                brief=brief,
+                cwd=lane.worktree,
+                log=self._log_path(lane.row.id),
+                run_id=self.id,
+                lane=lane.row.id,
+                item=lane.row.item,
+                halted=self._halt,
+                on_call=on_call,
+                on_session=on_session,
+                # Spec 03: a take-over resumes the agent's own session.
+                resume=previous_session(
+                    self.store,
+                    run=self.id,
+                    item=lane.row.item,
+                    stage=stage,
+                    index=index,
+                ),
+            ).run()
+        argv = expand(stage.agent, values)
         return await run_command_agent(
             argv,
             cwd=lane.worktree,

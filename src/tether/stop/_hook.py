@@ -19,12 +19,21 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-__all__ = ("MAX_EVENT_BYTES", "HookAnswer", "judge_hook_event")
+__all__ = (
+    "CALLS_ENV",
+    "MAX_EVENT_BYTES",
+    "HookAnswer",
+    "answer_hook_event",
+    "judge_hook_event",
+)
 
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """A larger event is refused unread: a hook must answer before its host gives up."""
 _RUN = "TETHER_RUN"
 _LANE = "TETHER_LANE"
+CALLS_ENV = "TETHER_CALLS"
+"""The file a preset stage's hook appends its call record to (set by the run)."""
+_POST_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
 class HookAnswer(NamedTuple):
@@ -144,3 +153,61 @@ def _guarded(tool_name: str, tool_input: Mapping[str, object], cwd: str) -> Hook
     if verdict.allowed:
         return _ALLOWED
     return _refused(f"tether guard refused this {tool_name} call: {verdict.reason}")
+
+
+def answer_hook_event(
+    raw: bytes, *, environ: Mapping[str, str] | None = None
+) -> HookAnswer:
+    """Answer one hook event of a stage agent and record where its calls stand.
+
+    PreToolUse is judged by `judge_hook_event`; PostToolUse and PostToolUseFailure
+    (the call is over) are allowed. With `TETHER_CALLS` naming a file, one line is
+    appended to it per event: `pre ID TOOL` for a call that may start, `deny ID` for a
+    refused one, `post ID` for a call that ended, so the run can tell whether its
+    agent is inside a tool call. A call that cannot be recorded is refused: the run
+    would otherwise take a running call for none and might end the agent inside it.
+    """
+    env = os.environ if environ is None else environ
+    calls = env.get(CALLS_ENV)
+    try:
+        event = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_EVENT_BYTES else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        event = None
+    name = event.get("hook_event_name") if isinstance(event, dict) else None
+    ident = event.get("tool_use_id") if isinstance(event, dict) else None
+    ident = ident if isinstance(ident, str) and ident else "-"
+    if name in _POST_EVENTS:
+        if calls:
+            # The call is over already; a lost line leaves the run's stage timeout.
+            # (No contextlib.suppress: the per-call path imports nothing it can spare.)
+            try:  # noqa: SIM105
+                _append(calls, f"post {ident}")
+            except OSError:
+                pass
+        return _ALLOWED
+    answer = judge_hook_event(raw, environ=env)
+    if calls:
+        tool = event.get("tool_name") if isinstance(event, dict) else None
+        line = (
+            f"pre {ident} {tool if isinstance(tool, str) else '-'}"
+            if answer.allowed
+            else f"deny {ident}"
+        )
+        try:
+            _append(calls, line)
+        except OSError as exc:
+            if answer.allowed:
+                return _refused(
+                    f"tether could not record this call ({exc}), so it is blocked"
+                )
+    return answer
+
+
+def _append(path: str, line: str) -> None:
+    """Append one line with a single `write` (O_APPEND: concurrent hooks interleave
+    whole lines)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
+    finally:
+        os.close(fd)

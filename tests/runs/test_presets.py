@@ -1,0 +1,126 @@
+"""The agent presets with the real Claude Code and Codex CLIs against stub models.
+
+Each CLI talks to a stub model server on 127.0.0.1 (Anthropic Messages for Claude
+Code, OpenAI Responses for Codex) whose script plays a model that ignores tether's
+refusals. Skipped with the reason where a CLI is not installed, except in CI.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from tests.waiting import wait_until
+
+from tether.runs._lanes import lane_dir
+from tether.stop import lift_stop, set_stop
+
+from .presets_support import (
+    STOP_SAYS,
+    WIRE,
+    Longrunner,
+    Resumed,
+    Stubborn,
+    need_cli,
+    preset_env,
+    prompts,
+    serving,
+    write_preset_plan,
+)
+from .support import git, make_repo, open_default_store, run_id_of, start, tether
+
+SLEEP = 3.0
+"""Seconds the long tool call in flight runs."""
+TARGET = 10.0
+"""Spec 05: stop -> halted <= the rest of the call in flight + 10 s."""
+
+
+@pytest.mark.parametrize("preset", ["claude", "codex"])
+def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_time(
+    tmp_path: Path, preset: str
+) -> None:
+    """Spec 03 "The stop inside an agent" with the real CLI: a stop during a long Bash
+    call, eight more calls queued by a model that ignores the refusals: the call in
+    flight finishes, none of the eight runs (each is refused with the stop's message),
+    the agent that keeps thinking is ended `stop_wait` s later, and the run halts
+    within the rest of the call + 10 s; the receipt counts the calls."""
+    need_cli(preset)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    repo = make_repo(tmp_path)
+    # Long enough for the eight refusals to come back, short of the target.
+    plan = write_preset_plan(tmp_path, repo, preset, stop_wait=6.0)
+    model = Stubborn(marks, sleep=SLEEP)
+    with serving(WIRE[preset], model) as server:
+        env = preset_env(preset, server, tmp_path / "home")
+        proc = start("run", str(plan), env=env)
+        run = run_id_of(proc)
+        wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
+        started = (marks / "started").stat().st_mtime
+        set_stop("test")
+        stopped = time.time()
+        proc.wait(timeout=120)
+        halted = time.time()
+        requests = list(server.requests)
+    out = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 3, out
+    assert (marks / "finished").exists(), "the call in flight was cut"
+    assert not (marks / "later").exists(), "a call after the stop ran"
+    refused = [r for r in requests if STOP_SAYS in prompts(r)]
+    assert len(refused) >= 8, [prompts(r)[-300:] for r in requests]
+    rest = max(0.0, SLEEP - (stopped - started))
+    assert halted - stopped <= rest + TARGET, (halted - stopped, rest)
+    store = open_default_store()
+    (receipt,) = store.receipts(run)
+    assert "stopped at the person's stop after 1 tool call" in receipt.log_tail
+    assert "ended by tether" in receipt.log_tail
+    sessions = [e for e in store.events(run) if e.kind == "agent-session"]
+    assert len(sessions) == 1
+    assert sessions[0].detail.startswith("implement ")
+    log = lane_dir(run, receipt.lane).parent / f"{receipt.lane}.log"
+    transcript = log.read_text(encoding="utf-8")
+    session = sessions[0].detail.split()[1]
+    assert session in transcript  # the CLI's own JSON events, in the lane log
+    assert "sleep" in transcript
+    assert "later" in transcript
+    assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("preset", ["claude", "codex"])
+def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work(
+    tmp_path: Path, preset: str
+) -> None:
+    """Spec 03 "Presets": a run killed while its agent is in a call is taken over; the
+    stage starts with the CLI's resume of the recorded session, so the first model
+    request of the take-over carries the earlier conversation and says the run was
+    taken over; the work of both reaches the item's branch."""
+    need_cli(preset)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    repo = make_repo(tmp_path)
+    plan = write_preset_plan(tmp_path, repo, preset)
+    home = tmp_path / "home"
+    with serving(WIRE[preset], Longrunner(marks)) as first:
+        proc = start("run", str(plan), env=preset_env(preset, first, home))
+        run = run_id_of(proc)
+        wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
+        store = open_default_store()
+        wait_until(
+            lambda: any(e.kind == "agent-session" for e in store.events(run)),
+            what="the session recorded",
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    with serving(WIRE[preset], Resumed()) as second:
+        set_stop("test")
+        lift_stop()
+        result = tether("takeover", run, env=preset_env(preset, second, home))
+        requests = list(second.requests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert requests, result.stdout
+    earliest = prompts(requests[0])
+    assert "first-step-ok" in earliest  # the earlier conversation
+    assert "taken over" in earliest
+    assert git(repo, "show", "tether/one:more.txt") == "more"
