@@ -181,6 +181,9 @@ async def test_s6_abort_returns_within_bound_and_tells_what_still_runs(
             assert whys["SlowExtension"].startswith("extension: started")
             assert whys["Stubborn"].startswith("process: terminating")
             assert "Stuck" not in whys
+            # A write being waited for and a tree in its grace window are not workers
+            # that ignore the stop: only the READ_ONLY worker stuck in its thread is.
+            assert all(line.startswith("Stuck: ") for line in report.outliving)
             # The report is the ledger's view of the turn at that moment.
             assert list(report.calls) == session.ledger_calls()
             assert {r.tool for r in report.calls if not r.settled} == set(whys)

@@ -131,10 +131,20 @@ class HostCore:
         return out
 
     def outliving(self) -> dict[str, int]:
-        """Stopped calls whose work still runs (a worker that ignores the stop), by tool."""
+        """Stopped calls whose work still runs (a worker that ignores the stop), by tool.
+
+        READ_ONLY calls only: a stop ends them at once, so one still running is a worker
+        that ignores it. A PROCESS call still running is in its grace window and a
+        started MUTATING or EXTENSION call is being waited for; the report names those
+        by what tether is doing with them, never as ignoring the stop.
+        """
         counts: dict[str, int] = {}
         for call in self.calls:
-            if call.stop_requested and call.phase == "running":
+            if (
+                call.stop_requested
+                and call.phase == "running"
+                and call.tool.stop_class is StopClass.READ_ONLY
+            ):
                 counts[call.key.tool] = counts.get(call.key.tool, 0) + 1
         return counts
 
