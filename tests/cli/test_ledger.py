@@ -108,12 +108,19 @@ async def test_tether_ledger_lists_sessions_then_calls_with_filters(
     assert call["state"] == "aborted"
 
 
-def test_tether_ledger_without_a_file_says_where_it_looked(tether_home: Path) -> None:
-    """No ledger yet: one line naming the path and how to name another."""
+def test_tether_ledger_on_a_fresh_home_answers_empty(tether_home: Path) -> None:
+    """No ledger yet: nothing has run, so an empty answer that says where it looked
+    (exit 0); a file named with --file that is not there is an error."""
     proc = tether("ledger")
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("tether: no ledger at ")
-    assert "--file" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "0 sessions (nothing has run yet)" in proc.stdout
+    as_json = tether("ledger", "--json")
+    assert as_json.returncode == 0
+    assert json.loads(as_json.stdout)["sessions"] == []
+    named = tether("ledger", "--file", str(tether_home / "nope.sqlite"))
+    assert named.returncode == 2
+    assert named.stderr.startswith("tether: no ledger at ")
+    assert "--file" in named.stderr
 
 
 def test_an_older_ledger_file_is_read_and_upgraded(tmp_path: Path) -> None:
