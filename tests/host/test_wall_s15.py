@@ -227,6 +227,20 @@ async def test_S15_a_tree_never_acts_as_the_machines_root(workspace: Path) -> No
         assert output.split()[-3:] == ["0", str(TREE_UID), "1"], output
 
 
+@pytest.mark.root
+@pytest.mark.anyio
+async def test_S15_a_root_callers_tree_reads_only_what_others_may(
+    workspace: Path,
+) -> None:
+    """As root, the tree cannot read `/etc/shadow` (root and `shadow` only), yet runs
+    commands from root's own folders on `PATH` (shown read-only as the tree's own)."""
+    assert os.stat("/etc/shadow").st_mode & 0o004 == 0
+    attempts = {"shadow": "cat /etc/shadow", "root-write": "touch ~/.tether-wall-probe"}
+    output = await _bash(workspace, _attempts(attempts) + "\npython3 -c 'print(6*7)'")
+    _refused(output, attempts)
+    assert "42" in output.split()
+
+
 @pytest.fixture
 def session_sockets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -284,6 +298,24 @@ async def test_S15_the_sessions_sockets_and_variables_do_not_reach_a_tree(
     probe = socket.socket(socket.AF_UNIX)
     probe.connect(str(session_sockets["ssh"]))
     probe.close()
+
+
+@pytest.mark.anyio
+async def test_S15_under_the_fallback_the_variables_go_but_the_sockets_stay_open(
+    workspace: Path, session_sockets: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `subreaper` the session's variables are still withheld, but the sockets
+    are reachable by path (docs/tools-process.md says so)."""
+    monkeypatch.setenv("TETHER_CONTAINMENT", "subreaper")
+    path = session_sockets["ssh"]
+    output = await _bash(
+        workspace,
+        'echo "SSH_AUTH_SOCK=${SSH_AUTH_SOCK-unset}"\n'
+        f"python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{path}\")'"
+        " && echo reached",
+    )
+    assert "SSH_AUTH_SOCK=unset" in output.split()
+    assert "reached" in output.split()
 
 
 SECRETS = {

@@ -31,6 +31,7 @@ __all__ = (
     "WINDOW_SHARE",
     "AgentOutcome",
     "expand",
+    "lane_git_paths",
     "run_command_agent",
     "usage_reset",
     "window_reset",
@@ -38,6 +39,34 @@ __all__ = (
 
 _PLACEHOLDER = re.compile(r"\{(brief|lane|item)\}")
 _TAIL = 4000
+
+
+def lane_git_paths(worktree: Path) -> list[Path]:
+    """Return what `git commit` in a lane's linked worktree writes outside it.
+
+    The worktree's own admin folder (`<git dir>/worktrees/<id>`: HEAD, index), the
+    object store and tether's branch namespace (`refs/heads/tether`, its reflogs).
+    The rest of the person's git dir (hooks, config, other refs) stays read-only
+    (S15). Only folders that exist are named.
+    """
+    try:
+        line = (worktree / ".git").read_text(encoding="utf-8").strip()
+    except OSError:
+        return []  # no linked worktree: its git dir is inside it
+    if not line.startswith("gitdir:"):
+        return []
+    admin = (worktree / line.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (admin / (admin / "commondir").read_text("utf-8").strip()).resolve()
+    except OSError:
+        return [admin] if admin.is_dir() else []
+    found = [
+        admin,
+        common / "objects",
+        common / "refs" / "heads" / "tether",
+        common / "logs" / "refs" / "heads" / "tether",
+    ]
+    return [path for path in found if path.is_dir()]
 
 
 def expand(argv: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -117,6 +146,9 @@ async def run_command_agent(
                     timeout=timeout,
                     limit=_TAIL,
                     progress_limit=sys.maxsize,
+                    # S15: the lane is the workspace; a commit there also writes the
+                    # lane's git folders (the rest of the person's git dir is walled).
+                    writable=lane_git_paths(cwd),
                 )
             except OSError as exc:
                 line = f"tether: the agent could not start: {exc}\n"
