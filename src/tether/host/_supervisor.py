@@ -1,6 +1,12 @@
 """The supervisor of one process tree: a standalone program, run by path.
 
-`python -I -S _supervisor.py MODE [PROTECT ...] -- EXECUTABLE ARGV0 [ARG ...]`
+`python -I -S _supervisor.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
+
+The options say what a `namespace` tree may write and reach (S15, the wall; the host's
+`_contain.py` decides them): `--rw=P` a writable path (repeatable), `--see=P` a path the
+tree must reach (its command, `PATH`, `HOME`), `--mask=P` a session socket or its folder
+to hide, `--tmp=P` where its private tmpfs goes (`/tmp` itself, or an empty folder),
+`--net=none` loopback only.
 
 It imports nothing but the standard library (so it starts in milliseconds, whatever the
 host's environment) and is started by `tether.host._proctree.ProcessTree`. It spawns
@@ -19,14 +25,32 @@ When the command exits, what it left running is killed before `exit` is reported
 MODE says how the tree is contained:
 
 - `namespace`: the tree gets its own PID namespace and mount namespace (and a user
-  namespace mapping the caller's uid to itself when the caller is not root). This
-  program forks the namespace's first process, which mounts a fresh `/proc`, binds every
-  PROTECT path read-only onto itself, and supervises. The command's starter enters one
-  more, nested user namespace with a mount namespace of its own, which locks every mount
-  it inherits: no process of the tree can unmount or remount the read-only paths, nor
-  reach the outer `/proc`. When the namespace's first process dies (the host ordered
-  it, or this program died and the kernel's parent-death signal followed), the kernel
-  kills every process in the namespace; none can leave it.
+  namespace mapping the caller's uid to itself when the caller is not root; a network
+  namespace with `--net=none`). This program forks the namespace's first process, which
+  builds the wall and supervises: it takes detached copies (`open_tree`) of the
+  writable paths, makes every mount read-only at once (`mount_setattr` with
+  `AT_RECURSIVE`: the flags the kernel locked stay as they are), mounts a fresh `/proc`
+  with its kernel knobs (`/proc/sys`, `/proc/sysrq-trigger`, ...) bound read-only,
+  attaches the writable copies (`move_mount`), then private tmpfs mounts on `/dev/shm`,
+  the temporary directory and each mask, and binds every PROTECT path read-only on top.
+  The command's starter enters one more, nested user namespace and then a mount
+  namespace of its own, which locks every mount it inherits: no process of the tree can
+  unmount or remount the read-only paths, nor reach the outer `/proc`. When the
+  namespace's first process dies (the host ordered it, or this program died and the
+  kernel's parent-death signal followed), the kernel kills every process in the
+  namespace; none can leave it.
+
+  A root caller's tree never acts as the machine's root (S15). Its nested user
+  namespace maps the tree's root to `TREE_UID`, an unprivileged uid outside, with no
+  supplementary groups, and the writable copies are idmapped through that namespace
+  (`MOUNT_ATTR_IDMAP`), so the tree writes there as if it were root and the files
+  belong to root outside. Folders only root may traverse on the way to a writable path
+  or the command (`/root`, pytest's `/tmp/pytest-of-root`) are shown read-only the same
+  way. The other choice, refusing the namespace as root, was not taken: CI and many
+  containers run as root, and they would lose the whole wall to the fallback. Measured
+  on the development VM (docs/benchmarks.md), the whole wall costs a root caller's
+  Bash `true` about a millisecond over the stop-folder wall it replaced.
+
 - `subreaper`: the fallback where namespaces are refused. This program makes itself a
   child subreaper, so orphans (`setsid`, double forks, `nohup`) are re-parented to it,
   and finds descendants through `/proc`. A command that kills this program escapes it;
@@ -36,9 +60,18 @@ MODE says how the tree is contained:
   working directory (the host checks that file's owner).
 
 Python 3.11 has no `os.unshare` and `mount` has no wrapper: both are called through
-ctypes on libc, here in the supervisor, because only a process that is about to fork
-the tree can move it into new namespaces (util-linux `unshare` would add two program
-starts per tree and could not lock the mounts between its steps).
+ctypes on libc, and the new mount API (`open_tree`, `move_mount`, `mount_setattr`, Linux
+5.12+) through `syscall(2)` by number, here in the supervisor, because only a process
+that is about to fork the tree can move it into new namespaces (util-linux `unshare`
+would add two program starts per tree and could not lock the mounts between its steps).
+
+Why not bubblewrap: it builds the same wall (bind `/` read-only, writable binds on top,
+a fresh `/proc`, tmpfs masks), but it is not installed by default, so this program would
+still be needed as the fallback; it would add one program start per tree on top of this
+supervisor, which must stay the namespace's first process to obey the host's orders and
+report `pid` and `exit`; and it has no idmapped mounts, so a root caller's tree could
+not both run as an unprivileged uid and write files the caller owns. The wall is a
+dozen system calls here, with no second program to keep in step.
 """
 
 from __future__ import annotations
@@ -260,7 +293,8 @@ class Wall:
         self.cwd = os.getcwd()
         # Detached copies of the writable paths (and, for a root caller, of the
         # ancestors only root may traverse), taken before `/` is made read-only.
-        self.clones: list[tuple[str, int, bool]] = []
+        # Each: (path, copy, read-only, a copy without submounts or -1).
+        self.clones: list[tuple[str, int, bool, int]] = []
 
     def take(self, token: str) -> None:
         """Take one option (`--rw=P`, `--see=P`, `--mask=P`, `--tmp=P`,
@@ -298,6 +332,34 @@ def _closed_ancestor(path: str, *, itself: bool) -> str | None:
 
 def _inside(outer: str, inner: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this mount namespace (`/proc/self/mountinfo`)."""
+    with open("/proc/self/mountinfo", "rb") as f:
+        lines = f.read().splitlines()
+    found = []
+    for line in lines:
+        raw = line.split(b" ", 5)[4]
+        # The kernel writes a space, tab, newline or backslash as an octal escape.
+        parts = raw.split(b"\\")
+        point = parts[0] + b"".join(
+            bytes([int(p[:3], 8)]) + p[3:] if p[:3].isdigit() else b"\\" + p
+            for p in parts[1:]
+        )
+        found.append(os.fsdecode(point))
+    return found
+
+
+def _copies(
+    path: str, read_only: bool, points: Sequence[str]
+) -> tuple[str, int, bool, int]:
+    """A root caller's copies of `path`: with its submounts (and one without, for
+    idmapping where a submount's file system cannot), or alone when it has none."""
+    if any(p != path and _inside(path, p) for p in points):
+        whole = open_tree(path, recursive=True)
+        return (path, whole, read_only, open_tree(path, recursive=False))
+    return (path, open_tree(path, recursive=False), read_only, -1)
 
 
 def _tmpfs(target: str, options: str, flags: int = 0) -> None:
@@ -340,10 +402,16 @@ def build_wall(wall: Wall, root: bool) -> None:
             if not any(_inside(a, closed) for a in ancestors):
                 ancestors = [a for a in ancestors if not _inside(closed, a)]
                 ancestors.append(closed)
+    # A root caller's copies are idmapped: with their submounts where those allow it,
+    # else without (a copy of the path alone is kept for that).
+    below = _mount_points() if root else []
     for path in sorted(ancestors, key=len):
-        wall.clones.append((path, open_tree(path, recursive=False), True))
+        wall.clones.append(_copies(path, True, below))
     for path in wall.writable:
-        wall.clones.append((path, open_tree(path, recursive=not root), False))
+        if root:
+            wall.clones.append(_copies(path, False, below))
+        else:
+            wall.clones.append((path, open_tree(path, recursive=True), False, -1))
     mount_setattr(AT_FDCWD, "/", recursive=True, set_=MOUNT_ATTR_RDONLY)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READ_ONLY:
@@ -357,16 +425,21 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
     """Attach the writable copies (idmapped through `userns` for a root caller: the
     tree's root writes files the caller owns), mount the private tmpfs mounts and
     the masks, then wall the protect paths."""
-    for path, fd, read_only in wall.clones:
+    for path, fd, read_only, alone in wall.clones:
         if userns is not None:
+            attrs = MOUNT_ATTR_IDMAP | (MOUNT_ATTR_RDONLY if read_only else 0)
             try:
-                mount_setattr(
-                    fd,
-                    "",
-                    recursive=False,
-                    set_=MOUNT_ATTR_IDMAP | (MOUNT_ATTR_RDONLY if read_only else 0),
-                    userns=userns,
-                )
+                try:
+                    mount_setattr(
+                        fd, "", recursive=alone >= 0, set_=attrs, userns=userns
+                    )
+                except OSError:
+                    if alone < 0:
+                        raise
+                    # A submount's file system has no idmapped mounts: without them.
+                    os.close(fd)
+                    fd, alone = alone, -1
+                    mount_setattr(fd, "", recursive=False, set_=attrs, userns=userns)
             except OSError as exc:
                 raise OSError(
                     exc.errno,
@@ -376,6 +449,8 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
                 ) from None
         move_mount(fd, path)
         os.close(fd)
+        if alone >= 0:
+            os.close(alone)
     wall.clones.clear()
     # Private tmpfs mounts last: nothing attached above may cover them.
     owner = f",uid={TREE_UID},gid={TREE_UID}" if userns is not None else ""
@@ -694,8 +769,10 @@ class NamespaceSupervisor(Supervisor):
             os.setpgid(0, 0)
             if self.root:
                 os.setgroups([])  # root's supplementary groups stay outside
-            for _, fd, _ in self.wall.clones:
+            for _, fd, _, alone in self.wall.clones:
                 os.close(fd)
+                if alone >= 0:
+                    os.close(alone)
             unshare(CLONE_NEWUSER)
             os.write(ready_w, b"u")
             os.close(ready_w)

@@ -30,6 +30,7 @@ from ._plan import Stage
 __all__ = (
     "WINDOW_SHARE",
     "AgentOutcome",
+    "declared_writable",
     "expand",
     "lane_git_paths",
     "run_command_agent",
@@ -67,6 +68,12 @@ def lane_git_paths(worktree: Path) -> list[Path]:
         common / "logs" / "refs" / "heads" / "tether",
     ]
     return [path for path in found if path.is_dir()]
+
+
+def declared_writable() -> list[Path]:
+    """The folders `TETHER_WRITABLE` declares writable for every stage agent."""
+    raw = os.environ.get(TetherEnv.WRITABLE, "")
+    return [Path(p) for p in raw.split(os.pathsep) if os.path.isabs(p)]
 
 
 def expand(argv: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -148,7 +155,7 @@ async def run_command_agent(
                     progress_limit=sys.maxsize,
                     # S15: the lane is the workspace; a commit there also writes the
                     # lane's git folders (the rest of the person's git dir is walled).
-                    writable=lane_git_paths(cwd),
+                    writable=[*lane_git_paths(cwd), *declared_writable()],
                 )
             except OSError as exc:
                 line = f"tether: the agent could not start: {exc}\n"
