@@ -555,3 +555,21 @@ def _as_1000(root: Path) -> None:
     assert not (home / "config").exists()
     assert _machine() == machine
     assert tree_tmp([workspace]) is not None  # below /tmp: a folder of its own
+
+
+@pytest.mark.anyio
+async def test_S15_a_custom_tool_declares_what_its_program_may_write(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`ctx.run_process(writable=[...])`: the declared folder and the workspace take
+    writes, from a subfolder as working directory too."""
+    declared = tmp_path / "tool-cache"
+    sub = workspace / "sub"
+    sub.mkdir()
+    ctx = ToolContext(call_id="c", session_id="s", workspace=workspace)
+    script = f"touch {declared}/a ../top.txt && echo both-ok"
+    with anyio.fail_after(30):
+        done = await ctx.run_process(
+            ["bash", "-c", script], cwd=sub, writable=[declared]
+        )
+    assert "both-ok" in done.output.split(), done.output

@@ -2,8 +2,9 @@
 
 An agent runs in the lane's worktree through `run_command`, the one entry point for
 whatever tether runs as a process tree (the Bash tool uses it too): the same
-containment (a PID namespace with the stop folders read-only, or the subreaper), the
-tree killed whole when the run dies or kills it. Its environment carries
+containment (a PID namespace walled as S15 says, or the subreaper), the tree killed
+whole when the run dies or kills it. Its tree may write the lane, the lane's git
+folders (`lane_git_paths()`) and the folders `TETHER_WRITABLE` declares. Its environment carries
 `TETHER_AGENT=1`, `TETHER_RUN`, `TETHER_LANE` (so the stop verbs refuse it); its output
 goes to the lane's log. This module runs one agent and reports how it ended; when and
 whether to start one is the run's business.
