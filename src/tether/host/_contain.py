@@ -57,8 +57,9 @@ __all__ = (
     "wall_paths",
 )
 
-SUPERVISOR = Path(__file__).with_name("_supervisor.py")
-"""The supervisor program, run by path (`python -I -S`), one per tree."""
+SUPERVISOR = Path(__file__).with_name("_supervise.py")
+"""The supervisor program, run by path (`python -I -S`), one per tree: it starts
+`_supervisor.py` from its cached bytecode."""
 PROBE_BOUND = 10.0
 """Seconds the once-per-process probe may take before namespaces count as refused."""
 

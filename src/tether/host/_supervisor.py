@@ -1,6 +1,8 @@
 """The supervisor of one process tree: a standalone program, run by path.
 
-`python -I -S _supervisor.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
+`python -I -S _supervise.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
+(`_supervise.py` imports this module from its cached bytecode and calls `main()`; running
+this file by path works too)
 
 The options say what a `namespace` tree may write and reach (S15, the wall; the host's
 `_contain.py` decides them): `--rw=P` a writable path (repeatable), `--see=P` a path the
