@@ -394,7 +394,7 @@ class ProcessTree:
             await self.kill()
             if self._process is not None:
                 await self._process.aclose()
-        if self._made_tmp is not None and self.returncode is not None:
+        if self._made_tmp is not None:
             # The tmpfs lived in the tree's mount namespace: the folder is empty here.
             with contextlib.suppress(OSError):
                 self._made_tmp.rmdir()

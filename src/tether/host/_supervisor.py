@@ -50,8 +50,10 @@ MODE says how the tree is contained:
   or the command (`/root`, pytest's `/tmp/pytest-of-root`) are shown read-only the same
   way. The other choice, refusing the namespace as root, was not taken: CI and many
   containers run as root, and they would lose the whole wall to the fallback. Measured
-  on the development VM (docs/benchmarks.md), the whole wall costs a root caller's
-  Bash `true` about a millisecond over the stop-folder wall it replaced.
+  side by side on the development VM (docs/benchmarks.md, `benchmarks/wall_start.py`),
+  this supervisor with the whole wall, idmapping included, costs 1.09x the one that
+  walled the stop folders only (both from cached bytecode), and a root caller's Bash
+  `true` 1.02x end to end.
 
 - `subreaper`: the fallback where namespaces are refused. This program makes itself a
   child subreaper, so orphans (`setsid`, double forks, `nohup`) are re-parented to it,
