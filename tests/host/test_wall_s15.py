@@ -229,11 +229,12 @@ async def test_S15_a_tree_never_acts_as_the_machines_root(workspace: Path) -> No
 
 @pytest.mark.root
 @pytest.mark.anyio
-async def test_S15_a_root_callers_tree_reads_only_what_others_may(
+async def test_S15_a_root_callers_tree_cannot_read_shadow_yet_runs_roots_tools(
     workspace: Path,
 ) -> None:
-    """As root, the tree cannot read `/etc/shadow` (root and `shadow` only), yet runs
-    commands from root's own folders on `PATH` (shown read-only as the tree's own)."""
+    """As root, the tree cannot read `/etc/shadow` (root and `shadow` only) nor write
+    root's home, yet runs commands from root's folders on `PATH` (shown read-only as
+    the tree's own)."""
     assert os.stat("/etc/shadow").st_mode & 0o004 == 0
     attempts = {"shadow": "cat /etc/shadow", "root-write": "touch ~/.tether-wall-probe"}
     output = await _bash(workspace, _attempts(attempts) + "\npython3 -c 'print(6*7)'")
