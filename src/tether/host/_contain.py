@@ -346,13 +346,18 @@ def tether_walls(
     return found
 
 
+TREE_SHM_TMP = Path("/dev/shm/tmp")
+"""A tree's temporary directory when `/tmp` cannot be replaced: a folder of the
+tree's private `/dev/shm` tmpfs (nothing is made outside, nothing can be left)."""
+
+
 def tree_tmp(writable: Sequence[Path]) -> Path | None:
-    """Where a tree's private tmpfs goes: None for over `/tmp` (no writable path lies
-    below it), else a fresh empty folder made here for one tree (remove it after)."""
+    """Where a tree's private temporary directory goes: None for a tmpfs over `/tmp`
+    (no writable path lies below it), else `TREE_SHM_TMP`."""
     tmp = Path("/tmp")
     if tmp.is_dir() and not any(_contains(tmp, Path(p).resolve()) for p in writable):
         return None
-    return Path(tempfile.mkdtemp(prefix="tether-tmp-"))
+    return TREE_SHM_TMP
 
 
 def _socket_dir(path: str) -> str | None:

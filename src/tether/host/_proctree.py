@@ -150,8 +150,6 @@ class ProcessTree:
     _reported: int | None = None
     """The exit code the supervisor reported; `returncode` once it is reaped too."""
     _terminated: bool = False
-    _made_tmp: Path | None = None
-    """The empty folder made for the tree's private tmpfs, removed once it is gone."""
     token: str = attrs.field(factory=lambda: os.urandom(16).hex())
     """Marks every process of the tree: `TETHER_TREE=<token>` is in their environment."""
 
@@ -207,8 +205,8 @@ class ProcessTree:
             paths = _stop_paths() if protect is None else list(protect)
             paths.extend(tether_walls(opened))
             walls = wall_paths(paths, workspace=opened[0])
-            self._made_tmp = tree_tmp(opened)
-            tree["TMPDIR"] = str(self._made_tmp or "/tmp")
+            tmp = tree_tmp(opened)
+            tree["TMPDIR"] = str(tmp or "/tmp")
             masks = session_masks([os.environ, env], uid=os.geteuid(), writable=opened)
             see = [executable, *env.get("PATH", "").split(os.pathsep)]
             see.append(env.get("HOME", ""))
@@ -216,7 +214,7 @@ class ProcessTree:
                 writable=opened,
                 see=see,
                 masks=masks,
-                tmp=self._made_tmp,
+                tmp=tmp,
                 network=network,
             )
         elif network != "host":
@@ -394,11 +392,6 @@ class ProcessTree:
             await self.kill()
             if self._process is not None:
                 await self._process.aclose()
-        if self._made_tmp is not None:
-            # The tmpfs lived in the tree's mount namespace: the folder is empty here.
-            with contextlib.suppress(OSError):
-                self._made_tmp.rmdir()
-            self._made_tmp = None
 
     async def __aenter__(self) -> ProcessTree:
         return self

@@ -7,7 +7,8 @@ this file by path works too)
 The options say what a `namespace` tree may write and reach (S15, the wall; the host's
 `_contain.py` decides them): `--rw=P` a writable path (repeatable), `--see=P` a path the
 tree must reach (its command, `PATH`, `HOME`), `--mask=P` a session socket or its folder
-to hide, `--tmp=P` where its private tmpfs goes (`/tmp` itself, or an empty folder),
+to hide, `--tmp=P` its private temporary directory (a tmpfs over `/tmp` itself or over
+an empty folder, or `/dev/shm/<name>`: a folder of the tree's private `/dev/shm`),
 `--net=none` loopback only.
 
 It imports nothing but the standard library (so it starts in milliseconds, whatever the
@@ -120,6 +121,8 @@ OPEN_TREE_CLOEXEC = 0o2000000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_IDMAP = 0x100000
+SHM = "/dev/shm"
+"""Gets a private tmpfs in every tree; `--tmp=/dev/shm/<name>` is a folder of it."""
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 """Kernel knobs under `/proc` bound read-only (container runtimes' read-only paths)."""
 
@@ -458,9 +461,17 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
     wall.clones.clear()
     # Private tmpfs mounts last: nothing attached above may cover them.
     owner = f",uid={TREE_UID},gid={TREE_UID}" if userns is not None else ""
-    if os.path.isdir("/dev/shm"):
-        _tmpfs("/dev/shm", f"mode=1777{owner}")
-    if wall.tmp is not None:
+    private_shm = os.path.isdir(SHM) and not any(_inside(SHM, w) for w in wall.writable)
+    if private_shm:
+        _tmpfs(SHM, f"mode=1777{owner}")
+    if wall.tmp is not None and os.path.dirname(wall.tmp) == SHM:
+        # A folder of the private /dev/shm: nothing to make or remove outside.
+        if not private_shm:
+            raise OSError(errno.EBUSY, f"no private {SHM} for the temporary directory")
+        os.mkdir(wall.tmp, 0o700)
+        if userns is not None:
+            os.chown(wall.tmp, TREE_UID, TREE_UID)
+    elif wall.tmp is not None:
         mode = "1777" if wall.tmp == "/tmp" else "0700"
         _tmpfs(wall.tmp, f"mode={mode}{owner}")
     for path in wall.masks:
