@@ -35,6 +35,9 @@ class TetherEnv(enum.StrEnum):
     """Store of runs, claims and ledger (spec 03): a SQLite path or a `postgresql://` URL."""
     STORE_URL = "TETHER_STORE_URL"
     """Store for claims and ledger: a SQLite path or a `postgresql://` URL."""
+    WRITABLE = "TETHER_WRITABLE"
+    """Folders (`os.pathsep`-separated, absolute) every stage agent of a run may write
+    besides its lane, as a stage would declare them (S15); read by the run only."""
     MACHINE_ID = "TETHER_MACHINE_ID"
     """This machine's id in a shared store (default: host name and /etc/machine-id)."""
     TEST_CRASH_AT = "TETHER_TEST_CRASH_AT"

@@ -44,7 +44,14 @@ class Terminal:
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            env={**os.environ, **env, "COLUMNS": "200", "TERM": "dumb"},
+            # The agents write their marks outside their lanes: declared (S15).
+            env={
+                **os.environ,
+                **env,
+                "TETHER_WRITABLE": env.get("MARKS", ""),
+                "COLUMNS": "200",
+                "TERM": "dumb",
+            },
             preexec_fn=_make_controlling,
         )
         os.close(slave)

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from tether.host import ToolContext
-from tether.host._contain import SUPERVISOR, wall_paths
+from tether.host._contain import SUPERVISOR, wall_options, wall_paths
 from tether.host.tools.bash import Bash
 from tether.stop import protected_paths
 
@@ -116,7 +116,9 @@ def _wall_as_1001(tmp_path: Path) -> None:
     (stop / "stop.json").write_text("STOP")
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    for path in (tmp_path / "state", stop, stop / "stop.json", workspace):
+    private = tmp_path / "tmp"
+    private.mkdir()
+    for path in (tmp_path / "state", stop, stop / "stop.json", workspace, private):
         os.chown(path, 1001, 1001)
     walls = wall_paths([stop], workspace=workspace)
     assert walls == [str(stop)]
@@ -131,6 +133,7 @@ def _wall_as_1001(tmp_path: Path) -> None:
         str(SUPERVISOR),
         "namespace",
         *walls,
+        *wall_options(writable=[workspace], tmp=private),
         "--",
         "/bin/bash",
         "bash",

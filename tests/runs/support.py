@@ -79,6 +79,14 @@ def close_opened() -> None:
             thing.close()
 
 
+def _declared(env: dict[str, str]) -> dict[str, str]:
+    """A test's agents write their marks (`$MARKS`) outside their lanes: the run
+    declares that folder writable for them (S15 walls everything else)."""
+    if "MARKS" in env:
+        return {"TETHER_WRITABLE": env["MARKS"], **env}
+    return env
+
+
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """Start `tether ARGS` as a process of its own, output captured."""
     proc = subprocess.Popen(
@@ -86,7 +94,7 @@ def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **_declared(env or {})},
     )
     OPENED.append(proc)
     return proc
@@ -101,7 +109,7 @@ def tether(
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **_declared(env or {})},
     )
 
 

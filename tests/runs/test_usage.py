@@ -103,7 +103,12 @@ async def test_a_usage_limit_makes_the_lane_wait_for_the_reset_and_go_on(
         encoding="utf-8",
     )
     start = float(int(time.time()))
-    env = {"MARKS": str(marks), "RESET": str(int(start) + 30)}
+    # The agent keeps its mark outside its lane: the run declares that folder (S15).
+    env = {
+        "MARKS": str(marks),
+        "TETHER_WRITABLE": str(marks),
+        "RESET": str(int(start) + 30),
+    }
     run = await run_through_the_wait(plan, start=start, reset=start + 30, env=env)
     store = open_default_store()
     assert [r.exit_status for r in store.receipts(run)] == [1, 0]

@@ -19,6 +19,8 @@ RULES: dict[str, str] = {
     "S13": "process tools reclaim the whole tree",
     "S13b": "output is bounded; a tool's failure or an oversized message ends that call only",
     "S14": "read-only local tools are cancellable for real",
+    "S15": "the wall: a tree writes only its workspace, its private tmp and declared "
+    "paths, reaches no daemon of the session, never acts as root, gets no secrets",
     # spec 02: the recorded stop
     "folder-rule": "the folder rule, checked on every read",
     "read-outcomes": "a read has exactly three outcomes: CLEAR, STOPPED, HOLD",

@@ -1,11 +1,20 @@
-"""Which containment process trees get here, and what the wall around the stop covers.
+"""Which containment process trees get here, and what the wall (S15) lets a tree reach.
 
-Every process tree tether starts runs in its own PID, mount and (for a caller other than
-root) user namespace when the kernel allows it: the `namespace` containment (see
-`_supervisor.py`). Some systems refuse unprivileged namespaces (for example Ubuntu's
-AppArmor restriction); there the `subreaper` containment is the fallback, with limits
-written down in docs/tools-process.md. `containment()` probes once per process, by
-starting one real contained tree, and says which is in force and why.
+Every process tree tether starts runs in its own PID, mount and user namespace when the
+kernel allows it: the `namespace` containment (see `_supervisor.py`). Inside, the whole
+file system is read-only but the tree's writable paths (its workspace, paths a tool or
+stage declares) and a private temporary directory; the stop folders and tether's own
+folders stay read-only even below a writable path; the session's sockets are masked.
+This module decides, in the host, what each tree gets: the writable paths, the walled
+paths, the masks, the temporary directory and the environment (`tree_env()`: tether's
+secrets and the session's escape variables are withheld). The supervisor only carries
+it out.
+
+Some systems refuse unprivileged namespaces (for example Ubuntu's AppArmor
+restriction); there the `subreaper` containment is the fallback, with limits written
+down in docs/tools-process.md: of the wall only the environment scrub holds.
+`containment()` probes once per process, by starting one real contained tree, and says
+which is in force and why.
 
 `TETHER_CONTAINMENT` forces the choice: `namespace` (refused with the reason where the
 kernel does not allow it), `subreaper`, or `auto` (the default: namespace when it works).
@@ -14,10 +23,12 @@ kernel does not allow it), `subreaper`, or `auto` (the default: namespace when i
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, final
 
@@ -31,17 +42,24 @@ __all__ = (
     "CommandOutcome",
     "Containment",
     "ContainmentKind",
+    "Network",
     "containment",
     "containment_choice",
     "containment_now",
     "containment_shown",
     "probed",
+    "session_masks",
     "supervisor_argv",
+    "tether_walls",
+    "tree_env",
+    "tree_tmp",
+    "wall_options",
     "wall_paths",
 )
 
-SUPERVISOR = Path(__file__).with_name("_supervisor.py")
-"""The supervisor program, run by path (`python -I -S`), one per tree."""
+SUPERVISOR = Path(__file__).with_name("_supervise.py")
+"""The supervisor program, run by path (`python -I -S`), one per tree: it starts
+`_supervisor.py` from its cached bytecode."""
 PROBE_BOUND = 10.0
 """Seconds the once-per-process probe may take before namespaces count as refused."""
 
@@ -49,7 +67,41 @@ ContainmentKind = Literal["namespace", "subreaper"]
 """`namespace`: a PID namespace per tree, the stop folders walled read-only.
 `subreaper`: the fallback, a subreaping supervisor and an environment marker."""
 
+Network = Literal["host", "none"]
+"""`host`: the machine's network (the default: agents need their model endpoint).
+`none`: a network namespace of the tree's own with loopback only (`namespace` only)."""
+
 _CHOICES = ("auto", "namespace", "subreaper")
+
+WITHHELD = (
+    TetherEnv.MODEL_KEY,
+    TetherEnv.STORE,
+    TetherEnv.STORE_URL,
+    "OPENAI_API_KEY",
+)
+"""tether's own secrets (S15): its model keys and the store URLs (which carry the
+store's password). Not passed to trees unless a tool or stage names them
+(`pass_env`)."""
+SESSION_VARIABLES = (
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "WAYLAND_DISPLAY",
+    "DISPLAY",
+    "XAUTHORITY",
+    "KITTY_LISTEN_ON",
+    "WEZTERM_UNIX_SOCKET",
+    "ZELLIJ",
+    "ZELLIJ_SESSION_NAME",
+)
+"""Variables that lead to a daemon of the person's session, which would start
+processes outside the tree (S15: no way out). Never passed to trees."""
+_SHARED_DIRS = frozenset({"/", "/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"})
 
 
 @final
@@ -96,17 +148,32 @@ def _probe() -> tuple[bool, str]:
     with _lock:
         if "result" in _probed:
             return _probed["result"]
+        scratch = Path(tempfile.mkdtemp(prefix="tether-probe-"))
         try:
+            # The probe's command writes in a writable path (idmapped for a root
+            # caller) and must find everything else read-only.
             done = subprocess.run(
-                [sys.executable, "-I", "-S", str(SUPERVISOR), "probe"],
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    str(SUPERVISOR),
+                    "probe",
+                    f"--rw={scratch}",
+                ],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=PROBE_BOUND,
                 check=False,
+                cwd=scratch,
             )
             lines = done.stderr.decode(errors="replace").splitlines()
+            written = scratch / "probe-written"
             if done.returncode == 0 and "exit 0" in lines:
-                result = (True, "")
+                if written.exists() and written.stat().st_uid == os.geteuid():
+                    result = (True, "")
+                else:
+                    result = (False, "the probe's file did not belong to the caller")
             else:
                 last = next(
                     (line for line in reversed(lines) if line.strip()),
@@ -121,6 +188,8 @@ def _probe() -> tuple[bool, str]:
                     result = (False, last)
         except (OSError, subprocess.SubprocessError) as exc:
             result = (False, f"the probe could not run: {exc}")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         _probed["result"] = result
         return result
 
@@ -186,8 +255,10 @@ def containment() -> Containment:
     if works:
         return Containment(
             kind="namespace",
-            reason="each tree has its own PID namespace; the stop folders are "
-            "read-only inside it",
+            reason="each tree has its own PID namespace; inside it everything but "
+            "the workspace and a private temporary directory is read-only, the "
+            "session's sockets are masked, and a root caller's tree runs as an "
+            "unprivileged uid",
         )
     if choice == "namespace":
         raise UsageError(
@@ -197,8 +268,10 @@ def containment() -> Containment:
     return Containment(
         kind="subreaper",
         reason=f"the kernel refuses namespaces here ({why}); trees are held by a "
-        "subreaper and a marker sweep, which a command can escape "
-        "(see docs/tools-process.md); allow unprivileged user namespaces to close it",
+        "subreaper and a marker sweep, which a command can escape, and no wall "
+        "holds: a tree can write whatever the account can and reach the session's "
+        "sockets; only tether's secrets are kept from its environment (see "
+        "docs/tools-process.md); allow unprivileged user namespaces to close it",
     )
 
 
@@ -253,10 +326,123 @@ def wall_paths(
     ]
 
 
-def supervisor_argv(
-    kind: ContainmentKind, walls: Sequence[str], executable: str, argv: Sequence[str]
+def tether_walls(
+    writable: Sequence[Path], *, roots: Sequence[Path] | None = None
+) -> list[Path]:
+    """Return tether's own folders that lie below a writable path, made first.
+
+    Outside the writable paths every folder is read-only inside a tree already,
+    whether it exists or not (its nearest existing folder is read-only too). Below one,
+    a folder not made yet could be made by the tree: so it is made here (owner only)
+    and walled read-only (S15).
+    """
+    mine = [r.absolute() for r in (_tether_roots() if roots is None else roots)]
+    opened = [Path(os.path.abspath(p)) for p in writable]
+    found: list[Path] = []
+    for root in mine:
+        if any(_contains(w, root) for w in opened):
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            found.append(root)
+    return found
+
+
+TREE_SHM_TMP = Path("/dev/shm/tmp")
+"""A tree's temporary directory when `/tmp` cannot be replaced: a folder of the
+tree's private `/dev/shm` tmpfs (nothing is made outside, nothing can be left)."""
+
+
+def tree_tmp(writable: Sequence[Path]) -> Path | None:
+    """Where a tree's private temporary directory goes: None for a tmpfs over `/tmp`
+    (no writable path lies below it), else `TREE_SHM_TMP`."""
+    tmp = Path("/tmp")
+    if tmp.is_dir() and not any(_contains(tmp, Path(p).resolve()) for p in writable):
+        return None
+    return TREE_SHM_TMP
+
+
+def _socket_dir(path: str) -> str | None:
+    """The folder to mask for a socket path: its own folder unless that is shared."""
+    if not path.startswith("/"):
+        return None
+    parent = os.path.dirname(os.path.normpath(path))
+    home = os.path.expanduser("~")
+    return path if parent in _SHARED_DIRS or parent == home else parent
+
+
+def session_masks(
+    envs: Iterable[Mapping[str, str]], *, uid: int, writable: Sequence[Path]
 ) -> list[str]:
-    """The command line of one tree's supervisor."""
+    """Return the existing paths of the session's sockets to mask inside a tree.
+
+    The user's runtime folder (`/run/user/<uid>`, `$XDG_RUNTIME_DIR`: D-Bus, the
+    systemd user manager, Wayland, keyrings), tmux's socket folder, and the folders of
+    the sockets `TMUX`, `SSH_AUTH_SOCK` and the D-Bus session address name. A path
+    holding a writable path or below one is left open.
+    """
+    found = [f"/run/user/{uid}"]
+    for env in envs:
+        found.append(env.get("XDG_RUNTIME_DIR", ""))
+        tmux_tmp = env.get("TMUX_TMPDIR") or "/tmp"
+        found.append(os.path.join(tmux_tmp, f"tmux-{uid}"))
+        for name in ("TMUX", "SSH_AUTH_SOCK"):
+            sock = env.get(name, "").split(",", 1)[0]
+            found.append(_socket_dir(sock) or "")
+        for part in env.get("DBUS_SESSION_BUS_ADDRESS", "").split(";"):
+            for item in part.partition(":")[2].split(","):
+                key, _, value = item.partition("=")
+                if key == "path":
+                    found.append(_socket_dir(value) or "")
+    opened = [Path(os.path.abspath(p)) for p in writable]
+    masks: list[str] = []
+    for raw in found:
+        if not raw or raw in masks or not os.path.lexists(raw):
+            continue
+        where = Path(os.path.abspath(raw))
+        if any(_contains(where, w) or _contains(w, where) for w in opened):
+            continue
+        masks.append(str(where))
+    return masks
+
+
+def tree_env(env: Mapping[str, str], pass_env: Collection[str] = ()) -> dict[str, str]:
+    """Return `env` without tether's secrets (unless named in `pass_env`) and without
+    the session's escape variables (whatever is named), S15."""
+    dropped = {name for name in WITHHELD if name not in pass_env}
+    dropped.update(SESSION_VARIABLES)
+    return {k: v for k, v in env.items() if k not in dropped}
+
+
+def wall_options(
+    *,
+    writable: Sequence[Path],
+    see: Sequence[str] = (),
+    masks: Sequence[str] = (),
+    tmp: Path | None = None,
+    network: Network = "host",
+) -> list[str]:
+    """The supervisor's wall options for a `namespace` tree (`tmp` None: over `/tmp`).
+
+    `see` lists paths the tree must reach (its command, `PATH`, `HOME`): for a root
+    caller, a folder on their way that only root may traverse is shown read-only.
+    """
+    options = [f"--rw={Path(p).resolve()}" for p in writable]
+    options.extend(f"--see={p}" for p in see if p.startswith("/"))
+    options.extend(f"--mask={m}" for m in masks)
+    options.append(f"--tmp={tmp if tmp is not None else '/tmp'}")
+    if network != "host":
+        options.append(f"--net={network}")
+    return options
+
+
+def supervisor_argv(
+    kind: ContainmentKind,
+    walls: Sequence[str],
+    executable: str,
+    argv: Sequence[str],
+    *,
+    options: Sequence[str] = (),
+) -> list[str]:
+    """The command line of one tree's supervisor (`options`: `wall_options()`)."""
     return [
         sys.executable,
         "-I",
@@ -264,6 +450,7 @@ def supervisor_argv(
         str(SUPERVISOR),
         kind,
         *walls,
+        *options,
         "--",
         executable,
         *argv,

@@ -5,12 +5,21 @@ path) in the containment `containment()` chose for this process:
 
 - `namespace`: the tree lives in its own PID namespace, where every process it starts
   stays, whatever it does (`setsid`, double forks, `env -i`, killing its parent); when
-  the namespace's first process dies the kernel kills the rest. The stop folders
-  (`tether.stop.protected_paths()`) are bound read-only inside it, with the mounts locked.
+  the namespace's first process dies the kernel kills the rest. Inside it is walled
+  (S15): everything is read-only but the workspace, the declared `writable` paths and a
+  private temporary directory (`TMPDIR`); the stop folders
+  (`tether.stop.protected_paths()`) and tether's own folders stay read-only even below
+  a writable path; the session's sockets are masked; the mounts are locked; a root
+  caller's tree runs as an unprivileged uid. `network="none"` gives it loopback only.
 - `subreaper`: the fallback. The supervisor is a child subreaper, and every process
   carries the tree's marker (`TETHER_TREE=<token>`), so the host can sweep what is left
   if the supervisor is killed. A process that both clears its environment and outlives
-  a killed supervisor escapes: the limits are in docs/tools-process.md.
+  a killed supervisor escapes, and no wall holds: the limits are in
+  docs/tools-process.md.
+
+Under both, the environment is scrubbed (`tree_env()`): tether's secrets are withheld
+unless the tool or stage names them (`pass_env`), and the session's escape variables
+(`TMUX`, `SSH_AUTH_SOCK`, ...) are never passed.
 
 The supervisor obeys one-byte orders (`T` terminate, `K` or end of file kill) and
 reports `pid`, `error`, `refused` and `exit` lines; see its docstring.
@@ -31,7 +40,7 @@ import math
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import final
 
@@ -49,8 +58,14 @@ from ..errors import UsageError
 from ._contain import (
     CommandOutcome,
     Containment,
+    Network,
     containment_now,
+    session_masks,
     supervisor_argv,
+    tether_walls,
+    tree_env,
+    tree_tmp,
+    wall_options,
     wall_paths,
 )
 from ._spawn import start_process
@@ -150,12 +165,21 @@ class ProcessTree:
         cwd: Path,
         env: Mapping[str, str],
         protect: Sequence[Path] | None = None,
+        workspace: Path | None = None,
+        writable: Sequence[Path] = (),
+        pass_env: Collection[str] = (),
+        network: Network = "host",
     ) -> None:
-        """Start `argv` in `cwd` with exactly `env` under a new supervisor.
+        """Start `argv` in `cwd` with `env` (scrubbed) under a new supervisor.
 
-        `protect` lists the paths bound read-only inside a `namespace` tree (default:
-        the stop's own, `tether.stop.protected_paths()`). Starting is shielded from
-        cancellation (bounded): a tree is either not started or fully known.
+        In a `namespace` tree (S15) only `workspace` (default: `cwd`), the `writable`
+        paths (made if missing) and a private temporary directory (`TMPDIR`) can be
+        written; `protect` lists the paths walled read-only even below those (default:
+        the stop's own, `tether.stop.protected_paths()`; tether's own folders are
+        added). `env` goes in without tether's secrets, unless named in `pass_env`,
+        and without the session's escape variables (`tree_env()`). `network="none"`
+        gives the tree loopback only. Starting is shielded from cancellation
+        (bounded): a tree is either not started or fully known.
 
         Raises:
             OSError: the command could not be started (not found, not executable, bad
@@ -171,17 +195,38 @@ class ProcessTree:
         except UsageError as exc:
             raise OSError(f"cannot contain {argv[0]}: {exc}") from None
         walls: list[str] = []
+        options: list[str] = []
+        tree = {**tree_env(env, pass_env), TREE_MARKER: self.token}
         if chosen.kind == "namespace":
-            paths = _stop_paths() if protect is None else protect
-            walls = wall_paths(paths, workspace=cwd)
-        command = supervisor_argv(chosen.kind, walls, executable, argv)
+            opened = [workspace if workspace is not None else cwd]
+            for path in writable:
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+                opened.append(path)
+            paths = _stop_paths() if protect is None else list(protect)
+            paths.extend(tether_walls(opened))
+            walls = wall_paths(paths, workspace=opened[0])
+            tmp = tree_tmp(opened)
+            tree["TMPDIR"] = str(tmp or "/tmp")
+            masks = session_masks([os.environ, env], uid=os.geteuid(), writable=opened)
+            see = [executable, *env.get("PATH", "").split(os.pathsep)]
+            see.append(env.get("HOME", ""))
+            options = wall_options(
+                writable=opened,
+                see=see,
+                masks=masks,
+                tmp=tmp,
+                network=network,
+            )
+        elif network != "host":
+            raise OSError(
+                f"cannot contain {argv[0]}: network {network!r} needs the namespace "
+                f"containment ({chosen.reason})"
+            )
+        command = supervisor_argv(chosen.kind, walls, executable, argv, options=options)
         kind, rest = "eof", "no report in time"
         with anyio.CancelScope(shield=True), anyio.move_on_after(START_BOUND):
             self._process = start_process(
-                command,
-                cwd=cwd,
-                env={**env, TREE_MARKER: self.token},
-                start_new_session=True,
+                command, cwd=cwd, env=tree, start_new_session=True
             )
             assert self._process.stderr is not None
             self._status = BufferedByteReceiveStream(self._process.stderr)
@@ -401,6 +446,10 @@ async def run_command(
     timeout: float | None = None,
     limit: int = 30_000,
     progress_limit: int = PROGRESS_LIMIT,
+    workspace: Path | None = None,
+    writable: Sequence[Path] = (),
+    pass_env: Collection[str] = (),
+    network: Network = "host",
 ) -> CommandOutcome:
     """Run `argv` in a `ProcessTree` with the PROCESS stop policy (S13).
 
@@ -409,7 +458,8 @@ async def run_command(
     `stop` is set, the tree gets SIGTERM and the output is collected until the command
     exits. When the caller is cancelled (the grace window closed), every process of
     the tree is killed and reaped inside a bounded shield, then the cancellation
-    propagates. After `timeout` seconds the tree is killed.
+    propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
+    `pass_env` and `network` shape the wall (S15), as in `ProcessTree.start()`.
 
     Raises:
         OSError: the command could not be started.
@@ -419,7 +469,15 @@ async def run_command(
     stream = _progress_pump(on_output, progress_limit)
     timed_out = False
     try:
-        await tree.start(argv, cwd=cwd, env=env)
+        await tree.start(
+            argv,
+            cwd=cwd,
+            env=env,
+            workspace=workspace,
+            writable=writable,
+            pass_env=pass_env,
+            network=network,
+        )
         async with anyio.create_task_group() as tg:
             drained = anyio.Event()
 

@@ -1,6 +1,15 @@
 """The supervisor of one process tree: a standalone program, run by path.
 
-`python -I -S _supervisor.py MODE [PROTECT ...] -- EXECUTABLE ARGV0 [ARG ...]`
+`python -I -S _supervise.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
+(`_supervise.py` imports this module from its cached bytecode and calls `main()`; running
+this file by path works too)
+
+The options say what a `namespace` tree may write and reach (S15, the wall; the host's
+`_contain.py` decides them): `--rw=P` a writable path (repeatable), `--see=P` a path the
+tree must reach (its command, `PATH`, `HOME`), `--mask=P` a session socket or its folder
+to hide, `--tmp=P` its private temporary directory (a tmpfs over `/tmp` itself or over
+an empty folder, or `/dev/shm/<name>`: a folder of the tree's private `/dev/shm`),
+`--net=none` loopback only.
 
 It imports nothing but the standard library (so it starts in milliseconds, whatever the
 host's environment) and is started by `tether.host._proctree.ProcessTree`. It spawns
@@ -19,25 +28,55 @@ When the command exits, what it left running is killed before `exit` is reported
 MODE says how the tree is contained:
 
 - `namespace`: the tree gets its own PID namespace and mount namespace (and a user
-  namespace mapping the caller's uid to itself when the caller is not root). This
-  program forks the namespace's first process, which mounts a fresh `/proc`, binds every
-  PROTECT path read-only onto itself, and supervises. The command's starter enters one
-  more, nested user namespace with a mount namespace of its own, which locks every mount
-  it inherits: no process of the tree can unmount or remount the read-only paths, nor
-  reach the outer `/proc`. When the namespace's first process dies (the host ordered
-  it, or this program died and the kernel's parent-death signal followed), the kernel
-  kills every process in the namespace; none can leave it.
+  namespace mapping the caller's uid to itself when the caller is not root; a network
+  namespace with `--net=none`). This program forks the namespace's first process, which
+  builds the wall and supervises: it takes detached copies (`open_tree`) of the
+  writable paths, makes every mount read-only at once (`mount_setattr` with
+  `AT_RECURSIVE`: the flags the kernel locked stay as they are), mounts a fresh `/proc`
+  with its kernel knobs (`/proc/sys`, `/proc/sysrq-trigger`, ...) bound read-only,
+  attaches the writable copies (`move_mount`), then private tmpfs mounts on `/dev/shm`,
+  the temporary directory and each mask, and binds every PROTECT path read-only on top.
+  The command's starter enters one more, nested user namespace and then a mount
+  namespace of its own, which locks every mount it inherits: no process of the tree can
+  unmount or remount the read-only paths, nor reach the outer `/proc`. When the
+  namespace's first process dies (the host ordered it, or this program died and the
+  kernel's parent-death signal followed), the kernel kills every process in the
+  namespace; none can leave it.
+
+  A root caller's tree never acts as the machine's root (S15). Its nested user
+  namespace maps the tree's root to `TREE_UID`, an unprivileged uid outside, with no
+  supplementary groups, and the writable copies are idmapped through that namespace
+  (`MOUNT_ATTR_IDMAP`), so the tree writes there as if it were root and the files
+  belong to root outside. Folders only root may traverse on the way to a writable path
+  or the command (`/root`, pytest's `/tmp/pytest-of-root`) are shown read-only the same
+  way. The other choice, refusing the namespace as root, was not taken: CI and many
+  containers run as root, and they would lose the whole wall to the fallback. Measured
+  side by side on the development VM (docs/benchmarks.md, `benchmarks/wall_start.py`),
+  this supervisor with the whole wall, idmapping included, costs 1.09x the one that
+  walled the stop folders only (both from cached bytecode), and a root caller's Bash
+  `true` 1.02x end to end.
+
 - `subreaper`: the fallback where namespaces are refused. This program makes itself a
   child subreaper, so orphans (`setsid`, double forks, `nohup`) are re-parented to it,
   and finds descendants through `/proc`. A command that kills this program escapes it;
   the host then sweeps by the tree's environment marker (see docs/tools-process.md).
 - `probe`: start a trivial command in `namespace` mode, protecting this file, and exit
-  0 only if the command found that file read-only.
+  0 only if the command could not write that file and could write a file in its
+  working directory (the host checks that file's owner).
 
 Python 3.11 has no `os.unshare` and `mount` has no wrapper: both are called through
-ctypes on libc, here in the supervisor, because only a process that is about to fork
-the tree can move it into new namespaces (util-linux `unshare` would add two program
-starts per tree and could not lock the mounts between its steps).
+ctypes on libc, and the new mount API (`open_tree`, `move_mount`, `mount_setattr`, Linux
+5.12+) through `syscall(2)` by number, here in the supervisor, because only a process
+that is about to fork the tree can move it into new namespaces (util-linux `unshare`
+would add two program starts per tree and could not lock the mounts between its steps).
+
+Why not bubblewrap: it builds the same wall (bind `/` read-only, writable binds on top,
+a fresh `/proc`, tmpfs masks), but it is not installed by default, so this program would
+still be needed as the fallback; it would add one program start per tree on top of this
+supervisor, which must stay the namespace's first process to obey the host's orders and
+report `pid` and `exit`; and it has no idmapped mounts, so a root caller's tree could
+not both run as an unprivileged uid and write files the caller owns. The wall is a
+dozen system calls here, with no second program to keep in step.
 """
 
 from __future__ import annotations
@@ -54,6 +93,7 @@ from collections.abc import Callable, Sequence
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
@@ -67,8 +107,24 @@ MS_PRIVATE = 0x40000
 MS_STRICTATIME = 0x1000000
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-ID_RANGE = 4294967295
-"""Every id but the last: a root caller's nested user namespace maps all ids to themselves."""
+TREE_UID = 2147483646
+"""The unprivileged outer uid (and gid) a root caller's tree runs as: its root inside."""
+SYS_OPEN_TREE = 428
+SYS_MOVE_MOUNT = 429
+SYS_MOUNT_SETATTR = 442
+"""The new mount API's syscall numbers, the same on every architecture."""
+AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+AT_RECURSIVE = 0x8000
+OPEN_TREE_CLONE = 0x1
+OPEN_TREE_CLOEXEC = 0o2000000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_IDMAP = 0x100000
+SHM = "/dev/shm"
+"""Gets a private tmpfs in every tree; `--tmp=/dev/shm/<name>` is a folder of it."""
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+"""Kernel knobs under `/proc` bound read-only (container runtimes' read-only paths)."""
 
 _RESET = (
     signal.SIGPIPE,
@@ -94,14 +150,20 @@ def unshare(flags: int) -> None:
     _call("unshare", _libc.unshare(ctypes.c_int(flags)))
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
-    """mount(2) without data."""
+def mount(
+    source: str | None,
+    target: str,
+    fstype: str | None,
+    flags: int,
+    data: str | None = None,
+) -> None:
+    """mount(2)."""
 
     def b(text: str | None) -> bytes | None:
         return None if text is None else os.fsencode(text)
 
     result = _libc.mount(
-        b(source), b(target), b(fstype), ctypes.c_ulong(flags), ctypes.c_void_p(None)
+        b(source), b(target), b(fstype), ctypes.c_ulong(flags), b(data)
     )
     _call(f"mount {target}", result)
 
@@ -147,6 +209,281 @@ def bind_read_only(path: str) -> None:
     elif not found & os.ST_RELATIME:
         flags |= MS_STRICTATIME
     mount(None, path, None, flags)
+
+
+def _syscall(what: str, number: int, *args: object) -> int:
+    _libc.syscall.restype = ctypes.c_long
+    result = int(_libc.syscall(ctypes.c_long(number), *args))
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+    return result
+
+
+def open_tree(path: str, *, recursive: bool) -> int:
+    """open_tree(2) with `OPEN_TREE_CLONE`: a detached copy of the mount at `path`."""
+    flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (AT_RECURSIVE if recursive else 0)
+    return _syscall(
+        f"open_tree {path}",
+        SYS_OPEN_TREE,
+        ctypes.c_int(AT_FDCWD),
+        os.fsencode(path),
+        ctypes.c_uint(flags),
+    )
+
+
+def mount_setattr(
+    fd: int,
+    path: str,
+    *,
+    recursive: bool,
+    set_: int = 0,
+    clear: int = 0,
+    userns: int = 0,
+) -> None:
+    """mount_setattr(2) on `path` (relative to `fd`; "" for the mount `fd` is)."""
+    flags = (AT_RECURSIVE if recursive else 0) | (AT_EMPTY_PATH if not path else 0)
+    # struct mount_attr: attr_set, attr_clr, propagation, userns_fd (all __u64).
+    attr = (ctypes.c_uint64 * 4)(set_, clear, 0, userns)
+    _syscall(
+        f"mount_setattr {path or fd}",
+        SYS_MOUNT_SETATTR,
+        ctypes.c_int(fd),
+        os.fsencode(path),
+        ctypes.c_uint(flags),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+
+
+def move_mount(fd: int, target: str) -> None:
+    """move_mount(2): attach the detached mount `fd` at `target`."""
+    _syscall(
+        f"move_mount {target}",
+        SYS_MOVE_MOUNT,
+        ctypes.c_int(fd),
+        b"",
+        ctypes.c_int(AT_FDCWD),
+        os.fsencode(target),
+        ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH),
+    )
+
+
+def loopback_up() -> None:
+    """Bring `lo` up in a new network namespace (SIOCSIFFLAGS, no `ip` needed)."""
+    import fcntl
+    import socket
+    import struct
+
+    iff_up, iff_loopback, iff_running = 0x1, 0x8, 0x40
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH22x", b"lo", iff_up | iff_loopback | iff_running)
+        fcntl.ioctl(sock.fileno(), 0x8914, request)  # SIOCSIFFLAGS
+
+
+class Wall:
+    """What a `namespace` tree may write and reach (S15), from the command line.
+
+    Everything is read-only inside but the `writable` paths, a private temporary
+    directory (`tmp`, a tmpfs) and a private `/dev/shm`; the `protect` paths are
+    read-only even below a writable path; each `mask` (the session's sockets) is
+    hidden under an empty read-only tmpfs; `network` `none` is loopback only.
+    """
+
+    def __init__(self) -> None:
+        self.protect: list[str] = []
+        self.writable: list[str] = []
+        self.see: list[str] = []
+        self.masks: list[str] = []
+        self.tmp: str | None = None
+        self.network = "host"
+        self.cwd = os.getcwd()
+        # Detached copies of the writable paths (and, for a root caller, of the
+        # ancestors only root may traverse), taken before `/` is made read-only.
+        # Each: (path, copy, read-only, a copy without submounts or -1).
+        self.clones: list[tuple[str, int, bool, int]] = []
+
+    def take(self, token: str) -> None:
+        """Take one option (`--rw=P`, `--see=P`, `--mask=P`, `--tmp=P`,
+        `--net=none`) or a protect path."""
+        name, _, value = token.partition("=")
+        if name == "--rw":
+            self.writable.append(value)
+        elif name == "--see":
+            self.see.append(value)
+        elif name == "--mask":
+            self.masks.append(value)
+        elif name == "--tmp":
+            self.tmp = value
+        elif name == "--net":
+            self.network = value
+        elif token.startswith("--"):
+            raise SystemExit(f"unknown wall option {token!r}")
+        else:
+            self.protect.append(token)
+
+
+def _closed_ancestor(path: str, *, itself: bool) -> str | None:
+    """The highest folder on the way to `path` (`itself`: or `path`) that others may
+    not traverse (no `o+x`)."""
+    parts = path.strip("/").split("/")
+    for n in range(1, len(parts) + (1 if itself else 0)):
+        here = "/" + "/".join(parts[:n])
+        try:
+            if not os.stat(here).st_mode & 0o001:
+                return here
+        except OSError:
+            return None
+    return None
+
+
+def _inside(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this mount namespace (`/proc/self/mountinfo`)."""
+    with open("/proc/self/mountinfo", "rb") as f:
+        lines = f.read().splitlines()
+    found = []
+    for line in lines:
+        raw = line.split(b" ", 5)[4]
+        # The kernel writes a space, tab, newline or backslash as an octal escape.
+        parts = raw.split(b"\\")
+        point = parts[0] + b"".join(
+            bytes([int(p[:3], 8)]) + p[3:] if p[:3].isdigit() else b"\\" + p
+            for p in parts[1:]
+        )
+        found.append(os.fsdecode(point))
+    return found
+
+
+def _copies(
+    path: str, read_only: bool, points: Sequence[str]
+) -> tuple[str, int, bool, int]:
+    """A root caller's copies of `path`: with its submounts (and one without, for
+    idmapping where a submount's file system cannot), or alone when it has none."""
+    if any(p != path and _inside(path, p) for p in points):
+        whole = open_tree(path, recursive=True)
+        return (path, whole, read_only, open_tree(path, recursive=False))
+    return (path, open_tree(path, recursive=False), read_only, -1)
+
+
+def _tmpfs(target: str, options: str, flags: int = 0) -> None:
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, options)
+
+
+def machine_root() -> bool:
+    """Whether this process is the machine's root: uid 0 of the initial user namespace
+    (uid 0 of a container's own user namespace is some unprivileged outer uid)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map", "rb") as f:
+            return f.read().split() == [b"0", b"0", b"4294967295"]
+    except OSError:
+        return False
+
+
+def build_wall(wall: Wall, root: bool) -> None:
+    """In the namespace's first process: everything read-only but what `wall` opens.
+
+    The writable paths are copied (detached) first, `/` is then made read-only
+    recursively, a fresh `/proc` gets its kernel knobs read-only, and private
+    tmpfs mounts take `/dev/shm`, the temporary directory and the masks. The copies
+    are attached later, by `attach_writable()`, once the starter's user namespace
+    exists (a root caller's copies are idmapped through it).
+    """
+    ancestors: list[str] = []
+    if root:
+        # The tree's uid is not root's: a folder only root may traverse on the way to
+        # a writable path, the command or `PATH` (typically `/root`) is shown
+        # read-only, idmapped so that root's files there look like the tree's own.
+        wanted = [(p, False) for p in wall.writable]
+        wanted += [(os.path.realpath(p), True) for p in wall.see]
+        wanted += [(p, True) for p in wall.see]
+        for path, itself in wanted:
+            closed = _closed_ancestor(path, itself=itself)
+            if closed is None or any(_inside(w, closed) for w in wall.writable):
+                continue
+            if not any(_inside(a, closed) for a in ancestors):
+                ancestors = [a for a in ancestors if not _inside(closed, a)]
+                ancestors.append(closed)
+    # A root caller's copies are idmapped: with their submounts where those allow it,
+    # else without (a copy of the path alone is kept for that).
+    below = _mount_points() if root else []
+    for path in sorted(ancestors, key=len):
+        wall.clones.append(_copies(path, True, below))
+    for path in wall.writable:
+        if root:
+            wall.clones.append(_copies(path, False, below))
+        else:
+            wall.clones.append((path, open_tree(path, recursive=True), False, -1))
+    mount_setattr(AT_FDCWD, "/", recursive=True, set_=MOUNT_ATTR_RDONLY)
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_READ_ONLY:
+        if os.path.exists(f"/proc/{name}"):
+            bind_read_only(f"/proc/{name}")
+    if wall.network == "none":
+        loopback_up()
+
+
+def attach_writable(wall: Wall, userns: int | None) -> None:
+    """Attach the writable copies (idmapped through `userns` for a root caller: the
+    tree's root writes files the caller owns), mount the private tmpfs mounts and
+    the masks, then wall the protect paths."""
+    for path, fd, read_only, alone in wall.clones:
+        if userns is not None:
+            attrs = MOUNT_ATTR_IDMAP | (MOUNT_ATTR_RDONLY if read_only else 0)
+            try:
+                try:
+                    mount_setattr(
+                        fd, "", recursive=alone >= 0, set_=attrs, userns=userns
+                    )
+                except OSError:
+                    if alone < 0:
+                        raise
+                    # A submount's file system has no idmapped mounts: without them.
+                    os.close(fd)
+                    fd, alone = alone, -1
+                    mount_setattr(fd, "", recursive=False, set_=attrs, userns=userns)
+            except OSError as exc:
+                raise OSError(
+                    exc.errno,
+                    f"{path} cannot be idmapped ({exc.strerror}): as root, the "
+                    "writable paths must be on a file system with idmapped mounts "
+                    "(ext4, xfs, btrfs, tmpfs); or run tether as an unprivileged user",
+                ) from None
+        move_mount(fd, path)
+        os.close(fd)
+        if alone >= 0:
+            os.close(alone)
+    wall.clones.clear()
+    # Private tmpfs mounts last: nothing attached above may cover them.
+    owner = f",uid={TREE_UID},gid={TREE_UID}" if userns is not None else ""
+    private_shm = os.path.isdir(SHM) and not any(_inside(SHM, w) for w in wall.writable)
+    if private_shm:
+        _tmpfs(SHM, f"mode=1777{owner}")
+    if wall.tmp is not None and os.path.dirname(wall.tmp) == SHM:
+        # A folder of the private /dev/shm: nothing to make or remove outside.
+        if not private_shm:
+            raise OSError(errno.EBUSY, f"no private {SHM} for the temporary directory")
+        os.mkdir(wall.tmp, 0o700)
+        if userns is not None:
+            os.chown(wall.tmp, TREE_UID, TREE_UID)
+    elif wall.tmp is not None:
+        mode = "1777" if wall.tmp == "/tmp" else "0700"
+        _tmpfs(wall.tmp, f"mode={mode}{owner}")
+    for path in wall.masks:
+        if os.path.isdir(path):
+            _tmpfs(path, "mode=0755,size=4k", MS_RDONLY | MS_NOEXEC)
+        elif os.path.exists(path):
+            mount("/dev/null", path, None, MS_BIND)
+            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    for path in wall.protect:
+        # One the private `/tmp` hides needs no wall: the tree cannot reach it.
+        if os.path.lexists(path):
+            bind_read_only(path)
 
 
 def stat_of(pid: int) -> tuple[int, int] | None:
@@ -363,11 +700,20 @@ class NamespaceSupervisor(Supervisor):
     """The first process of the tree's PID namespace: every process there is its own."""
 
     def __init__(
-        self, executable: str, argv: Sequence[str], *, uid: int, gid: int
+        self,
+        executable: str,
+        argv: Sequence[str],
+        *,
+        uid: int,
+        gid: int,
+        root: bool,
+        wall: Wall,
     ) -> None:
         super().__init__(executable, argv)
         self.uid = uid
         self.gid = gid
+        self.root = root
+        self.wall = wall
 
     def quit_signals(self) -> tuple[int, ...]:
         """None: the host orders through the pipe, and the tree may not signal us."""
@@ -390,7 +736,13 @@ class NamespaceSupervisor(Supervisor):
         try:
             said = os.read(ready_r, 512)
             if said == b"u":
-                self.map_ids(pid)
+                try:
+                    self.map_ids(pid)
+                    self.attach(pid)
+                except OSError as exc:
+                    os.close(go_w)
+                    os.waitpid(pid, 0)
+                    raise exc from None
                 os.write(go_w, b"g")
                 said = b""
             os.close(go_w)
@@ -405,26 +757,50 @@ class NamespaceSupervisor(Supervisor):
         return pid
 
     def map_ids(self, pid: int) -> None:
-        """Map the starter's ids to themselves (all of them for a root caller)."""
-        if self.uid == 0:
-            write_file(f"/proc/{pid}/uid_map", f"0 0 {ID_RANGE}\n")
-            write_file(f"/proc/{pid}/gid_map", f"0 0 {ID_RANGE}\n")
+        """Map the starter's ids: the caller's to themselves, or, for a root caller,
+        the tree's root to the unprivileged `TREE_UID` (S15: never the machine's root)."""
+        if self.root:
+            write_file(f"/proc/{pid}/uid_map", f"0 {TREE_UID} 1\n")
+            write_file(f"/proc/{pid}/setgroups", "deny")
+            write_file(f"/proc/{pid}/gid_map", f"0 {TREE_UID} 1\n")
         else:
             write_file(f"/proc/{pid}/uid_map", f"{self.uid} {self.uid} 1\n")
             write_file(f"/proc/{pid}/gid_map", f"{self.gid} {self.gid} 1\n")
+
+    def attach(self, pid: int) -> None:
+        """Attach the writable paths while the starter still shares our mounts."""
+        if not self.root:
+            attach_writable(self.wall, None)
+            return
+        userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            attach_writable(self.wall, userns)
+        finally:
+            os.close(userns)
 
     def exec_walled(self, ready_w: int, go_r: int, fail_w: int) -> None:
         """In the starter: enter the nested namespaces, wait for the map, exec."""
         try:
             os.setpgid(0, 0)
-            # A new user namespace with its own mount namespace: every mount copied
-            # into it is locked, the read-only binds included.
-            unshare(CLONE_NEWUSER | CLONE_NEWNS)
+            if self.root:
+                os.setgroups([])  # root's supplementary groups stay outside
+            for _, fd, _, alone in self.wall.clones:
+                os.close(fd)
+                if alone >= 0:
+                    os.close(alone)
+            unshare(CLONE_NEWUSER)
             os.write(ready_w, b"u")
             os.close(ready_w)
             if os.read(go_r, 1) != b"g":
                 os._exit(127)
             os.close(go_r)
+            # A mount namespace owned by the new user namespace: every mount copied
+            # into it is locked, the read-only ones included.
+            unshare(CLONE_NEWNS)
+            if self.root:
+                os.setresgid(0, 0, 0)
+                os.setresuid(0, 0, 0)
+            os.chdir(self.wall.cwd)
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.close(null)
@@ -450,17 +826,21 @@ class NamespaceSupervisor(Supervisor):
             os.kill(-1, signal.SIGKILL)
 
 
-def enter_namespace(protect: Sequence[str]) -> tuple[int, int]:
+def enter_namespace(wall: Wall) -> tuple[int, int, bool]:
     """Move into new namespaces and fork the first process of the new PID namespace.
 
-    Returns in that first process only, with the caller's (uid, gid); this process
-    waits for it and exits with it. Raises OSError (in this process) when the kernel
-    refuses the namespaces.
+    Returns in that first process only, with the caller's (uid, gid) and whether it
+    is the machine's root, once it has
+    built the wall; this process waits for it and exits with it. Raises OSError (in
+    this process) when the kernel refuses the namespaces.
     """
     uid, gid = os.geteuid(), os.getegid()
+    root = machine_root()
     flags = CLONE_NEWNS | CLONE_NEWPID
     if uid != 0:
         flags |= CLONE_NEWUSER
+    if wall.network == "none":
+        flags |= CLONE_NEWNET
     unshare(flags)
     if uid != 0:
         write_file("/proc/self/setgroups", "deny")
@@ -469,21 +849,35 @@ def enter_namespace(protect: Sequence[str]) -> tuple[int, int]:
     # Nothing mounted here may reach the host's mount namespace.
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     alive_r, alive_w = os.pipe()
+    fail_r, fail_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(alive_w)
+        os.close(fail_r)
         # The host kills this program to kill the tree: take the namespace with it.
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if select.select([alive_r], [], [], 0)[0]:
             os._exit(1)  # this program died before the death signal was armed
         os.close(alive_r)
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        for path in protect:
-            bind_read_only(path)
-        return uid, gid
+        try:
+            build_wall(wall, root)
+        except OSError as exc:
+            os.write(fail_w, f"{exc.errno or 0} {exc.strerror or exc}".encode())
+            os._exit(1)
+        os.close(fail_w)
+        return uid, gid, root
     os.close(alive_r)
+    os.close(fail_w)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    failed = os.read(fail_r, 512)
+    os.close(fail_r)
+    if failed:
+        # The wall could not be built: say why, as a start error.
+        os.waitpid(pid, 0)
+        number, _, text = failed.decode(errors="replace").partition(" ")
+        status(f"error {number} {text}")
+        os._exit(1)
     while True:
         try:
             _, st = os.waitpid(pid, 0)
@@ -493,39 +887,47 @@ def enter_namespace(protect: Sequence[str]) -> tuple[int, int]:
         os._exit(code if code >= 0 else 128 - code)
 
 
-def parse(args: Sequence[str]) -> tuple[str, list[str], str, list[str]]:
-    """MODE [PROTECT ...] -- EXECUTABLE ARGV0 [ARG ...] -> its four parts."""
+def parse(args: Sequence[str]) -> tuple[str, Wall, str, list[str]]:
+    """MODE [PROTECT ...] [--rw=P ...] -- EXECUTABLE ARGV0 [ARG ...] -> its parts."""
+    usage = "usage: _supervisor.py MODE [PROTECT | --OPTION=VALUE ...] -- EXECUTABLE ARGV..."
     if len(args) < 1:
-        raise SystemExit(
-            "usage: _supervisor.py MODE [PROTECT ...] -- EXECUTABLE ARGV..."
-        )
+        raise SystemExit(usage)
     mode, rest = args[0], list(args[1:])
+    wall = Wall()
     if mode == "probe":
-        return mode, [os.path.abspath(__file__)], sys.executable, _probe_argv()
+        for token in rest:
+            wall.take(token)
+        wall.protect.append(os.path.abspath(__file__))
+        wall.see.append(sys.executable)
+        return mode, wall, sys.executable, _probe_argv()
     if "--" not in rest or len(rest) < rest.index("--") + 3:
-        raise SystemExit(
-            "usage: _supervisor.py MODE [PROTECT ...] -- EXECUTABLE ARGV..."
-        )
+        raise SystemExit(usage)
     cut = rest.index("--")
-    return mode, rest[:cut], rest[cut + 1], rest[cut + 2 :]
+    for token in rest[:cut]:
+        wall.take(token)
+    return mode, wall, rest[cut + 1], rest[cut + 2 :]
 
 
 def _probe_argv() -> list[str]:
     target = os.path.abspath(__file__)
     code = (
-        "import errno, sys\n"
+        "import errno, os, sys\n"
         "try:\n"
         f"    open({target!r}, 'ab')\n"
         "except OSError as exc:\n"
-        "    sys.exit(0 if exc.errno == errno.EROFS else 3)\n"
-        "sys.exit(4)\n"
+        "    if exc.errno not in (errno.EROFS, errno.EACCES):\n"
+        "        sys.exit(3)\n"
+        "else:\n"
+        "    sys.exit(4)\n"
+        "open('probe-written', 'w').close()\n"
+        "sys.exit(0)\n"
     )
     return [sys.executable, "-I", "-S", "-c", code]
 
 
 def main() -> None:
     """Run one tree in the containment MODE names."""
-    mode, protect, executable, argv = parse(sys.argv[1:])
+    mode, wall, executable, argv = parse(sys.argv[1:])
     if mode == "subreaper":
         SubreaperSupervisor(executable, argv).run()
         # The tree is gone and reported: skip the interpreter's teardown (milliseconds
@@ -534,11 +936,13 @@ def main() -> None:
     if mode not in ("namespace", "probe"):
         raise SystemExit(f"unknown containment {mode!r}: namespace, subreaper or probe")
     try:
-        uid, gid = enter_namespace(protect)
+        uid, gid, root = enter_namespace(wall)
     except OSError as exc:
         status(f"refused {exc.errno or errno.EPERM} {exc.strerror or exc}")
         raise SystemExit(1) from None
-    supervisor = NamespaceSupervisor(executable, argv, uid=uid, gid=gid)
+    supervisor = NamespaceSupervisor(
+        executable, argv, uid=uid, gid=gid, root=root, wall=wall
+    )
     # A probe has no host on its stdin to give orders.
     supervisor.run(orders=mode != "probe")
     os._exit(0)

@@ -12,7 +12,7 @@ import enum
 import inspect
 import os
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -24,7 +24,7 @@ from .._env import TetherEnv
 from ..errors import InvalidInput, ToolFailed, UsageError
 
 if TYPE_CHECKING:
-    from ._contain import CommandOutcome
+    from ._contain import CommandOutcome, Network
 
 __all__ = (
     "Decision",
@@ -114,13 +114,18 @@ class ToolContext:
         timeout: float | None = None,
         limit: int = 30_000,
         stream: bool = False,
+        writable: Sequence[Path] = (),
+        pass_env: Collection[str] = (),
+        network: Network = "host",
     ) -> CommandOutcome:
         """Run a program as a process tree tied to this call; return how it ended.
 
-        The program runs in the same containment as Bash (its own PID namespace, the
-        stop folders read-only, where the kernel allows it), in `cwd` (default: the
-        workspace), with `env` (default: this process's environment) plus
-        `TETHER_AGENT=1`, and stdin `/dev/null`. The call is not over while any of its
+        The program runs in the same containment as Bash (its own PID namespace and
+        the wall of S15, where the kernel allows it: only the workspace, the
+        `writable` paths the tool declares and a private `TMPDIR` can be written), in
+        `cwd` (default: the workspace), with `env` (default: this process's
+        environment) plus `TETHER_AGENT=1`, without tether's secrets unless named in
+        `pass_env`, and stdin `/dev/null`; `network="none"` gives it loopback only. The call is not over while any of its
         processes runs: a stop sends SIGTERM to the tree and waits for its end; when
         the call is cancelled (the grace window closed, or a READ_ONLY call abandoned)
         every process of the tree is killed and reaped before the cancellation goes on.
@@ -151,6 +156,10 @@ class ToolContext:
                 on_output=self.progress if stream else _ignore,
                 timeout=timeout,
                 limit=limit,
+                workspace=self.workspace,
+                writable=writable,
+                pass_env=pass_env,
+                network=network,
             )
         except OSError as exc:
             raise ToolFailed(

@@ -2,8 +2,9 @@
 
 An agent runs in the lane's worktree through `run_command`, the one entry point for
 whatever tether runs as a process tree (the Bash tool uses it too): the same
-containment (a PID namespace with the stop folders read-only, or the subreaper), the
-tree killed whole when the run dies or kills it. Its environment carries
+containment (a PID namespace walled as S15 says, or the subreaper), the tree killed
+whole when the run dies or kills it. Its tree may write the lane (its own git dir
+inside it) and the folders `TETHER_WRITABLE` declares. Its environment carries
 `TETHER_AGENT=1`, `TETHER_RUN`, `TETHER_LANE` (so the stop verbs refuse it); its output
 goes to the lane's log. This module runs one agent and reports how it ended; when and
 whether to start one is the run's business.
@@ -30,6 +31,7 @@ from ._plan import Stage
 __all__ = (
     "WINDOW_SHARE",
     "AgentOutcome",
+    "declared_writable",
     "expand",
     "run_command_agent",
     "usage_reset",
@@ -38,6 +40,12 @@ __all__ = (
 
 _PLACEHOLDER = re.compile(r"\{(brief|lane|item)\}")
 _TAIL = 4000
+
+
+def declared_writable() -> list[Path]:
+    """The folders `TETHER_WRITABLE` declares writable for every stage agent."""
+    raw = os.environ.get(TetherEnv.WRITABLE, "")
+    return [Path(p) for p in raw.split(os.pathsep) if os.path.isabs(p)]
 
 
 def expand(argv: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -134,6 +142,9 @@ async def run_command_agent(
                     timeout=timeout,
                     limit=_TAIL,
                     progress_limit=sys.maxsize,
+                    # S15: the lane is the workspace, its own git dir inside it; the
+                    # person's repository is read-only, as is the rest of the account.
+                    writable=declared_writable(),
                 )
             except OSError as exc:
                 line = f"tether: the agent could not start: {exc}\n"

@@ -44,7 +44,7 @@ import attrs
 from .._env import TetherEnv
 from ..host._proctree import run_command
 from ..stop._hook import CALLS_ENV
-from ._agents import AgentOutcome, timed_out_note
+from ._agents import AgentOutcome, declared_writable, timed_out_note
 from ._plan import Preset, Stage
 from ._store import Store
 
@@ -106,6 +106,26 @@ _KEEP_PREFIXES: dict[Preset, tuple[str, ...]] = {
     "codex": ("OPENAI_", "CODEX_HOME", "AZURE_OPENAI_"),
 }
 """Each CLI's own key, base URL and account variables."""
+_PASS_ENV: dict[Preset, tuple[str, ...]] = {
+    "claude": (),
+    "codex": ("OPENAI_API_KEY",),
+}
+"""Variables the wall withholds from trees (tether's own secrets) that the CLI needs."""
+
+
+def preset_writable(preset: Preset, env: Mapping[str, str]) -> list[Path]:
+    """The folders a preset's CLI writes besides its lane (S15: declared by the preset):
+    Claude Code's config folder, Codex's `CODEX_HOME`. Made if missing, so the wall has
+    a folder to leave writable."""
+    home = Path(env.get("HOME", "~")).expanduser()
+    if preset == "claude":
+        folder = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+    else:
+        folder = Path(env.get("CODEX_HOME") or home / ".codex")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return [folder]
+
+
 TAKEOVER_PROMPT = (
     "tether: this run was stopped by the person and has now been taken over. The "
     "work you did so far is in the worktree as you left it. Go on with the task from "
@@ -467,6 +487,13 @@ class PresetCall:
                                 timeout=self.stage.timeout,
                                 limit=_TAIL,
                                 progress_limit=sys.maxsize,
+                                # S15: the lane, and the CLI's own folders (its
+                                # sessions, settings, caches), as the preset declares.
+                                writable=[
+                                    *preset_writable(self.stage.preset, env),
+                                    *declared_writable(),
+                                ],
+                                pass_env=_PASS_ENV[self.stage.preset],
                             )
                     except OSError as exc:
                         line = f"tether: the agent could not start: {exc}\n"
