@@ -55,6 +55,7 @@ def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_t
     model = Stubborn(marks, sleep=SLEEP)
     with serving(WIRE[preset], model) as server:
         env = preset_env(preset, server, tmp_path / "home")
+        env["TETHER_WRITABLE"] = str(marks)  # the stub's commands mark their moments
         proc = start("run", str(plan), env=env)
         run = run_id_of(proc)
         wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
@@ -103,7 +104,8 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
     plan = write_preset_plan(tmp_path, repo, preset)
     home = tmp_path / "home"
     with serving(WIRE[preset], Longrunner(marks)) as first:
-        proc = start("run", str(plan), env=preset_env(preset, first, home))
+        env = preset_env(preset, first, home) | {"TETHER_WRITABLE": str(marks)}
+        proc = start("run", str(plan), env=env)
         run = run_id_of(proc)
         wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
         store = open_default_store()
@@ -116,7 +118,8 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
     with serving(WIRE[preset], Resumed()) as second:
         set_stop("test")
         lift_stop()
-        result = tether("takeover", run, env=preset_env(preset, second, home))
+        env = preset_env(preset, second, home) | {"TETHER_WRITABLE": str(marks)}
+        result = tether("takeover", run, env=env)
         requests = list(second.requests)
     assert result.returncode == 0, result.stdout + result.stderr
     assert requests, result.stdout

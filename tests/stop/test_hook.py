@@ -102,3 +102,26 @@ def test_a_failure_inside_the_judgment_refuses(
     assert answer.message == (
         "tether guard failed, so the call is blocked: RuntimeError('boom')"
     )
+
+
+@pytest.mark.rule("agent-stop")
+def test_a_run_that_took_a_stop_refuses_its_agents_calls_by_its_mark(
+    workspace: Path,
+) -> None:
+    """Inside a root caller's tree the stop cannot be judged (root's files show as
+    nobody's: HOLD); the run's halting mark, read-only there, refuses every call."""
+    from tether.stop._hook import halting_mark
+
+    read = _event("Read", {"file_path": str(workspace / "notes.txt")}, workspace)
+    env = {"TETHER_RUN": "run_marked", "TETHER_LANE": "lane_1"}
+    before = judge_hook_event(read, environ=env)
+    assert before.allowed
+    mark = Path(halting_mark("run_marked"))
+    mark.parent.mkdir(parents=True)
+    mark.touch()
+    after = judge_hook_event(read, environ=env)
+    assert not after.allowed
+    assert after.stopped
+    assert "the person stopped this run (run run_marked, lane lane_1)" in after.message
+    other = judge_hook_event(read, environ={"TETHER_RUN": "run_other"})
+    assert other.allowed

@@ -189,6 +189,7 @@ class Run:
         if self._halt.is_set():
             return
         self._halt.set()
+        self._mark_halting()
         self._log("stop-observed", detail=f"{source}: {detail}".rstrip(": "))
         self._state(RunState.HALTING)
         waiting = self.agents_in_call()
@@ -201,6 +202,18 @@ class Run:
             self.say(f"stopping: {what} — press Ctrl-C again to kill now")
         else:
             self.say(f"stopping ({source} {detail}): {what}".replace(" )", ")"))
+
+    def _mark_halting(self) -> None:
+        """Tell the hooks of this run's agents that it took a stop (see
+        `halting_mark`): a file in the run's lane folder, read-only inside the wall."""
+        from ..stop._hook import halting_mark
+
+        mark = Path(halting_mark(self.id))
+        try:
+            mark.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        except OSError as exc:  # the hooks then read the stop themselves
+            self._log("halting-mark-failed", detail=str(exc))
 
     def _observe(self, reading: StopReading) -> bool:
         """Act on a reading; True when a move may be made."""

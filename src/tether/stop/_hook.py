@@ -115,23 +115,40 @@ def _refused(message: str) -> HookAnswer:
     return HookAnswer(allowed=False, message=message)
 
 
+def halting_mark(run: str) -> str:
+    """The file a run makes (outside the wall) once it took a stop: a tree sees it
+    read-only, so its hook refuses every call even where it cannot judge the stop
+    itself (a root caller's tree sees root's files as nobody's, and reads HOLD)."""
+    from .._config import paths
+
+    return os.path.join(paths().state_dir, "lanes", run, ".halting")
+
+
+def _run_halting(run: str) -> bool:
+    if not run or "/" in run or run.startswith("."):
+        return False
+    return os.path.exists(halting_mark(run))
+
+
 def _stop_message(run: str, lane: str | None) -> str | None:
     """The message for an agent of `run` while a stop stands; None when none does.
 
-    The stop is read as the run reads it (every place this account honours, every
+    A run that took a stop says so with its halting mark (`halting_mark`); otherwise
+    the stop is read as the run reads it (every place this account honours, every
     check), display-only: the hook makes no folder. Only STOPPED refuses here: a run
     that cannot read its stop (HOLD) holds by itself at its next step, and its agent's
     calls still pass the guard.
     """
-    from ._read import ReadOutcome
-    from ._store import StopStore
+    if not _run_halting(run):
+        from ._read import ReadOutcome
+        from ._store import StopStore
 
-    try:
-        reading = StopStore.from_setup(create=False).read()
-    except Exception:  # a broken setup holds the run itself; see above
-        return None
-    if reading.outcome is not ReadOutcome.STOPPED:
-        return None
+        try:
+            reading = StopStore.from_setup(create=False).read()
+        except Exception:  # a broken setup holds the run itself; see above
+            return None
+        if reading.outcome is not ReadOutcome.STOPPED:
+            return None
     where = f"run {run}" + (f", lane {lane}" if lane else "")
     return (
         f"tether: the person stopped this run ({where}), so this tool call was not "
