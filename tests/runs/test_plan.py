@@ -90,3 +90,34 @@ def test_a_plan_without_stages_or_file_is_refused_with_what_to_do(
         load_plan(_write(tmp_path, 'repo = "."\n'))
     with pytest.raises(PlanError, match="cannot read the plan"):
         load_plan(tmp_path / "missing.toml")
+
+
+def test_a_stage_declares_folders_its_agent_may_write_and_variables_it_needs(
+    tmp_path: Path,
+) -> None:
+    """`writable` (relative to the plan's folder, `~` expanded) and `env` on a command
+    stage; refused on a builtin stage, whose tools write only the lane."""
+    from tether.runs import PlanError, load_plan
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'repo = "."\n[[stage]]\nname = "a"\nagent = ["true"]\n'
+        'writable = ["cache", "/opt/shared"]\nenv = ["OPENAI_API_KEY"]\n',
+        encoding="utf-8",
+    )
+    (stage,) = load_plan(plan).stages
+    assert stage.writable == (tmp_path / "cache", Path("/opt/shared"))
+    assert stage.env == ("OPENAI_API_KEY",)
+    plan.write_text(
+        'repo = "."\n[[stage]]\nname = "a"\nagent = "builtin"\n'
+        'model = "scripted:m.jsonl"\nwritable = ["x"]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(PlanError, match=r"stage\[0\]\.writable: a builtin stage"):
+        load_plan(plan)
+    plan.write_text(
+        'repo = "."\n[[stage]]\nname = "a"\nagent = ["true"]\nenv = ["NOT OK"]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(PlanError, match="is not a variable name"):
+        load_plan(plan)

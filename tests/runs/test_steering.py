@@ -132,3 +132,33 @@ def test_a_stage_ended_by_its_timeout_says_so_on_screen_in_receipt_and_digest(
     assert said in receipt.log_tail
     digest = result.stdout.rsplit("digest: ", 1)[1].strip()
     assert f"receipt slow / only: {said}" in Path(digest).read_text(encoding="utf-8")
+
+
+def test_a_stage_writes_what_it_declares_and_nothing_else_of_the_account(
+    tmp_path: Path,
+) -> None:
+    """S15 through a run: the agent writes its lane and the folder its stage declares
+    (`writable`); a folder of the account it did not declare stays as it was."""
+    from tether.host import containment
+
+    if containment().kind != "namespace":
+        import pytest
+
+        pytest.skip(f"the wall needs namespace containment: {containment().reason}")
+    repo = make_repo(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    script = f"echo in > {shared}/made; echo out > {other}/made; echo lane > lane.txt"
+    plan = write_plan(tmp_path, repo, items=["w"], stages=[("only", script)])
+    text = plan.read_text(encoding="utf-8").replace(
+        'name = "only"', f'name = "only"\nwritable = ["{shared}"]'
+    )
+    plan.write_text(text, encoding="utf-8")
+    result = tether("run", str(plan))
+    assert (shared / "made").read_text(encoding="utf-8") == "in\n"
+    assert not (other / "made").exists()
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = tether("logs", result.stdout.split()[1]).stdout
+    assert "Read-only file system" in log  # the write outside, refused by the wall

@@ -109,8 +109,13 @@ async def run_command_agent(
     item: str,
     timeout: float | None,
     on_call: Callable[[anyio.CancelScope | None], None],
+    writable: Sequence[Path] = (),
+    pass_env: Sequence[str] = (),
 ) -> AgentOutcome:
     """Run one command-line agent to its end, its output appended to `log`.
+
+    `writable` and `pass_env` are what the stage declares (S15): folders its tree may
+    write besides the lane, and withheld variables it needs.
 
     `on_call` is told the call's cancel scope once it starts (cancelling it kills and
     reaps the agent's whole tree) and None once the call is over. Returns when every
@@ -144,7 +149,8 @@ async def run_command_agent(
                     progress_limit=sys.maxsize,
                     # S15: the lane is the workspace, its own git dir inside it; the
                     # person's repository is read-only, as is the rest of the account.
-                    writable=declared_writable(),
+                    writable=[*writable, *declared_writable()],
+                    pass_env=pass_env,
                 )
             except OSError as exc:
                 line = f"tether: the agent could not start: {exc}\n"

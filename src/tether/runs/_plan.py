@@ -8,6 +8,7 @@ only reads and validates; it does not run anything.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tomllib
@@ -70,6 +71,8 @@ _STAGE_KEYS = frozenset(
         "args",
         "command",
         "stop_wait",
+        "writable",
+        "env",
     }
 )
 _PRESET_KEYS = frozenset({"args", "command", "stop_wait"})
@@ -123,6 +126,10 @@ class Stage:
     stop_wait: float = 10.0
     """Seconds a preset's agent that is between tool calls may take to end its turn
     after a stop before tether ends it."""
+    writable: tuple[Path, ...] = ()
+    """Folders the stage's agent may write besides its lane (S15: declared)."""
+    env: tuple[str, ...] = ()
+    """Variables the wall withholds (tether's own secrets) that the agent needs."""
 
 
 @final
@@ -248,6 +255,52 @@ class _Reader:
 
 
 def _stage(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
+    stage = _stage_agent(reader, raw, index, path)
+    assert isinstance(raw, dict)
+    field = f"stage[{index}]"
+    writable = _strings(reader, raw, "writable", field, index)
+    names = _strings(reader, raw, "env", field, index)
+    if (writable or names) and stage.agent is None:
+        key = "writable" if writable else "env"
+        raise reader.fail(
+            f"{field}.{key}",
+            "a builtin stage's tools write only its lane and get no withheld "
+            "variables; declare it on a command or preset stage",
+            table="stage",
+            index=index,
+        )
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise reader.fail(
+                f"{field}.env",
+                f"{name!r} is not a variable name",
+                table="stage",
+                index=index,
+            )
+    base = path.resolve().parent
+    folders = tuple(Path(os.path.expanduser(w)) for w in writable)
+    return attrs.evolve(
+        stage,
+        writable=tuple(f if f.is_absolute() else base / f for f in folders),
+        env=tuple(names),
+    )
+
+
+def _strings(
+    reader: _Reader, raw: dict[str, object], key: str, field: str, index: int
+) -> list[str]:
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise reader.fail(
+            f"{field}.{key}",
+            "must be a list of strings",
+            table="stage",
+            index=index,
+        )
+    return list(value)
+
+
+def _stage_agent(reader: _Reader, raw: object, index: int, path: Path) -> Stage:
     field = f"stage[{index}]"
     if not isinstance(raw, dict):
         raise reader.fail(field, "must be a table ([[stage]])")

@@ -456,6 +456,8 @@ class PresetCall:
             item=self.item,
             calls=self.calls_file,
         )
+        # What the stage names in `env` it gets, withheld or not.
+        env.update({k: self.environ[k] for k in self.stage.env if k in self.environ})
         self.log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.log.open("ab") as sink:
 
@@ -491,9 +493,13 @@ class PresetCall:
                                 # sessions, settings, caches), as the preset declares.
                                 writable=[
                                     *preset_writable(self.stage.preset, env),
+                                    *self.stage.writable,
                                     *declared_writable(),
                                 ],
-                                pass_env=_PASS_ENV[self.stage.preset],
+                                pass_env=[
+                                    *_PASS_ENV[self.stage.preset],
+                                    *self.stage.env,
+                                ],
                             )
                     except OSError as exc:
                         line = f"tether: the agent could not start: {exc}\n"

@@ -442,6 +442,8 @@ class Run:
             item=lane.row.item,
             timeout=stage.timeout,
             on_call=on_call,
+            writable=stage.writable,
+            pass_env=stage.env,
         )
 
     def _log_path(self, lane: str) -> Path:
