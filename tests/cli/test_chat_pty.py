@@ -210,3 +210,42 @@ def test_chat_refuses_without_a_terminal(chat_dir: Path) -> None:
         "tether: tether chat needs a terminal on stdin; programs drive sessions"
         " with tether acp or the Agent API"
     ]
+
+
+TWO_CALLS = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Two at once.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "echo first-ran"}}, {"id": "c2", "name": "Bash",'
+        ' "input": {"command": "echo second-ran"}}]}',
+        '{"text": "Both done."}',
+    ]
+)
+
+
+@pytest.mark.rule("chat-stop")
+def test_chat_asks_two_permission_prompts_one_after_the_other(tmp_path: Path) -> None:
+    """One model message asks for two calls that both need permission: the prompts come
+    one at a time, each key answers its own prompt, both calls run, the turn ends."""
+    (tmp_path / "two.jsonl").write_text(TWO_CALLS + "\n")
+    pty = Pty(["chat", "--model", "scripted:two.jsonl"], tmp_path)
+    try:
+        pty.expect("you:")
+        pty.send("go\r")
+        pty.expect("? allow Bash: echo first-ran")
+        pty.expect("[n] deny")
+        pty.send("y")
+        # The key answers the first prompt; only then is the second one asked.
+        pty.expect("  once")
+        pty.expect("? allow Bash: echo second-ran")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("  once")
+        pty.expect("first-ran")
+        pty.expect("Both done.", timeout=20)
+        pty.expect("you:")
+        assert "second-ran" in pty.text
+        pty.send("\x04")
+        assert pty.wait() == 0
+    finally:
+        pty.close()

@@ -112,6 +112,9 @@ class _Terminal:
         self.session: AgentSession | None = None
         self.always: set[str] = set()
         self.question: tuple[anyio.Event, list[str]] | None = None
+        """The one prompt on the screen that a key answers, if any."""
+        self.asking: anyio.Lock | None = None
+        """Held while a prompt waits: a second request is asked after the first."""
         self.stopping = False
         self.task_group: anyio.abc.TaskGroup | None = None
         self.in_text = False
@@ -183,7 +186,10 @@ class _Terminal:
                 assert self.task_group is not None
                 self.task_group.start_soon(self.stop)
             elif self.question is not None and key.data.lower() in _ANSWERS:
+                # One key per prompt: a key typed before the next prompt shows
+                # answers nothing.
                 answered, choice = self.question
+                self.question = None
                 choice.append(_ANSWERS[key.data.lower()])
                 answered.set()
 
@@ -202,6 +208,16 @@ class _Terminal:
 
     async def approve(self, request: PermissionRequest) -> bool:
         """Ask the person whether a call may run: once, always (this tool), or not."""
+        import anyio
+
+        if self.asking is None:
+            self.asking = anyio.Lock()
+        # Calls of one model message ask at the same time; one prompt is on the
+        # screen at once, so each key answers the prompt it was typed for.
+        async with self.asking:
+            return await self._ask(request)
+
+    async def _ask(self, request: PermissionRequest) -> bool:
         import anyio
 
         if request.tool in self.always:
