@@ -32,10 +32,12 @@ SCRIPT = "\n".join(
 class Pty:
     """A child on a pseudo-terminal, read until an expected text shows."""
 
-    def __init__(self, args: list[str], cwd: Path) -> None:
+    def __init__(
+        self, args: list[str], cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
+        env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", **(env or {}))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tether", *args],
             stdin=slave,
@@ -245,6 +247,56 @@ def test_chat_asks_two_permission_prompts_one_after_the_other(tmp_path: Path) ->
         pty.expect("Both done.", timeout=20)
         pty.expect("you:")
         assert "second-ran" in pty.text
+        pty.send("\x04")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+
+
+STUBBORN = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Running it.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "trap \'\' TERM; echo begun; echo more; sleep 60"}}]}',
+        '{"text": "Understood, stopped."}',
+    ]
+)
+
+
+@pytest.mark.rule("chat-stop")
+@pytest.mark.parametrize("stop_key", ["\x1b", "\x03"], ids=["esc", "ctrl-c"])
+def test_chat_second_press_kills_a_command_that_ignores_the_stop_at_once(
+    tmp_path: Path, stop_key: str
+) -> None:
+    """A command ignores SIGTERM: after the first press the countdown of its grace
+    window moves; a second press kills its tree at once (the turn settles within a
+    second, though the window is 30 s), and the end line says what it had printed."""
+    (tmp_path / "stubborn.jsonl").write_text(STUBBORN + "\n")
+    pty = Pty(
+        ["chat", "--model", "scripted:stubborn.jsonl"],
+        tmp_path,
+        env={"TETHER_GRACE": "30"},
+    )
+    try:
+        pty.expect("you:")
+        pty.send("go\r")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("more")
+        pty.send(stop_key)
+        pty.expect("(process: terminating, at most 30 s left)")
+        pty.expect("Esc or Ctrl-C again kills now")
+        pty.expect("(process: terminating, at most 28 s left)", timeout=10)
+        pressed = time.monotonic()
+        pty.send(stop_key)
+        pty.expect("killing now")
+        screen = pty.expect("stopped: the turn has settled", timeout=10)
+        took = time.monotonic() - pressed
+        assert took < 1.0, f"settled {took:.2f} s after the second press"
+        # The end line (wrapped at the screen's width) says what the call printed.
+        end = " ".join(screen[screen.rindex("✗ Bash") :].split())
+        assert "Output so far: 2 lines, the last: more stopped: the turn" in end, end
+        pty.expect("you:")
         pty.send("\x04")
         assert pty.wait() == 0
     finally:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..models import Model
-    from ..runtime import AgentEvent, AgentSession, PermissionRequest
+    from ..runtime import AgentEvent, AgentSession, PendingCall, PermissionRequest
 
 __all__ = ("chat",)
 
@@ -48,7 +48,8 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
     """Talk to an agent whose tool calls run through tether.
 
     Esc or Ctrl-C during a turn stops it and shows what is still settling (a write
-    that started runs to its end). Ctrl-C or Ctrl-D at the prompt exits. Sessions are
+    that started runs to its end); pressed again, it kills the commands still in their
+    grace window at once. Ctrl-C or Ctrl-D at the prompt exits. Sessions are
     kept in the account's ledger; the first line shows the session id.
 
     \b
@@ -116,6 +117,11 @@ class _Terminal:
         self.asking: anyio.Lock | None = None
         """Held while a prompt waits: a second request is asked after the first."""
         self.stopping = False
+        self.killing = False
+        self.turn_over: anyio.Event | None = None
+        """Set when the running turn has settled (the countdown ends with it)."""
+        self.block = 0
+        """Lines of the stop's countdown at the bottom of the screen (0: none)."""
         self.task_group: anyio.abc.TaskGroup | None = None
         self.in_text = False
         self.titles: dict[str, str] = {}
@@ -128,7 +134,18 @@ class _Terminal:
         if self.in_text:
             self.console.print()
             self.in_text = False
+        self.block = 0
         self.console.print(text, style=style, markup=False, highlight=False)
+
+    def _block(self, lines: list[str], style: str) -> None:
+        """Print `lines` in place of the countdown printed last, if nothing came since."""
+        if self.block and self.console.is_terminal:
+            # Up to the block's first line, then clear to the end of the screen.
+            self.console.file.write(f"\x1b[{self.block}F\x1b[J")
+        width = max(20, self.console.width - 1)
+        for text in lines:
+            self._line(text[:width], style)
+        self.block = len(lines)
 
     async def on_event(self, event: AgentEvent) -> None:
         from ..runtime import (
@@ -155,7 +172,7 @@ class _Terminal:
                 for line in text.splitlines()[:20]:
                     self._line(f"  │ {line[:200]}", "dim")
             case ToolCallEnded(tool=tool, state=state, code=code, content=content):
-                first = content.splitlines()[0][:160] if content else ""
+                first = _end_summary(content)
                 mark = "✓" if code is None else "✗"
                 style = "green" if code is None else "red"
                 self._line(f"  {mark} {tool}: {state}  {first}".rstrip(), style)
@@ -194,17 +211,51 @@ class _Terminal:
                 answered.set()
 
     async def stop(self) -> None:
-        """Stop the turn and show what still settles, then what it became."""
-        if self.stopping or self.session is None:
+        """Stop the turn and show what still settles, then what it became; a second
+        press while it settles kills the process trees at once."""
+        if self.session is None:
+            return
+        if self.stopping:
+            await self.kill()
             return
         self.stopping = True
         self._line("stopping…", "yellow")
         report = await self.session.abort(reason="Esc pressed")
-        for pending in report.pending:
-            self._line(
-                f"stopping: waiting for {pending.tool} to finish ({pending.why})",
-                "yellow",
-            )
+        self._show_pending(report.pending)
+        await self._count_down()
+
+    async def kill(self) -> None:
+        """Kill every process tree still in its grace window now (the second press)."""
+        if self.killing or self.session is None:
+            return
+        self.killing = True
+        self._line("killing now: process trees are killed without their grace window")
+        report = await self.session.abort(reason="Esc pressed again", kill=True)
+        self._show_pending(report.pending)
+
+    def _show_pending(self, pending: tuple[PendingCall, ...]) -> None:
+        lines = [f"stopping: waiting for {p.tool} to finish ({p.why})" for p in pending]
+        if not self.killing and any(p.why.startswith("process:") for p in pending):
+            lines.append("  Esc or Ctrl-C again kills now")
+        if lines:
+            self._block(lines, "yellow")
+
+    async def _count_down(self) -> None:
+        """Show the stop's pending calls again as their grace windows count down,
+        until the turn has settled."""
+        import anyio
+
+        assert self.session is not None
+        shown = self.session.pending()
+        while self.turn_over is not None and not self.turn_over.is_set():
+            with anyio.move_on_after(0.25):
+                await self.turn_over.wait()
+            if self.turn_over.is_set():
+                return
+            now = self.session.pending()
+            if now != shown and now:
+                self._show_pending(now)
+            shown = now
 
     async def approve(self, request: PermissionRequest) -> bool:
         """Ask the person whether a call may run: once, always (this tool), or not."""
@@ -245,10 +296,15 @@ class _Terminal:
         import anyio
 
         self.stopping = False
+        self.killing = False
+        self.turn_over = anyio.Event()
         async with anyio.create_task_group() as tg:
             self.task_group = tg
             with self.keys.raw_mode(), self.keys.attach(self.on_keys):
-                await session.prompt(text)
+                try:
+                    await session.prompt(text)
+                finally:
+                    self.turn_over.set()
         self.task_group = None
 
 
@@ -292,6 +348,21 @@ async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
         console.print(
             f"bye: resume with tether chat --resume {session.id}", style="dim"
         )
+
+
+def _end_summary(content: str) -> str:
+    """The end line's text of a call: its first line; a stopped call's output so far
+    is said in the line (it is printed on the lines after it)."""
+    lines = content.splitlines()
+    if not lines:
+        return ""
+    first = lines[0][:160]
+    rest = lines[1:]
+    if not first.endswith("Output so far:"):
+        return first
+    if len(rest) == 1:
+        return f"{first} {rest[0][:100]}"
+    return f"{first} {len(rest)} lines, the last: {rest[-1][:100]}"
 
 
 def _show_history(console: Console, session: AgentSession, last: int = 6) -> None:
