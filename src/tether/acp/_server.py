@@ -45,7 +45,7 @@ from .._config import Config, load_config
 from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..host._tool import Tool
-from ..models import model_from_spec
+from ..models import ModelError, model_from_spec
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
 from ._transport import LineTransport
@@ -79,6 +79,25 @@ def _invalid(message: str) -> RequestError:
     return RequestError.invalid_params({"details": message})
 
 
+NO_MODEL: Final = (
+    "no model configured for tether: set name in the [model] table of the config file"
+    " (`tether config path` prints where), for example name = \"openai:gpt-4.1-mini\","
+    " or start tether acp with --model openai:<model> or --model scripted:<file>"
+)
+"""What `session/new` and `session/prompt` answer when tether has no model."""
+
+
+def model_problem(model: str | None, config: Config | None) -> str | None:
+    """Why sessions cannot use `model` (how to configure one), or None if they can."""
+    if not model:
+        return NO_MODEL
+    try:
+        model_from_spec(model, config=config)
+    except ModelError as exc:
+        return f"the model cannot be used: {exc}"
+    return None
+
+
 def prompt_text(blocks: list[PromptBlock]) -> str:
     """The prompt as the model reads it: text, and the text of embedded resources."""
     parts: list[str] = []
@@ -104,13 +123,16 @@ class AcpServer:
     def __init__(
         self,
         *,
-        model: str,
+        model: str | None,
         task_group: anyio.abc.TaskGroup,
         config: Config | None = None,
         ledger: Path | None = None,
         tools: Sequence[Tool] | None = None,
     ) -> None:
         self.model = model
+        """The model spec sessions build their model from (None: none configured)."""
+        self._model_problem: str | None = None
+        self._model_checked = False
         self.tools = tools
         """The tools sessions offer (None: built-in, plugin and MCP tools)."""
         self.ledger = ledger
@@ -141,7 +163,7 @@ class AcpServer:
         receive: anyio.abc.ByteReceiveStream,
         send: anyio.abc.ByteSendStream,
         *,
-        model: str,
+        model: str | None,
         config: Config | None = None,
         ledger: Path | None = None,
         tools: Sequence[Tool] | None = None,
@@ -149,17 +171,15 @@ class AcpServer:
     ) -> None:
         """Serve ACP on a byte stream pair until the client closes its side.
 
-        `model` is `openai:<model>` or `scripted:<file>`; `ledger` is the SQLite file
-        sessions are kept in (None: memory); `tools` the tools to offer (None: the
-        standard tools); the MCP servers of the account's config and of each
-        `session/new` are added to either.
+        `model` is `openai:<model>` or `scripted:<file>` (None: none configured);
+        `ledger` is the SQLite file sessions are kept in (None: memory); `tools` the
+        tools to offer (None: the standard tools); the MCP servers of the account's
+        config and of each `session/new` are added to either.
 
-        Raises:
-            ModelError: the model cannot be used (checked before anything is served).
+        A model that cannot be used (none, no endpoint or key, a missing script) is
+        no reason to stop serving: `initialize` is answered, and `session/new`,
+        `session/load` and `session/prompt` get an error saying how to configure one.
         """
-        # Refused at start rather than on the editor's first prompt; each session
-        # builds its own model (a scripted one plays from its first move).
-        model_from_spec(model, config=config)
         transport = LineTransport(receive, send)
         async with anyio.create_task_group() as tg:
             server = cls(
@@ -216,6 +236,7 @@ class AcpServer:
         **kwargs: Any,
     ) -> NewSessionResponse:
         """Open a session working in `cwd`, with the session's MCP servers."""
+        await self._require_model()
         session = await self._open(cwd, mcp_servers, resume=None)
         return NewSessionResponse(session_id=session.id)
 
@@ -228,6 +249,7 @@ class AcpServer:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         """Reopen a session from the ledger and replay its transcript as updates."""
+        await self._require_model()
         if session_id in self.sessions:
             raise _invalid(f"session {session_id} is already open on this connection")
         session = await self._open(cwd, mcp_servers, resume=session_id)
@@ -238,6 +260,7 @@ class AcpServer:
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
     ) -> PromptResponse:
         """Run one turn; updates stream as `session/update` until it settles."""
+        await self._require_model()
         session = self._session(session_id)
         text = prompt_text(prompt)
         if session.prompting:
@@ -258,6 +281,19 @@ class AcpServer:
         await session.abort(source="user", reason="cancelled by the editor")
 
     # -- sessions ---------------------------------------------------------------------
+
+    async def _require_model(self) -> None:
+        """Refuse a request that needs the model when it cannot be used (checked once,
+        at the first such request, so `initialize` never waits for a model SDK)."""
+        if not self._model_checked:
+            self._model_problem = await in_thread(
+                model_problem, self.model, self.config
+            )
+            self._model_checked = True
+        if self._model_problem is not None:
+            raise RequestError(
+                -32603, self._model_problem, {"details": self._model_problem}
+            )
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
@@ -283,6 +319,7 @@ class AcpServer:
         config = attrs.evolve(
             self.config, mcp_servers={**self.config.mcp_servers, **servers}
         )
+        assert self.model is not None, "_require_model() refuses a session without one"
         try:
             session = AcpSession(
                 self._connected_client(),

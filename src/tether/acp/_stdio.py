@@ -16,7 +16,7 @@ __all__ = ("serve_stdio",)
 
 async def serve_stdio(
     *,
-    model: str,
+    model: str | None,
     config: Config | None = None,
     ledger: Path | None = None,
     tools: Sequence[Tool] | None = None,

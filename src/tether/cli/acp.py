@@ -43,23 +43,13 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
 
     from .._config import load_config
     from ..acp import serve_stdio
-    from ..errors import UsageError
     from ..host._stdio import load_tool_refs
-    from ..models import ModelError, model_from_spec
     from .chat import ledger_path
 
     config = load_config()
-    model = model_spec or config.model
-    if not model:
-        raise UsageError(
-            "no model: pass --model openai:<model> or --model scripted:<file>,"
-            " or set name in the [model] table of the config file"
-        )
-    try:
-        # Refused at start, in one line, rather than on the editor's first prompt.
-        model_from_spec(model, config=config)
-    except ModelError as exc:
-        raise UsageError(str(exc)) from None
+    # Without a usable model the editor still gets an agent that answers: `session/new`
+    # says how to configure one (an editor shows that; it hides a dead process's stderr).
+    model = model_spec or config.model or None
     tools = load_tool_refs(tool_refs) if tool_refs else None
     anyio.run(
         lambda: serve_stdio(
