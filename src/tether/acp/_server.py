@@ -12,7 +12,6 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,10 +20,9 @@ from typing import Any, Final, cast, final
 import anyio
 import anyio.abc
 import attrs
-from acp import PROTOCOL_VERSION, Agent, Client, RequestError
+from acp import Agent, Client, RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
-    AgentCapabilities,
     AudioContentBlock,
     ClientCapabilities,
     EmbeddedResourceContentBlock,
@@ -32,9 +30,7 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
     TextContentBlock,
@@ -46,13 +42,12 @@ from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..host._tool import Tool
 from ..models import ModelError, model_from_spec
+from ._early import initialize_result
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
 from ._transport import LineTransport
 
 __all__ = ("AcpServer", "AcpStatistics")
-
-_VERSION: Final = importlib.metadata.version("tether")
 
 PromptBlock = (
     TextContentBlock
@@ -81,7 +76,7 @@ def _invalid(message: str) -> RequestError:
 
 NO_MODEL: Final = (
     "no model configured for tether: set name in the [model] table of the config file"
-    " (`tether config path` prints where), for example name = \"openai:gpt-4.1-mini\","
+    ' (`tether config path` prints where), for example name = "openai:gpt-4.1-mini",'
     " or start tether acp with --model openai:<model> or --model scripted:<file>"
 )
 """What `session/new` and `session/prompt` answer when tether has no model."""
@@ -217,16 +212,9 @@ class AcpServer:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        """Agree on the protocol version and say what tether can do."""
-        return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True, sse=False),
-            ),
-            agent_info=Implementation(name="tether", title="tether", version=_VERSION),
-        )
+        """Agree on the protocol version and say what tether can do (the answer
+        `tether acp` gives its first `initialize` before the SDK is loaded)."""
+        return InitializeResponse.model_validate(initialize_result(protocol_version))
 
     async def new_session(
         self,

@@ -39,6 +39,12 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
       "agent_servers": {"tether": {"type": "custom", "command": "tether",
         "args": ["acp", "--model", "openai:gpt-4.1-mini"]}}
     """
+    from ..acp._early import answer_initialize
+
+    # The editor waits for this answer before it shows the agent (spec 05: 0.3 s);
+    # the SDK, the models and the tools load after it.
+    received = answer_initialize(0, 1)
+
     import anyio
 
     from .._config import load_config
@@ -53,6 +59,10 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
     tools = load_tool_refs(tool_refs) if tool_refs else None
     anyio.run(
         lambda: serve_stdio(
-            model=model, config=config, ledger=ledger_path(), tools=tools
+            model=model,
+            config=config,
+            ledger=ledger_path(),
+            tools=tools,
+            received=received,
         )
     )
