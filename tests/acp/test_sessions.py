@@ -116,3 +116,40 @@ async def test_tether_acp_without_a_usable_model_answers_and_says_how_to_configu
         again = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
         assert again.protocol_version == PROTOCOL_VERSION
         assert ed.process.returncode is None
+
+
+async def test_the_editor_is_told_when_a_configured_mcp_server_does_not_start(
+    tmp_path: Path, workspace: Path, tether_home: Path
+) -> None:
+    """An MCP server of the account's config that cannot start does not refuse the
+    session; the editor is told as an agent message, sent after the `session/new`
+    answer (so the editor knows the session), and the session works."""
+    config = tether_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    missing = json.dumps(str(tmp_path / "no-such-server"))
+    config.write_text(f"[mcpServers.gone]\ncommand = {missing}\n", encoding="utf-8")
+    model = write_script(tmp_path / "script.jsonl", [{"text": "hi"}])
+    async with editor(model) as ed:
+        sid = await ed.open_session(workspace)
+        frames = ed.recorder.frames
+
+        def told() -> bool:
+            return "note: MCP server 'gone'" in ed.recorder.text()
+
+        await ed.recorder.wait_for(told)
+        answer = next(
+            n
+            for n, f in enumerate(frames)
+            if f.get("result", {}).get("sessionId") == sid
+        )
+        note = next(
+            n
+            for n, f in enumerate(frames)
+            if f.get("method") == "session/update"
+            and "MCP server 'gone'" in json.dumps(f)
+        )
+        assert answer < note
+        assert frames[note]["params"]["sessionId"] == sid
+        response = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
+        assert response.stop_reason == "end_turn"
+        assert ed.recorder.text().endswith("hi")

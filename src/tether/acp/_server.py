@@ -137,6 +137,9 @@ class AcpServer:
         self._client: Client | None = None
         self._transport: LineTransport | None = None
         self.sessions: dict[str, AcpSession] = {}
+        self._tell_after_answer: dict[str, AcpSession] = {}
+        """Sessions whose problems go to the editor once `session/new`'s answer is out
+        (an update for a session the editor does not know yet may be dropped)."""
 
     def statistics(self) -> AcpStatistics:
         """Return the connection's counters."""
@@ -181,6 +184,7 @@ class AcpServer:
                 model=model, task_group=tg, config=config, ledger=ledger, tools=tools
             )
             server._transport = transport
+            transport.on_result = server._result_sent
             # The SDK's Agent protocol lists every optional method; the router answers
             # -32601 for those this class does not define.
             agent = cast("Agent", server)
@@ -226,6 +230,8 @@ class AcpServer:
         """Open a session working in `cwd`, with the session's MCP servers."""
         await self._require_model()
         session = await self._open(cwd, mcp_servers, resume=None)
+        if session.problems:
+            self._tell_after_answer[session.id] = session
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
@@ -242,6 +248,8 @@ class AcpServer:
             raise _invalid(f"session {session_id} is already open on this connection")
         session = await self._open(cwd, mcp_servers, resume=session_id)
         await session.replay()
+        # The editor named this session: it is told before the answer, after the replay.
+        await session.tell_problems()
         return LoadSessionResponse()
 
     async def prompt(
@@ -269,6 +277,14 @@ class AcpServer:
         await session.abort(source="user", reason="cancelled by the editor")
 
     # -- sessions ---------------------------------------------------------------------
+
+    def _result_sent(self, result: object) -> None:
+        """A response went out: if it opened a session with problems, tell them now."""
+        if not isinstance(result, dict):
+            return
+        session = self._tell_after_answer.pop(str(result.get("sessionId")), None)
+        if session is not None:
+            self._tg.start_soon(session.tell_problems)
 
     async def _require_model(self) -> None:
         """Refuse a request that needs the model when it cannot be used (checked once,
