@@ -301,3 +301,40 @@ def test_chat_second_press_kills_a_command_that_ignores_the_stop_at_once(
         assert pty.wait() == 0
     finally:
         pty.close()
+
+
+LINES = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Counting.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "seq 1 200"}}]}',
+        '{"text": "Counted."}',
+    ]
+)
+
+
+def test_chat_shows_twenty_output_lines_and_counts_the_rest(tmp_path: Path) -> None:
+    """A call printing 200 lines shows the first 20 and `… 180 more lines`; the exit
+    line's resume hint carries the model in use (resuming needs one)."""
+    (tmp_path / "lines.jsonl").write_text(LINES + "\n")
+    pty = Pty(["chat", "--model", "scripted:lines.jsonl"], tmp_path)
+    try:
+        pty.expect("you:")
+        pty.send("count\r")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("│ 20\n")
+        screen = pty.expect("│ … 180 more lines")
+        pty.expect("✓ Bash: succeeded")
+        pty.expect("Counted.")
+        assert "│ 21\n" not in screen
+        pty.expect("you:")
+        pty.send("\x04")
+        screen = pty.expect(" --model scripted:lines.jsonl")
+        assert re.search(
+            r"bye: resume with tether chat --resume session_\S+ --model scripted:",
+            screen,
+        )
+        assert pty.wait() == 0
+    finally:
+        pty.close()

@@ -9,6 +9,7 @@ settles. The session and its transcript live in the account's ledger file, so
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 __all__ = ("chat",)
 
 _ANSWERS = {"y": "once", "a": "always", "n": "deny"}
+
+_SHOWN_LINES = 20
+"""Output lines of one call shown on the screen; the rest are counted."""
 
 
 @click.command()
@@ -79,7 +83,7 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
             " with tether acp or the Agent API"
         )
     try:
-        anyio.run(_chat, model, resume_id, workspace)
+        anyio.run(_chat, model, spec, resume_id, workspace)
     except BaseExceptionGroup as group:
         # The runtime's task group wraps an error of the session; show it as itself.
         raise _only_error(group) from None
@@ -127,6 +131,8 @@ class _Terminal:
         self.titles: dict[str, str] = {}
         self.shown: dict[str, anyio.Event] = {}
         """Per call id: its request line is on the screen (a prompt comes after it)."""
+        self.output_lines: dict[str, int] = {}
+        """Per call id: the output lines it printed so far (the first 20 are shown)."""
 
     # -- rendering ----------------------------------------------------------------
 
@@ -168,10 +174,20 @@ class _Terminal:
                 self._shown(call_id).set()
             case ToolCallStarted(tool=tool):
                 self._line(f"  {tool}: running", "cyan")
-            case ToolCallProgress(text=text):
-                for line in text.splitlines()[:20]:
+            case ToolCallProgress(call_id=call_id, text=text):
+                lines = text.splitlines()
+                printed = self.output_lines.get(call_id, 0)
+                self.output_lines[call_id] = printed + len(lines)
+                for line in lines[: max(0, _SHOWN_LINES - printed)]:
                     self._line(f"  │ {line[:200]}", "dim")
-            case ToolCallEnded(tool=tool, state=state, code=code, content=content):
+            case ToolCallEnded(
+                call_id=call_id, tool=tool, state=state, code=code, content=content
+            ):
+                more = self.output_lines.pop(call_id, 0) - _SHOWN_LINES
+                if more > 0:
+                    self._line(
+                        f"  │ … {more} more line{'s' if more > 1 else ''}", "dim"
+                    )
                 first = _end_summary(content)
                 mark = "✓" if code is None else "✗"
                 style = "green" if code is None else "red"
@@ -308,7 +324,9 @@ class _Terminal:
         self.task_group = None
 
 
-async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
+async def _chat(
+    model: Model, spec: str, resume_id: str | None, workspace: Path
+) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import create_input
 
@@ -345,8 +363,12 @@ async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
                 break
             if text.strip():
                 await terminal.run_turn(session, text)
+        # The model too: resuming needs one, and a config may name none or another.
         console.print(
-            f"bye: resume with tether chat --resume {session.id}", style="dim"
+            f"bye: resume with tether chat --resume {session.id}"
+            f" --model {shlex.quote(spec)}",
+            style="dim",
+            markup=False,
         )
 
 
