@@ -214,13 +214,14 @@ def agent_env(**extra: str) -> dict[str, str]:
 
 @asynccontextmanager
 async def editor(
-    model: str,
+    model: str | None,
     *,
     answer: Answer = allow_once,
     tools: Sequence[str] = (),
     **env: str,
 ) -> AsyncIterator[Editor]:
-    """Start `tether acp --model MODEL [--tool T ...]` and connect the SDK's client."""
+    """Start `tether acp --model MODEL [--tool T ...]` (no `--model` for None) and
+    connect the SDK's client."""
     recorder = Recorder(answer=answer)
     async with spawn_agent_process(
         recorder,
@@ -228,8 +229,7 @@ async def editor(
         "-m",
         "tether",
         "acp",
-        "--model",
-        model,
+        *(("--model", model) if model is not None else ()),
         *(arg for ref in tools for arg in ("--tool", ref)),
         env=agent_env(**env),
         transport_kwargs={"stderr": None, "shutdown_timeout": 15.0},

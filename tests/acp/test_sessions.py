@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
-from tests.acp.support import embedded, write_script
+from tests.acp.support import editor, embedded, write_script
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +80,76 @@ async def test_mcp_servers_tether_cannot_start_are_refused_at_session_new(
         sid = (await ed.conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
         response = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
         assert response.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "says"),
+    [
+        (None, {}, "no model configured for tether: set name in the [model] table"),
+        ("openai:gpt-4.1-mini", {}, "no model endpoint: set TETHER_MODEL_URL"),
+        (
+            "openai:gpt-4.1-mini",
+            {"TETHER_MODEL_URL": "http://127.0.0.1:9/v1"},
+            "no key for the model endpoint http://127.0.0.1:9/v1: set TETHER_MODEL_KEY",
+        ),
+    ],
+    ids=["no-model", "no-endpoint", "no-key"],
+)
+async def test_tether_acp_without_a_usable_model_answers_and_says_how_to_configure_one(
+    workspace: Path, model: str | None, env: dict[str, str], says: str
+) -> None:
+    """With no model configured (or no endpoint, or no key), `tether acp` answers
+    `initialize`; `session/new` and `session/prompt` get a JSON-RPC error whose message
+    says how to configure a model, and the agent keeps serving."""
+    async with editor(model, **env) as ed:
+        ready = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert ready.protocol_version == PROTOCOL_VERSION
+        for _ in range(2):
+            with pytest.raises(RequestError) as refused:
+                await ed.conn.new_session(cwd=str(workspace), mcp_servers=[])
+            assert refused.value.code == -32603
+            assert says in str(refused.value)
+            assert refused.value.data == {"details": str(refused.value)}
+        with pytest.raises(RequestError) as prompted:
+            await ed.conn.prompt(session_id="session_x", prompt=[text_block("hi")])
+        assert says in str(prompted.value)
+        again = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert again.protocol_version == PROTOCOL_VERSION
+        assert ed.process.returncode is None
+
+
+async def test_the_editor_is_told_when_a_configured_mcp_server_does_not_start(
+    tmp_path: Path, workspace: Path, tether_home: Path
+) -> None:
+    """An MCP server of the account's config that cannot start does not refuse the
+    session; the editor is told as an agent message, sent after the `session/new`
+    answer (so the editor knows the session), and the session works."""
+    config = tether_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    missing = json.dumps(str(tmp_path / "no-such-server"))
+    config.write_text(f"[mcpServers.gone]\ncommand = {missing}\n", encoding="utf-8")
+    model = write_script(tmp_path / "script.jsonl", [{"text": "hi"}])
+    async with editor(model) as ed:
+        sid = await ed.open_session(workspace)
+        frames = ed.recorder.frames
+
+        def told() -> bool:
+            return "note: MCP server 'gone'" in ed.recorder.text()
+
+        await ed.recorder.wait_for(told)
+        answer = next(
+            n
+            for n, f in enumerate(frames)
+            if f.get("result", {}).get("sessionId") == sid
+        )
+        note = next(
+            n
+            for n, f in enumerate(frames)
+            if f.get("method") == "session/update"
+            and "MCP server 'gone'" in json.dumps(f)
+        )
+        assert answer < note
+        assert frames[note]["params"]["sessionId"] == sid
+        response = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
+        assert response.stop_reason == "end_turn"
+        assert ed.recorder.text().endswith("hi")

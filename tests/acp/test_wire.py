@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from acp import PROTOCOL_VERSION
 from tests.acp.support import editor, write_script
@@ -76,3 +78,72 @@ async def test_bad_parameters_and_unknown_sessions_are_answered_not_fatal(
         response = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
         assert response.agent_capabilities is not None
         assert response.agent_capabilities.load_session is True
+
+
+@pytest.mark.parametrize("version", [1, 0, 7])
+async def test_the_early_initialize_answer_is_the_servers_answer(version: int) -> None:
+    """`tether acp` answers its first `initialize` before loading the SDK: that answer
+    is exactly `AcpServer.initialize`'s, and the version is the installed one."""
+    import importlib.metadata
+
+    import acp
+
+    from tether.acp import AcpServer
+    from tether.acp._early import PROTOCOL_VERSION, _early_answer, agent_version
+
+    assert PROTOCOL_VERSION == acp.PROTOCOL_VERSION
+    assert agent_version() == importlib.metadata.version("tether")
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "initialize",
+            "params": {"protocolVersion": version, "clientCapabilities": {}},
+        }
+    ).encode()
+    early = _early_answer(line)
+    assert early is not None
+    # As the SDK's connection writes a result on the wire.
+    async with anyio.create_task_group() as tg:
+        server = AcpServer(model=None, task_group=tg)
+        sdk = await server.initialize(protocol_version=version)
+    assert json.loads(early) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": sdk.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude_unset=True
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"protocolVersion": "1"}, {"protocolVersion": 1, "clientInfo": 3}, None],
+)
+def test_a_first_line_the_early_answer_does_not_check_goes_to_the_server(
+    params: object,
+) -> None:
+    """Parameters the early answer does not check are left to the server (which
+    answers them as the SDK does); so is anything but an `initialize` request."""
+    from tether.acp._early import _early_answer
+
+    frame = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    assert _early_answer(json.dumps(frame).encode()) is None
+    assert _early_answer(b"not json") is None
+    assert (
+        _early_answer(json.dumps({**frame, "method": "session/new"}).encode()) is None
+    )
+
+
+@pytest.mark.rule("acp-errors")
+async def test_a_malformed_first_line_is_answered_by_the_server(tmp_path: Path) -> None:
+    """The first line read before the SDK is loaded, when it is no `initialize`, is
+    answered by the server as any line is (-32700 here); `initialize` comes after."""
+    model = write_script(tmp_path / "script.jsonl", [{"text": "hi"}])
+    async with editor(model) as ed:
+        await ed.write_raw(b"{this is not json\n")
+        await ed.recorder.wait_for(lambda: bool(_errors(ed.recorder.frames)))
+        assert _errors(ed.recorder.frames) == [(None, -32700)]
+        ready = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert ready.agent_info is not None
+        assert ready.agent_info.name == "tether"

@@ -32,10 +32,12 @@ SCRIPT = "\n".join(
 class Pty:
     """A child on a pseudo-terminal, read until an expected text shows."""
 
-    def __init__(self, args: list[str], cwd: Path) -> None:
+    def __init__(
+        self, args: list[str], cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
+        env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", **(env or {}))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tether", *args],
             stdin=slave,
@@ -210,3 +212,129 @@ def test_chat_refuses_without_a_terminal(chat_dir: Path) -> None:
         "tether: tether chat needs a terminal on stdin; programs drive sessions"
         " with tether acp or the Agent API"
     ]
+
+
+TWO_CALLS = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Two at once.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "echo first-ran"}}, {"id": "c2", "name": "Bash",'
+        ' "input": {"command": "echo second-ran"}}]}',
+        '{"text": "Both done."}',
+    ]
+)
+
+
+@pytest.mark.rule("chat-stop")
+def test_chat_asks_two_permission_prompts_one_after_the_other(tmp_path: Path) -> None:
+    """One model message asks for two calls that both need permission: the prompts come
+    one at a time, each key answers its own prompt, both calls run, the turn ends."""
+    (tmp_path / "two.jsonl").write_text(TWO_CALLS + "\n")
+    pty = Pty(["chat", "--model", "scripted:two.jsonl"], tmp_path)
+    try:
+        pty.expect("you:")
+        pty.send("go\r")
+        pty.expect("? allow Bash: echo first-ran")
+        pty.expect("[n] deny")
+        pty.send("y")
+        # The key answers the first prompt; only then is the second one asked.
+        pty.expect("  once")
+        pty.expect("? allow Bash: echo second-ran")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("  once")
+        pty.expect("first-ran")
+        pty.expect("Both done.", timeout=20)
+        pty.expect("you:")
+        assert "second-ran" in pty.text
+        pty.send("\x04")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+
+
+STUBBORN = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Running it.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "trap \'\' TERM; echo begun; echo more; sleep 60"}}]}',
+        '{"text": "Understood, stopped."}',
+    ]
+)
+
+
+@pytest.mark.rule("chat-stop")
+@pytest.mark.parametrize("stop_key", ["\x1b", "\x03"], ids=["esc", "ctrl-c"])
+def test_chat_second_press_kills_a_command_that_ignores_the_stop_at_once(
+    tmp_path: Path, stop_key: str
+) -> None:
+    """A command ignores SIGTERM: after the first press the countdown of its grace
+    window moves; a second press kills its tree at once (the turn settles within a
+    second, though the window is 30 s), and the end line says what it had printed."""
+    (tmp_path / "stubborn.jsonl").write_text(STUBBORN + "\n")
+    pty = Pty(
+        ["chat", "--model", "scripted:stubborn.jsonl"],
+        tmp_path,
+        env={"TETHER_GRACE": "30"},
+    )
+    try:
+        pty.expect("you:")
+        pty.send("go\r")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("more")
+        pty.send(stop_key)
+        pty.expect("(process: terminating, at most 30 s left)")
+        pty.expect("Esc or Ctrl-C again kills now")
+        pty.expect("(process: terminating, at most 28 s left)", timeout=10)
+        pressed = time.monotonic()
+        pty.send(stop_key)
+        pty.expect("killing now")
+        screen = pty.expect("stopped: the turn has settled", timeout=10)
+        took = time.monotonic() - pressed
+        assert took < 1.0, f"settled {took:.2f} s after the second press"
+        # The end line (wrapped at the screen's width) says what the call printed.
+        end = " ".join(screen[screen.rindex("✗ Bash") :].split())
+        assert "Output so far: 2 lines, the last: more stopped: the turn" in end, end
+        pty.expect("you:")
+        pty.send("\x04")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+
+
+LINES = "\n".join(
+    [
+        '{"tether_script": 1}',
+        '{"text": "Counting.", "tool_calls": [{"id": "c1", "name": "Bash",'
+        ' "input": {"command": "seq 1 200"}}]}',
+        '{"text": "Counted."}',
+    ]
+)
+
+
+def test_chat_shows_twenty_output_lines_and_counts_the_rest(tmp_path: Path) -> None:
+    """A call printing 200 lines shows the first 20 and `… 180 more lines`; the exit
+    line's resume hint carries the model in use (resuming needs one)."""
+    (tmp_path / "lines.jsonl").write_text(LINES + "\n")
+    pty = Pty(["chat", "--model", "scripted:lines.jsonl"], tmp_path)
+    try:
+        pty.expect("you:")
+        pty.send("count\r")
+        pty.expect("[n] deny")
+        pty.send("y")
+        pty.expect("│ 20\n")
+        screen = pty.expect("│ … 180 more lines")
+        pty.expect("✓ Bash: succeeded")
+        pty.expect("Counted.")
+        assert "│ 21\n" not in screen
+        pty.expect("you:")
+        pty.send("\x04")
+        screen = pty.expect(" --model scripted:lines.jsonl")
+        assert re.search(
+            r"bye: resume with tether chat --resume session_\S+ --model scripted:",
+            screen,
+        )
+        assert pty.wait() == 0
+    finally:
+        pty.close()

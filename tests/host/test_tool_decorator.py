@@ -66,6 +66,28 @@ async def test_a_tool_that_returns_none_fails_instead_of_printing_none(
         await Forgetful.run(make_ctx(tmp_path), {})
 
 
+async def test_a_tool_that_returns_a_non_string_fails_clearly(tmp_path: Path) -> None:
+    """A tool must return a string: returning 3 ends the call with an error naming
+    the type, never the output '3' the docs say cannot happen."""
+
+    @tool
+    async def Count(ctx: ToolContext) -> str:
+        return 3  # type: ignore[return-value]
+
+    with pytest.raises(ToolFailed, match=r"Count returned int 3; it must return a str"):
+        await Count.run(make_ctx(tmp_path), {})
+
+
+def test_a_stop_class_given_as_its_word_is_refused_at_decoration() -> None:
+    """`@tool(stop_class="read_only")` is refused at once with the names to use,
+    instead of an AttributeError deep in the runtime later."""
+    with pytest.raises(UsageError, match=r"Look: stop_class must be a StopClass \("):
+
+        @tool(stop_class="read_only")  # type: ignore[arg-type]
+        async def Look(ctx: ToolContext) -> str:
+            return ""
+
+
 def test_duplicate_tool_names_name_only_the_duplicate(tmp_path: Path) -> None:
     """Two tools named Lookup among the built-ins: the error names Lookup, not every tool."""
     from tether.tools import default_tools

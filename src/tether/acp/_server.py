@@ -12,7 +12,6 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,10 +20,9 @@ from typing import Any, Final, cast, final
 import anyio
 import anyio.abc
 import attrs
-from acp import PROTOCOL_VERSION, Agent, Client, RequestError
+from acp import Agent, Client, RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
-    AgentCapabilities,
     AudioContentBlock,
     ClientCapabilities,
     EmbeddedResourceContentBlock,
@@ -32,9 +30,7 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
     TextContentBlock,
@@ -45,14 +41,13 @@ from .._config import Config, load_config
 from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..host._tool import Tool
-from ..models import model_from_spec
+from ..models import ModelError, model_from_spec
+from ._early import initialize_result
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
 from ._transport import LineTransport
 
 __all__ = ("AcpServer", "AcpStatistics")
-
-_VERSION: Final = importlib.metadata.version("tether")
 
 PromptBlock = (
     TextContentBlock
@@ -77,6 +72,25 @@ class AcpStatistics:
 
 def _invalid(message: str) -> RequestError:
     return RequestError.invalid_params({"details": message})
+
+
+NO_MODEL: Final = (
+    "no model configured for tether: set name in the [model] table of the config file"
+    ' (`tether config path` prints where), for example name = "openai:gpt-4.1-mini",'
+    " or start tether acp with --model openai:<model> or --model scripted:<file>"
+)
+"""What `session/new` and `session/prompt` answer when tether has no model."""
+
+
+def model_problem(model: str | None, config: Config | None) -> str | None:
+    """Why sessions cannot use `model` (how to configure one), or None if they can."""
+    if not model:
+        return NO_MODEL
+    try:
+        model_from_spec(model, config=config)
+    except ModelError as exc:
+        return f"the model cannot be used: {exc}"
+    return None
 
 
 def prompt_text(blocks: list[PromptBlock]) -> str:
@@ -104,13 +118,16 @@ class AcpServer:
     def __init__(
         self,
         *,
-        model: str,
+        model: str | None,
         task_group: anyio.abc.TaskGroup,
         config: Config | None = None,
         ledger: Path | None = None,
         tools: Sequence[Tool] | None = None,
     ) -> None:
         self.model = model
+        """The model spec sessions build their model from (None: none configured)."""
+        self._model_problem: str | None = None
+        self._model_checked = False
         self.tools = tools
         """The tools sessions offer (None: built-in, plugin and MCP tools)."""
         self.ledger = ledger
@@ -120,6 +137,9 @@ class AcpServer:
         self._client: Client | None = None
         self._transport: LineTransport | None = None
         self.sessions: dict[str, AcpSession] = {}
+        self._tell_after_answer: dict[str, AcpSession] = {}
+        """Sessions whose problems go to the editor once `session/new`'s answer is out
+        (an update for a session the editor does not know yet may be dropped)."""
 
     def statistics(self) -> AcpStatistics:
         """Return the connection's counters."""
@@ -141,7 +161,7 @@ class AcpServer:
         receive: anyio.abc.ByteReceiveStream,
         send: anyio.abc.ByteSendStream,
         *,
-        model: str,
+        model: str | None,
         config: Config | None = None,
         ledger: Path | None = None,
         tools: Sequence[Tool] | None = None,
@@ -149,23 +169,22 @@ class AcpServer:
     ) -> None:
         """Serve ACP on a byte stream pair until the client closes its side.
 
-        `model` is `openai:<model>` or `scripted:<file>`; `ledger` is the SQLite file
-        sessions are kept in (None: memory); `tools` the tools to offer (None: the
-        standard tools); the MCP servers of the account's config and of each
-        `session/new` are added to either.
+        `model` is `openai:<model>` or `scripted:<file>` (None: none configured);
+        `ledger` is the SQLite file sessions are kept in (None: memory); `tools` the
+        tools to offer (None: the standard tools); the MCP servers of the account's
+        config and of each `session/new` are added to either.
 
-        Raises:
-            ModelError: the model cannot be used (checked before anything is served).
+        A model that cannot be used (none, no endpoint or key, a missing script) is
+        no reason to stop serving: `initialize` is answered, and `session/new`,
+        `session/load` and `session/prompt` get an error saying how to configure one.
         """
-        # Refused at start rather than on the editor's first prompt; each session
-        # builds its own model (a scripted one plays from its first move).
-        model_from_spec(model, config=config)
         transport = LineTransport(receive, send)
         async with anyio.create_task_group() as tg:
             server = cls(
                 model=model, task_group=tg, config=config, ledger=ledger, tools=tools
             )
             server._transport = transport
+            transport.on_result = server._result_sent
             # The SDK's Agent protocol lists every optional method; the router answers
             # -32601 for those this class does not define.
             agent = cast("Agent", server)
@@ -197,16 +216,9 @@ class AcpServer:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        """Agree on the protocol version and say what tether can do."""
-        return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True, sse=False),
-            ),
-            agent_info=Implementation(name="tether", title="tether", version=_VERSION),
-        )
+        """Agree on the protocol version and say what tether can do (the answer
+        `tether acp` gives its first `initialize` before the SDK is loaded)."""
+        return InitializeResponse.model_validate(initialize_result(protocol_version))
 
     async def new_session(
         self,
@@ -216,7 +228,10 @@ class AcpServer:
         **kwargs: Any,
     ) -> NewSessionResponse:
         """Open a session working in `cwd`, with the session's MCP servers."""
+        await self._require_model()
         session = await self._open(cwd, mcp_servers, resume=None)
+        if session.problems:
+            self._tell_after_answer[session.id] = session
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
@@ -228,16 +243,20 @@ class AcpServer:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         """Reopen a session from the ledger and replay its transcript as updates."""
+        await self._require_model()
         if session_id in self.sessions:
             raise _invalid(f"session {session_id} is already open on this connection")
         session = await self._open(cwd, mcp_servers, resume=session_id)
         await session.replay()
+        # The editor named this session: it is told before the answer, after the replay.
+        await session.tell_problems()
         return LoadSessionResponse()
 
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
     ) -> PromptResponse:
         """Run one turn; updates stream as `session/update` until it settles."""
+        await self._require_model()
         session = self._session(session_id)
         text = prompt_text(prompt)
         if session.prompting:
@@ -258,6 +277,27 @@ class AcpServer:
         await session.abort(source="user", reason="cancelled by the editor")
 
     # -- sessions ---------------------------------------------------------------------
+
+    def _result_sent(self, result: object) -> None:
+        """A response went out: if it opened a session with problems, tell them now."""
+        if not isinstance(result, dict):
+            return
+        session = self._tell_after_answer.pop(str(result.get("sessionId")), None)
+        if session is not None:
+            self._tg.start_soon(session.tell_problems)
+
+    async def _require_model(self) -> None:
+        """Refuse a request that needs the model when it cannot be used (checked once,
+        at the first such request, so `initialize` never waits for a model SDK)."""
+        if not self._model_checked:
+            self._model_problem = await in_thread(
+                model_problem, self.model, self.config
+            )
+            self._model_checked = True
+        if self._model_problem is not None:
+            raise RequestError(
+                -32603, self._model_problem, {"details": self._model_problem}
+            )
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
@@ -283,6 +323,7 @@ class AcpServer:
         config = attrs.evolve(
             self.config, mcp_servers={**self.config.mcp_servers, **servers}
         )
+        assert self.model is not None, "_require_model() refuses a session without one"
         try:
             session = AcpSession(
                 self._connected_client(),

@@ -100,6 +100,9 @@ class AcpSession:
         """Invariant: at most one `session/prompt` runs per session."""
         self._output: dict[str, list[str]] = {}
         """Output printed so far by each running call of the turn."""
+        self.problems: list[str] = []
+        """What did not load when the session opened (an MCP server of the account's
+        config that did not start), told to the editor by `tell_problems()`."""
 
     @property
     def id(self) -> str:
@@ -143,6 +146,7 @@ class AcpSession:
                 )
                 # Decided inside, raised outside: the runtime's task group would wrap it.
                 refusal = _failed_server([*problems, *runtime.problems], requested)
+                self.problems = [*problems, *runtime.problems]
                 if refusal is None:
                     refusal = self._start(runtime, resume)
                 if refusal is None:
@@ -165,6 +169,14 @@ class AcpSession:
             return str(exc)
         self.bridge.session_id = self.agent_session.id
         return None
+
+    async def tell_problems(self) -> None:
+        """Show the editor what did not load for this session, as the agent's message
+        (an editor shows message chunks; it hides the agent's stderr)."""
+        if not self.problems:
+            return
+        text = "".join(f"note: {problem}\n" for problem in self.problems)
+        await self._send(update_agent_message_text(text + "\n"))
 
     # -- turns ------------------------------------------------------------------------
 

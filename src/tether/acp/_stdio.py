@@ -6,6 +6,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+import anyio.abc
+
 from .._config import Config
 from .._jsonrpc import FdReceiveStream, FdSendStream
 from ..host._tool import Tool
@@ -16,12 +19,16 @@ __all__ = ("serve_stdio",)
 
 async def serve_stdio(
     *,
-    model: str,
+    model: str | None,
     config: Config | None = None,
     ledger: Path | None = None,
     tools: Sequence[Tool] | None = None,
+    received: bytes = b"",
 ) -> None:
     """Serve ACP on stdin/stdout until the editor closes stdin.
+
+    `received` is what was read from stdin before (`answer_initialize` leaves what it
+    did not answer): the server reads it first.
 
     Sessions and their transcripts are kept in the SQLite file `ledger` (None: in
     memory, and `session/load` finds nothing); `tools` as for `AcpServer.serve()`.
@@ -39,8 +46,11 @@ async def serve_stdio(
     finally:
         os.close(devnull)
     try:
+        stream: anyio.abc.ByteReceiveStream = FdReceiveStream(proto_in)
+        if received:
+            stream = _Received(received, stream)
         await AcpServer.serve(
-            FdReceiveStream(proto_in),
+            stream,
             FdSendStream(proto_out),
             model=model,
             config=config,
@@ -50,3 +60,20 @@ async def serve_stdio(
     finally:
         os.close(proto_in)
         os.close(proto_out)
+
+
+class _Received(anyio.abc.ByteReceiveStream):
+    """Bytes already read, then the stream they were read from."""
+
+    def __init__(self, first: bytes, then: anyio.abc.ByteReceiveStream) -> None:
+        self.first = first
+        self.then = then
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self.first:
+            data, self.first = self.first[:max_bytes], self.first[max_bytes:]
+            return data
+        return await self.then.receive(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.then.aclose()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -46,6 +47,9 @@ class LineTransport:
         self._closed = False
         self.rejected = 0
         """Frames answered here with a parse or invalid-request error."""
+        self.on_result: Callable[[object], None] | None = None
+        """Called with a response's result once its frame is written (what follows a
+        `session/new` answer can then be sent after it)."""
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one frame; frames never interleave."""
@@ -62,6 +66,8 @@ class LineTransport:
                 raise ConnectionError(
                     f"the ACP client read nothing for {self._write_bound:g} s"
                 )
+            if self.on_result is not None and "result" in message:
+                self.on_result(message["result"])
 
     async def receive(self) -> dict[str, Any] | None:
         """Return the next well-formed message, or None at the end of the stream."""

@@ -39,30 +39,30 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
       "agent_servers": {"tether": {"type": "custom", "command": "tether",
         "args": ["acp", "--model", "openai:gpt-4.1-mini"]}}
     """
+    from ..acp._early import answer_initialize
+
+    # The editor waits for this answer before it shows the agent (spec 05: 0.3 s);
+    # the SDK, the models and the tools load after it.
+    received = answer_initialize(0, 1)
+
     import anyio
 
     from .._config import load_config
     from ..acp import serve_stdio
-    from ..errors import UsageError
     from ..host._stdio import load_tool_refs
-    from ..models import ModelError, model_from_spec
     from .chat import ledger_path
 
     config = load_config()
-    model = model_spec or config.model
-    if not model:
-        raise UsageError(
-            "no model: pass --model openai:<model> or --model scripted:<file>,"
-            " or set name in the [model] table of the config file"
-        )
-    try:
-        # Refused at start, in one line, rather than on the editor's first prompt.
-        model_from_spec(model, config=config)
-    except ModelError as exc:
-        raise UsageError(str(exc)) from None
+    # Without a usable model the editor still gets an agent that answers: `session/new`
+    # says how to configure one (an editor shows that; it hides a dead process's stderr).
+    model = model_spec or config.model or None
     tools = load_tool_refs(tool_refs) if tool_refs else None
     anyio.run(
         lambda: serve_stdio(
-            model=model, config=config, ledger=ledger_path(), tools=tools
+            model=model,
+            config=config,
+            ledger=ledger_path(),
+            tools=tools,
+            received=received,
         )
     )

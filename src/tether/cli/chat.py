@@ -9,6 +9,7 @@ settles. The session and its transcript live in the account's ledger file, so
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,11 +22,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..models import Model
-    from ..runtime import AgentEvent, AgentSession, PermissionRequest
+    from ..runtime import AgentEvent, AgentSession, PendingCall, PermissionRequest
 
 __all__ = ("chat",)
 
 _ANSWERS = {"y": "once", "a": "always", "n": "deny"}
+
+_SHOWN_LINES = 20
+"""Output lines of one call shown on the screen; the rest are counted."""
 
 
 @click.command()
@@ -48,7 +52,8 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
     """Talk to an agent whose tool calls run through tether.
 
     Esc or Ctrl-C during a turn stops it and shows what is still settling (a write
-    that started runs to its end). Ctrl-C or Ctrl-D at the prompt exits. Sessions are
+    that started runs to its end); pressed again, it kills the commands still in their
+    grace window at once. Ctrl-C or Ctrl-D at the prompt exits. Sessions are
     kept in the account's ledger; the first line shows the session id.
 
     \b
@@ -78,7 +83,7 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
             " with tether acp or the Agent API"
         )
     try:
-        anyio.run(_chat, model, resume_id, workspace)
+        anyio.run(_chat, model, spec, resume_id, workspace)
     except BaseExceptionGroup as group:
         # The runtime's task group wraps an error of the session; show it as itself.
         raise _only_error(group) from None
@@ -112,12 +117,22 @@ class _Terminal:
         self.session: AgentSession | None = None
         self.always: set[str] = set()
         self.question: tuple[anyio.Event, list[str]] | None = None
+        """The one prompt on the screen that a key answers, if any."""
+        self.asking: anyio.Lock | None = None
+        """Held while a prompt waits: a second request is asked after the first."""
         self.stopping = False
+        self.killing = False
+        self.turn_over: anyio.Event | None = None
+        """Set when the running turn has settled (the countdown ends with it)."""
+        self.block = 0
+        """Lines of the stop's countdown at the bottom of the screen (0: none)."""
         self.task_group: anyio.abc.TaskGroup | None = None
         self.in_text = False
         self.titles: dict[str, str] = {}
         self.shown: dict[str, anyio.Event] = {}
         """Per call id: its request line is on the screen (a prompt comes after it)."""
+        self.output_lines: dict[str, int] = {}
+        """Per call id: the output lines it printed so far (the first 20 are shown)."""
 
     # -- rendering ----------------------------------------------------------------
 
@@ -125,7 +140,18 @@ class _Terminal:
         if self.in_text:
             self.console.print()
             self.in_text = False
+        self.block = 0
         self.console.print(text, style=style, markup=False, highlight=False)
+
+    def _block(self, lines: list[str], style: str) -> None:
+        """Print `lines` in place of the countdown printed last, if nothing came since."""
+        if self.block and self.console.is_terminal:
+            # Up to the block's first line, then clear to the end of the screen.
+            self.console.file.write(f"\x1b[{self.block}F\x1b[J")
+        width = max(20, self.console.width - 1)
+        for text in lines:
+            self._line(text[:width], style)
+        self.block = len(lines)
 
     async def on_event(self, event: AgentEvent) -> None:
         from ..runtime import (
@@ -148,11 +174,21 @@ class _Terminal:
                 self._shown(call_id).set()
             case ToolCallStarted(tool=tool):
                 self._line(f"  {tool}: running", "cyan")
-            case ToolCallProgress(text=text):
-                for line in text.splitlines()[:20]:
+            case ToolCallProgress(call_id=call_id, text=text):
+                lines = text.splitlines()
+                printed = self.output_lines.get(call_id, 0)
+                self.output_lines[call_id] = printed + len(lines)
+                for line in lines[: max(0, _SHOWN_LINES - printed)]:
                     self._line(f"  │ {line[:200]}", "dim")
-            case ToolCallEnded(tool=tool, state=state, code=code, content=content):
-                first = content.splitlines()[0][:160] if content else ""
+            case ToolCallEnded(
+                call_id=call_id, tool=tool, state=state, code=code, content=content
+            ):
+                more = self.output_lines.pop(call_id, 0) - _SHOWN_LINES
+                if more > 0:
+                    self._line(
+                        f"  │ … {more} more line{'s' if more > 1 else ''}", "dim"
+                    )
+                first = _end_summary(content)
                 mark = "✓" if code is None else "✗"
                 style = "green" if code is None else "red"
                 self._line(f"  {mark} {tool}: {state}  {first}".rstrip(), style)
@@ -183,25 +219,72 @@ class _Terminal:
                 assert self.task_group is not None
                 self.task_group.start_soon(self.stop)
             elif self.question is not None and key.data.lower() in _ANSWERS:
+                # One key per prompt: a key typed before the next prompt shows
+                # answers nothing.
                 answered, choice = self.question
+                self.question = None
                 choice.append(_ANSWERS[key.data.lower()])
                 answered.set()
 
     async def stop(self) -> None:
-        """Stop the turn and show what still settles, then what it became."""
-        if self.stopping or self.session is None:
+        """Stop the turn and show what still settles, then what it became; a second
+        press while it settles kills the process trees at once."""
+        if self.session is None:
+            return
+        if self.stopping:
+            await self.kill()
             return
         self.stopping = True
         self._line("stopping…", "yellow")
         report = await self.session.abort(reason="Esc pressed")
-        for pending in report.pending:
-            self._line(
-                f"stopping: waiting for {pending.tool} to finish ({pending.why})",
-                "yellow",
-            )
+        self._show_pending(report.pending)
+        await self._count_down()
+
+    async def kill(self) -> None:
+        """Kill every process tree still in its grace window now (the second press)."""
+        if self.killing or self.session is None:
+            return
+        self.killing = True
+        self._line("killing now: process trees are killed without their grace window")
+        report = await self.session.abort(reason="Esc pressed again", kill=True)
+        self._show_pending(report.pending)
+
+    def _show_pending(self, pending: tuple[PendingCall, ...]) -> None:
+        lines = [f"stopping: waiting for {p.tool} to finish ({p.why})" for p in pending]
+        if not self.killing and any(p.why.startswith("process:") for p in pending):
+            lines.append("  Esc or Ctrl-C again kills now")
+        if lines:
+            self._block(lines, "yellow")
+
+    async def _count_down(self) -> None:
+        """Show the stop's pending calls again as their grace windows count down,
+        until the turn has settled."""
+        import anyio
+
+        assert self.session is not None
+        shown = self.session.pending()
+        while self.turn_over is not None and not self.turn_over.is_set():
+            with anyio.move_on_after(0.25):
+                await self.turn_over.wait()
+            if self.turn_over.is_set():
+                return
+            now = self.session.pending()
+            if now != shown and now:
+                self._show_pending(now)
+            shown = now
 
     async def approve(self, request: PermissionRequest) -> bool:
         """Ask the person whether a call may run: once, always (this tool), or not."""
+        import anyio
+
+        if self.asking is None:
+            self.asking = anyio.Lock()
+        # Calls of one model message ask at the same time; one prompt is on the
+        # screen at once, so each key answers the prompt it was typed for.
+        async with self.asking:
+            return await self._ask(request)
+
+    async def _ask(self, request: PermissionRequest) -> bool:
         import anyio
 
         if request.tool in self.always:
@@ -229,14 +312,21 @@ class _Terminal:
         import anyio
 
         self.stopping = False
+        self.killing = False
+        self.turn_over = anyio.Event()
         async with anyio.create_task_group() as tg:
             self.task_group = tg
             with self.keys.raw_mode(), self.keys.attach(self.on_keys):
-                await session.prompt(text)
+                try:
+                    await session.prompt(text)
+                finally:
+                    self.turn_over.set()
         self.task_group = None
 
 
-async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
+async def _chat(
+    model: Model, spec: str, resume_id: str | None, workspace: Path
+) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import create_input
 
@@ -273,9 +363,28 @@ async def _chat(model: Model, resume_id: str | None, workspace: Path) -> None:
                 break
             if text.strip():
                 await terminal.run_turn(session, text)
+        # The model too: resuming needs one, and a config may name none or another.
         console.print(
-            f"bye: resume with tether chat --resume {session.id}", style="dim"
+            f"bye: resume with tether chat --resume {session.id}"
+            f" --model {shlex.quote(spec)}",
+            style="dim",
+            markup=False,
         )
+
+
+def _end_summary(content: str) -> str:
+    """The end line's text of a call: its first line; a stopped call's output so far
+    is said in the line (it is printed on the lines after it)."""
+    lines = content.splitlines()
+    if not lines:
+        return ""
+    first = lines[0][:160]
+    rest = lines[1:]
+    if not first.endswith("Output so far:"):
+        return first
+    if len(rest) == 1:
+        return f"{first} {rest[0][:100]}"
+    return f"{first} {len(rest)} lines, the last: {rest[-1][:100]}"
 
 
 def _show_history(console: Console, session: AgentSession, last: int = 6) -> None:

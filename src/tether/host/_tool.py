@@ -330,6 +330,14 @@ class FunctionTool(TypedTool):
             raise UsageError(f"@tool needs an async function, got {fn!r}")
         self.fn = fn
         self.name = name or fn.__name__
+        if not isinstance(stop_class, StopClass):
+            # A StrEnum compares equal to its word, so "read_only" would pass as one
+            # until the first `is` check or `.name` met it.
+            words = ", ".join(f"StopClass.{c.name}" for c in StopClass)
+            raise UsageError(
+                f"tool {self.name}: stop_class must be a StopClass ({words}),"
+                f" not {stop_class!r}"
+            )
         self.stop_class = stop_class
         self.description = description or inspect.getdoc(fn) or ""
         self.subject_field = subject_field
@@ -341,7 +349,12 @@ class FunctionTool(TypedTool):
         if result is None:
             # A forgotten `return` would otherwise reach the model as the text 'None'.
             raise ToolFailed(f"tool {self.name} returned None; it must return a string")
-        return result if isinstance(result, str) else str(result)
+        if not isinstance(result, str):
+            raise ToolFailed(
+                f"tool {self.name} returned {type(result).__name__} {result!r:.80};"
+                " it must return a string (json.dumps() a structure)"
+            )
+        return result
 
 
 def check_unique_names(tools: Sequence[Tool]) -> None:

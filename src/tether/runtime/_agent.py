@@ -81,6 +81,7 @@ from ._session import Session, Turn
 from ._values import (
     AbortReport,
     CallChanged,
+    PendingCall,
     RuntimeEvent,
     StopRequest,
     ToolProgress,
@@ -220,18 +221,28 @@ class AgentSession:
         return self.agent.runtime.ledger.find(self.id, call.call_id)
 
     async def abort(
-        self, *, source: AbortSource = "user", reason: str | None = None
+        self,
+        *,
+        source: AbortSource = "user",
+        reason: str | None = None,
+        kill: bool = False,
     ) -> AbortReport:
         """Stop the running turn and report the truth, within the abort bound.
 
         A model request in flight is closed at once (S11); tool calls stop by their
-        class (`Session.abort()`). Harmless when no turn runs.
+        class (`Session.abort()`; `kill=True` kills process trees without their grace
+        window). Harmless when no turn runs.
         """
-        self._stop = (source, reason)
+        if self._stop is None:
+            self._stop = (source, reason)
         self._cancel_model()
-        report = await self.session.abort(source=source, reason=reason)
+        report = await self.session.abort(source=source, reason=reason, kill=kill)
         self._cancel_model()
         return report
+
+    def pending(self) -> tuple[PendingCall, ...]:
+        """Each call still running after a stop, and why, as of now."""
+        return self.session.pending()
 
     def _cancel_model(self) -> None:
         if self._model_scope is not None:

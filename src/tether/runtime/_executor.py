@@ -14,6 +14,7 @@ host it speaks to; it speaks to a `HostConnection`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Collection
 from typing import Any
@@ -94,6 +95,10 @@ class ActiveCall:
     """Process trees a stopped call had started and the host was still reaping."""
     sending: ExecuteRequest | InvalidInput | None = None
     """What `send()` sends (or the reason the input cannot be sent); None once sent."""
+    grace: anyio.CancelScope | None = None
+    """The PROCESS call's grace window while it is open (its deadline is the kill)."""
+    kill_now: bool = False
+    """A second stop asked to kill the call's tree at once, without the grace window."""
 
     async def wait_settled(self) -> None:
         """Wait until the call has settled."""
@@ -488,7 +493,7 @@ class Executor:
         match call.stop_class:
             case StopClass.PROCESS:
                 self._move(call, CallState.ABORTING)
-                call.why = f"{word}: terminating, at most {self.grace:g} s left"
+                call.why = f"{word}: terminating, {_left(self.grace)}"
                 self._start_grace_window(call)
             case StopClass.MUTATING | StopClass.EXTENSION | None:
                 call.why = f"{word}: started, waiting for result"
@@ -603,8 +608,12 @@ class Executor:
     async def _close_grace_window(
         self, call: ActiveCall, streamed_before_stop: str
     ) -> None:
-        with anyio.move_on_after(self.grace):
-            await call.done.wait()
+        call.grace = anyio.move_on_after(0 if call.kill_now else self.grace)
+        try:
+            with call.grace:
+                await call.done.wait()
+        finally:
+            call.grace = None
         if call.outcome is not None:
             return
         # The window closed first: the call ends with what it streamed before the stop,
@@ -628,6 +637,17 @@ class Executor:
         if not call.is_settled and ack.found and ack.phase == "running":
             call.why = f"{word}: killed, waiting for the process tree to be reaped"
 
+    def kill_now(self, calls: Collection[ActiveCall]) -> None:
+        """Close the grace window of each stopped PROCESS call at once: its tree is
+        killed now (a second stop). Other calls are not touched: a started write still
+        runs to its real end."""
+        for call in calls:
+            if call.is_settled or call.stop_class is not StopClass.PROCESS:
+                continue
+            call.kill_now = True
+            if call.grace is not None:
+                call.grace.cancel()
+
     def outliving(self) -> tuple[str, ...]:
         """One line per tool whose stopped calls' workers still run in this process."""
         if self.host is None:
@@ -645,8 +665,23 @@ class Executor:
             if call.is_settled:
                 continue
             why = call.why or f"{call.class_word}: running, no stop requested"
+            if call.grace is not None and why.startswith(
+                f"{call.class_word}: terminating"
+            ):
+                # The window's deadline is the truth; the text counts down with it.
+                left = max(0.0, call.grace.deadline - anyio.current_time())
+                why = f"{call.class_word}: terminating, {_left(left)}"
             out.append(PendingCall(call.key.call_id, call.key.tool, why))
         return tuple(out)
+
+
+def _left(seconds: float) -> str:
+    """`at most N s left` of a grace window, in whole seconds once above one."""
+    if seconds > 1:
+        shown = f"{math.ceil(seconds - 1e-6)}"
+    else:
+        shown = f"{math.ceil(seconds * 100 - 1e-6) / 100:g}"
+    return f"at most {shown} s left"
 
 
 def _has_processes(call: ActiveCall) -> bool:

@@ -21,7 +21,7 @@ from ..errors import DuplicateCallId, UsageError
 from ..host._protocol import AbortSource, CallKey
 from ._executor import ActiveCall, Executor, raise_or_return
 from ._ledger import CallRecord
-from ._values import AbortReport, StopRequest, ToolResult, TurnSettled
+from ._values import AbortReport, PendingCall, StopRequest, ToolResult, TurnSettled
 
 __all__ = ("Session", "Turn")
 
@@ -171,13 +171,21 @@ class Session:
             turn._check_settled()
 
     async def abort(
-        self, *, source: AbortSource = "user", reason: str | None = None
+        self,
+        *,
+        source: AbortSource = "user",
+        reason: str | None = None,
+        kill: bool = False,
     ) -> AbortReport:
         """Stop the current turn and report the truth, within the abort bound (S5, S6).
 
         Runs the stop handler of every unsettled call of the turn (and of any earlier
         turn still settling) itself; no tool's cooperation is needed. Stopping twice, or
         a settled turn, is harmless and returns the same kind of report (S12).
+
+        `kill=True` (a second stop: "kill now") also closes the grace window of every
+        PROCESS call at once, so its tree is killed without waiting; a started write
+        still runs to its real end.
         """
         executor = self.executor
         started = anyio.current_time()
@@ -202,6 +210,8 @@ class Session:
                 each.stop = request
         stop = turn.stop
         assert stop is not None
+        if kill:
+            executor.kill_now([c for t in turns for c in t.calls.values()])
         # A fifth of the bound is kept for building the report and for the scheduler:
         # on a loaded machine a task can wait tens of milliseconds for its next turn.
         budget = executor.abort_bound * 0.8
@@ -230,6 +240,12 @@ class Session:
             elapsed=anyio.current_time() - started,
             outliving=executor.outliving(),
         )
+
+    def pending(self) -> tuple[PendingCall, ...]:
+        """Name each call of the session still running after a stop, and why, now
+        (a PROCESS call's grace window counts down)."""
+        turns = self.unsettled_turns()
+        return self.executor.pending([c for t in turns for c in t.calls.values()])
 
     async def settled(self) -> None:
         """Wait until every turn of the session has settled (no-op if none is open)."""
