@@ -142,17 +142,14 @@ def _stop_message(run: str, lane: str | None) -> str | None:
 
 
 def _guarded(tool_name: str, tool_input: Mapping[str, object], cwd: str) -> HookAnswer:
-    from pathlib import Path
-
-    from ._guard import guard_tool_call
+    # The judgment without its public verdict (`_guard`, attrs): see `_judge`.
+    from ._judge import Judge
     from ._protected import protected_paths
 
-    verdict = guard_tool_call(
-        tool_name, tool_input, cwd=Path(cwd), protected=protected_paths()
-    )
-    if verdict.allowed:
+    reason = Judge(protected_paths()).refusal(tool_name, tool_input, cwd=cwd)
+    if reason is None:
         return _ALLOWED
-    return _refused(f"tether guard refused this {tool_name} call: {verdict.reason}")
+    return _refused(f"tether guard refused this {tool_name} call: {reason}")
 
 
 def answer_hook_event(
