@@ -142,11 +142,12 @@ def _stop_message(run: str, lane: str | None) -> str | None:
 
 
 def _guarded(tool_name: str, tool_input: Mapping[str, object], cwd: str) -> HookAnswer:
-    # The judgment without its public verdict (`_guard`, attrs): see `_judge`.
+    # The judgment without its public verdict (`_guard`, attrs) and the paths as text
+    # (no pathlib): see `_judge` and `_protected`.
     from ._judge import Judge
-    from ._protected import protected_paths
+    from ._protected import protected_texts
 
-    reason = Judge(protected_paths()).refusal(tool_name, tool_input, cwd=cwd)
+    reason = Judge(protected_texts()).refusal(tool_name, tool_input, cwd=cwd)
     if reason is None:
         return _ALLOWED
     return _refused(f"tether guard refused this {tool_name} call: {reason}")
