@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (the per-call hook)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ("lazy_exports",)
 

@@ -21,7 +21,6 @@ operating-system account boundary binds (spec 02, "The guard").
 
 from __future__ import annotations
 
-import copy
 import os
 import posixpath
 import re
@@ -32,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .._glob import compile_glob
 from ._effects import command_effects
+from ._lazyre import LazyPattern
 from ._programs import UNKNOWN, words
 from ._shell import ShellTooComplex
 from ._slotted import Slotted
@@ -57,9 +57,9 @@ _READ_TOOLS = words(
 )
 _TARGET_FIELDS = ("file_path", "path", "notebook_path")
 _GLOB_CHARS = frozenset("*?[")
-_TETHER_WORD = re.compile(r"(?<![\w-])tether(?![\w-])")
+_TETHER_WORD = LazyPattern(r"(?<![\w-])tether(?![\w-])")
 # `tether.stop` (a module) and `setup.py` are not verbs; `"stop"` and `tether stop` are.
-_VERB_WORD = re.compile(r"(?<![\w.-])(stop|lift|setup)(?![\w.-])")
+_VERB_WORD = LazyPattern(r"(?<![\w.-])(stop|lift|setup)(?![\w.-])")
 _CASE_INSENSITIVE = sys.platform == "darwin"
 _MAX_SCAN_DEPTH = 6
 TIME_LIMIT = 0.5
@@ -67,7 +67,7 @@ TIME_LIMIT = 0.5
 hook only so long before it lets the call run, so a judgment never runs unbounded."""
 _LONG_WORD = 4096
 """Words longer than this are judged by their start, never matched as a pattern."""
-_PATH_IN_CODE = re.compile(r"(?:~|\$\{?HOME\}?)?/[^\s'\"`;,()<>|&{}\[\]]*")
+_PATH_IN_CODE = LazyPattern(r"(?:~|\$\{?HOME\}?)?/[^\s'\"`;,()<>|&{}\[\]]*")
 """A path spelled in inline code (`open("/srv/x/../tether/1/stop")`)."""
 
 
@@ -290,16 +290,19 @@ class _Guard:
         return out
 
     @staticmethod
-    def _alternation(spellings: Mapping[str, str]) -> re.Pattern[str] | None:
+    def _alternation(spellings: Mapping[str, str]) -> LazyPattern | None:
+        # Compiled only when a command names a spelling (`_names` tests substrings
+        # first): most never do.
         if not spellings:
             return None
         body = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
         flags = re.IGNORECASE if _CASE_INSENSITIVE else 0
-        return re.compile(rf"(?<![\w.-])(?:{body})(?![\w.-])", flags)
+        return LazyPattern(rf"(?<![\w.-])(?:{body})(?![\w.-])", flags)
 
     def at(self, cwd: str | os.PathLike[str], deadline: float | None = None) -> _Guard:
         """This guard, judging relative paths from `cwd`, done by `deadline`."""
-        view = copy.copy(self)
+        view = _Guard.__new__(_Guard)  # a shallow copy (`copy` is not imported)
+        view.__dict__.update(self.__dict__)
         view.deadline = deadline
         view.cwd = posixpath.normpath(
             os.path.join(os.getcwd(), os.path.expanduser(cwd))

@@ -11,9 +11,9 @@ words to a `Sink`, which expands and records them.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Sequence
 
+from ._lazyre import LazyPattern
 from ._shell import OPAQUE_WORD
 from ._slotted import Slotted
 
@@ -224,7 +224,7 @@ _LANG_ALIASES = {
     "mawk": "awk",
     "nawk": "awk",
 }
-_VERSIONED = re.compile(r"(python|pypy|perl|ruby|lua|php|node)[\d.]*")
+_VERSIONED = LazyPattern(r"(python|pypy|perl|ruby|lua|php|node)[\d.]*")
 
 
 def lang_of(base: str) -> str | None:
@@ -305,7 +305,7 @@ _COPY_OPTIONS = {
     ),
     "scp": words("-P -i -F -l -o -c -J -S"),
 }
-_REMOTE = re.compile(r"(?:[\w.@-]+:|rsync://)")
+_REMOTE = LazyPattern(r"(?:[\w.@-]+:|rsync://)")
 
 
 def _copy(sink: Sink, base: str, args: list[str]) -> None:
@@ -360,7 +360,7 @@ def _copy(sink: Sink, base: str, args: list[str]) -> None:
             sink.link(word, _into(dest, word))
 
 
-_PERMISSION_FLAGS = re.compile(r"-[RcfvhHLPV]+")
+_PERMISSION_FLAGS = LazyPattern(r"-[RcfvhHLPV]+")
 
 
 def _chmod(sink: Sink, base: str, args: list[str]) -> None:
@@ -413,8 +413,8 @@ def _uniq(sink: Sink, base: str, args: list[str]) -> None:
         sink.path("write", positionals[1], "`uniq` (output)")
 
 
-_SED_RUNS = re.compile(r"(?:^|[;{}\n]|[0-9$/])\s*e\b|/[gpiImMw0-9]*e")
-_SED_INPLACE = re.compile(r"-[nErsuz]*i.*|--in-place(=.*)?")
+_SED_RUNS = LazyPattern(r"(?:^|[;{}\n]|[0-9$/])\s*e\b|/[gpiImMw0-9]*e")
+_SED_INPLACE = LazyPattern(r"-[nErsuz]*i.*|--in-place(=.*)?")
 
 
 def _sed(sink: Sink, base: str, args: list[str]) -> None:

@@ -28,6 +28,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
+from ._lazyre import LazyPattern
 from ._slotted import Slotted
 
 TYPE_CHECKING = False
@@ -56,7 +57,7 @@ the command runs."""
 TEMP_WORD = "${__TETHER_MKTEMP__}"
 """Stands for the output of a plain `$(mktemp)` or `$(mktemp -d)`: a fresh name in the
 temporary directory."""
-_MKTEMP_RE = re.compile(
+_MKTEMP_RE = LazyPattern(
     r"\s*mktemp(?:\s+(?:-[dqu]+|--directory|--quiet|--dry-run))*\s*"
 )
 
@@ -108,7 +109,7 @@ _BACKTICK_PLAIN_RE = re.compile(r"[^\\`]+")
 _BODY_PLAIN_RE = re.compile(r"[^\\$`]+")
 _DELIMITER_END = frozenset(" \t\r\n;&|<>()")
 _DOUBLE_QUOTE_ESCAPES = frozenset('$`"\\')
-_ANSI_C_RE = re.compile(
+_ANSI_C_RE = LazyPattern(
     r"\\(?:([abeEfnrtv\\'\"?])|([0-7]{1,3})|x([0-9A-Fa-f]{1,2})"
     r"|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|c(.)|(.))",
     re.DOTALL,
@@ -536,7 +537,7 @@ class _Scanner:
         return "".join(out)
 
 
-_ANSI_C_END = re.compile(r"(?:[^\\']|\\.)*", re.DOTALL)
+_ANSI_C_END = LazyPattern(r"(?:[^\\']|\\.)*", re.DOTALL)
 
 
 def _parenthesised(text: str, start: int, tick: Callable[[], None]) -> tuple[str, int]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 import time
 from collections.abc import Callable, Mapping
 
+from ._lazyre import LazyPattern
 from ._programs import UNKNOWN, words
 from ._shell import (
     OPAQUE_WORD,
@@ -55,7 +55,7 @@ _VARIABLE = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([0-9@*#?$!-]
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 GLOB_CHARS = frozenset("*?[")
-STDIN_FILES = re.compile(r"/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+|/proc/\d+/fd/\d+")
+STDIN_FILES = LazyPattern(r"/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+|/proc/\d+/fd/\d+")
 _TEMP_NAME = TEMP_WORD[2:-1]
 _RUNS_PROGRAMS = words(
     "subprocess system exec spawn popen fork pty child_process qx ` %x tether. "
@@ -73,7 +73,7 @@ def runs_programs(code: str) -> bool:
 
 
 PIPE = "pipe"
-_DECODERS = re.compile(
+_DECODERS = LazyPattern(
     r"\b(?:base64|base32|basenc|xxd|uudecode|openssl|gunzip|zcat|bzcat|xzcat|zstdcat"
     r"|rev|tr)\b|\b(?:gzip|bzip2|xz|zstd)\s+-\w*d|\b(?:printf|echo\s+-\w*e)\b[^|]*\\"
 )
@@ -376,6 +376,8 @@ class Walker:
             return
         if argv[0] in state.aliases:  # an alias defined earlier in this command
             body = state.aliases.pop(argv[0])  # popped: an alias may name itself
+            import shlex  # only for an alias: the per-call hook spares the import
+
             code = body + " " + " ".join(shlex.quote(w) for w in argv[1:])
             self.script(code, state, depth=depth + 1)
             state.aliases[argv[0]] = body
