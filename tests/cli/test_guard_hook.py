@@ -291,6 +291,8 @@ _HEAVY = (
     "tether.stop._folder",
     "tether.stop._bounded",
     "tether.stop._store",
+    "importlib",
+    "warnings",
 )
 """What the per-call hook path must not import: the CLI framework and the command
 modules, the async runtime, the wire models and HTTP, the config file's TOML, every

@@ -21,8 +21,6 @@ import posixpath
 import sys
 
 from .._dirs import config_dir, path_text, state_dir
-from .._fs import check_owner_only, judge_owner_only
-from ..errors import StoreError, UsageError
 
 __all__ = (
     "BINDING_NAME",
@@ -90,6 +88,8 @@ def folder_text(text: str) -> str:
     """
     text = path_text(text)
     if not text.startswith("/") or os.path.normpath(text) != text or "\0" in text:
+        from ..errors import UsageError
+
         raise UsageError(
             f"the shared folder must be an absolute, normal path, not {text!r}"
         )
@@ -105,9 +105,18 @@ def read_setup_fields() -> tuple[str | None, int, bool] | None:
     """
     where = setup_text()
     try:
-        check_owner_only(where)
+        st = os.stat(where, follow_symlinks=False)
     except FileNotFoundError:
-        return None
+        return None  # the common case: the checks below are not even imported
+    except OSError as exc:
+        from ..errors import StoreError
+
+        raise StoreError(f"cannot check the setup record {where}: {exc}") from None
+    from .._fs import judge_owner_only
+    from ..errors import StoreError
+
+    try:
+        judge_owner_only(st, where)  # `_fs.check_owner_only`, on the stat above
     except OSError as exc:
         raise StoreError(f"cannot check the setup record {where}: {exc}") from None
     try:
@@ -127,6 +136,8 @@ def read_setup_fields() -> tuple[str | None, int, bool] | None:
 
 
 def _fields_from(data: object, where: str) -> tuple[str | None, int, bool]:
+    from ..errors import StoreError, UsageError
+
     if not isinstance(data, dict):
         raise StoreError(
             f"{where} is not a setup record (a JSON object); run tether setup"
