@@ -128,6 +128,8 @@ def test_the_binding_reader_runs_wherever_a_binding_may_be(
     not local, sends the look to the reader with every check."""
     from tether.stop import _mounts, _protected
 
+    local = _mounts.MountPlan(crossed=(), skip=frozenset(), local=True)
+    monkeypatch.setattr(_mounts, "plan", lambda folder, uid_dir: local)
     system = tmp_path / "etc-tether"
     assert not _protected._may_be_bound(str(system))
     system.mkdir()
@@ -135,6 +137,9 @@ def test_the_binding_reader_runs_wherever_a_binding_may_be(
     (system / "binding.json").symlink_to("nowhere")
     assert _protected._may_be_bound(str(system))
     (system / "binding.json").unlink()
+    remote = _mounts.MountPlan(crossed=(), skip=frozenset(), local=False)
+    monkeypatch.setattr(_mounts, "plan", lambda folder, uid_dir: remote)
+    assert _protected._may_be_bound(str(system))
     monkeypatch.setattr(_mounts, "plan", lambda folder, uid_dir: None)
     assert _protected._may_be_bound(str(system))
 
