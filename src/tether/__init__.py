@@ -6,10 +6,9 @@ The headline names are imported on first use, so that commands which need none o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_exports as _lazy_exports
 
+TYPE_CHECKING = False  # `typing` is not imported: the per-call hook starts here
 if TYPE_CHECKING:
     from .errors import ErrorCode as ErrorCode
     from .errors import ToolAborted as ToolAborted

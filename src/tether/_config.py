@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import platformdirs
 
+from ._dirs import config_dir, state_dir
 from ._env import TetherEnv
 from .errors import UsageError
 
@@ -38,14 +38,7 @@ class Paths:
 
 def paths() -> Paths:
     """Return the account's tether paths, honouring `TETHER_HOME`."""
-    home = os.environ.get(TetherEnv.HOME)
-    if home:
-        root = Path(home)
-        return Paths(config_dir=root / "config", state_dir=root / "state")
-    return Paths(
-        config_dir=platformdirs.user_config_path("tether"),
-        state_dir=platformdirs.user_state_path("tether"),
-    )
+    return Paths(config_dir=Path(config_dir()), state_dir=Path(state_dir()))
 
 
 # Every setting the config file may hold, in one place: a new setting is one entry here.

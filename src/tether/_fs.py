@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from pathlib import Path
 
 from .errors import StoreError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the per-call hook reads its setup record without pathlib
+    from pathlib import Path
 
 __all__ = (
     "check_owner_only",
@@ -117,7 +120,7 @@ def write_atomic_at(
             os.close(sync_fd)
 
 
-def check_owner_only(path: Path) -> os.stat_result:
+def check_owner_only(path: Path | str) -> os.stat_result:
     """Return the stat of a file of tether's own, after checking it is owner-only.
 
     The file must be a regular file (not a symlink) owned by the calling account and
@@ -129,7 +132,7 @@ def check_owner_only(path: Path) -> os.stat_result:
     return judge_owner_only(os.stat(path, follow_symlinks=False), path)
 
 
-def judge_owner_only(st: os.stat_result, path: Path) -> os.stat_result:
+def judge_owner_only(st: os.stat_result, path: Path | str) -> os.stat_result:
     """Apply the owner-only rule to a stat (from `fstat` of an open descriptor, ideally).
 
     Raises:

@@ -6,9 +6,11 @@ on its import path load their re-exports only when a name is asked for.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (the per-call hook)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ("lazy_exports",)
 
@@ -27,6 +29,8 @@ def lazy_exports(
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        import importlib  # on the first name asked for: the hook asks for none
+
         value = getattr(importlib.import_module(f".{module}", package), name)
         setattr(sys.modules[package], name, value)
         return value

@@ -23,7 +23,10 @@ protocol carries a tool error as its code, message and field path (`host/_wire.p
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` is not imported at run time (the per-call hook)
+    from typing import ClassVar
 
 __all__ = (
     "DuplicateCallId",

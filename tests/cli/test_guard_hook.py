@@ -267,10 +267,37 @@ _HEAVY = (
     "tether.runtime",
     "tether.runs",
     "tether.acp",
+    # What the guard's judgment and the protected paths were freed of (spec 05, 3x):
+    # attrs and its classes, typing, pathlib, platformdirs, and the whole stop reader
+    # (with no system binding present, as on this machine and in CI).
+    "attr",
+    "attrs",
+    "typing",
+    "pathlib",
+    "platformdirs",
+    "tempfile",
+    "copy",
+    "shlex",
+    "inspect",
+    "ctypes",
+    "threading",
+    "datetime",
+    "tether._config",
+    "tether._env",
+    "tether.stop._guard",
+    "tether.stop._setup",
+    "tether.stop._system",
+    "tether.stop._read",
+    "tether.stop._folder",
+    "tether.stop._bounded",
+    "tether.stop._store",
+    "importlib",
+    "warnings",
 )
 """What the per-call hook path must not import: the CLI framework and the command
-modules, the async runtime, the wire models and HTTP, the config file's TOML, and every
-layer above `tether.stop`."""
+modules, the async runtime, the wire models and HTTP, the config file's TOML, every
+layer above `tether.stop`, and what `docs/benchmarks.md` ("Guard hook start-up") found
+it paid for without need."""
 
 _LOADED = """\
 import atexit, sys

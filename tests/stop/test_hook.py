@@ -125,3 +125,51 @@ def test_a_run_that_took_a_stop_refuses_its_agents_calls_by_its_mark(
     assert "the person stopped this run (run run_marked, lane lane_1)" in after.message
     other = judge_hook_event(read, environ={"TETHER_RUN": "run_other"})
     assert other.allowed
+
+
+@pytest.mark.parametrize(
+    "given", ["/etc/tether", "/etc/tether/", "/", "//x", "rel/dir", "tether", "/a/./b"]
+)
+def test_the_system_dir_text_is_the_resolved_path(given: str) -> None:
+    """The hook's system dir is `Path(realpath(parent)) / name` of the given one, as
+    the binding reader resolves it."""
+    import os
+
+    from tether.stop._where import system_dir_text
+
+    path = Path(given)
+    assert system_dir_text(given) == str(
+        Path(os.path.realpath(path.parent)) / path.name
+    )
+
+
+def test_the_binding_reader_runs_wherever_a_binding_may_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook skips the whole binding reader only where, on a local mount, no
+    binding file is there; a file (of any kind), or a mount table that is missing or
+    not local, sends the look to the reader with every check."""
+    from tether.stop import _mounts, _protected
+
+    local = _mounts.MountPlan(crossed=(), skip=frozenset(), local=True)
+    monkeypatch.setattr(_mounts, "plan", lambda folder, uid_dir: local)
+    system = tmp_path / "etc-tether"
+    assert not _protected._may_be_bound(str(system))
+    system.mkdir()
+    assert not _protected._may_be_bound(str(system))
+    (system / "binding.json").symlink_to("nowhere")
+    assert _protected._may_be_bound(str(system))
+    (system / "binding.json").unlink()
+    remote = _mounts.MountPlan(crossed=(), skip=frozenset(), local=False)
+    monkeypatch.setattr(_mounts, "plan", lambda folder, uid_dir: remote)
+    assert _protected._may_be_bound(str(system))
+    monkeypatch.setattr(_mounts, "plan", lambda folder, uid_dir: None)
+    assert _protected._may_be_bound(str(system))
+
+
+def test_protected_texts_are_the_protected_paths(workspace: Path) -> None:
+    """The hook's list is `protected_paths()`, each as text, in the same order."""
+    from tether.stop import protected_paths
+    from tether.stop._protected import protected_texts
+
+    assert protected_texts() == [str(path) for path in protected_paths()]

@@ -10,8 +10,8 @@ says what to do.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # `typing` is not imported: the per-call hook starts here
 if TYPE_CHECKING:
     from ._app import cli as cli
 

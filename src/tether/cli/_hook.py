@@ -8,7 +8,10 @@ spelling of the same options) comes here too, so both answer alike.
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (the per-call hook)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 __all__ = ("BLOCK", "run_claude_hook")
 

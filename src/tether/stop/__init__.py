@@ -12,10 +12,9 @@ must hold. `protected_paths()` lists what the guard keeps agents away from;
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports as _lazy_exports
 
+TYPE_CHECKING = False  # `typing` is not imported: the per-call hook starts here
 if TYPE_CHECKING:
     from ._board import Board as Board
     from ._board import build_board as build_board

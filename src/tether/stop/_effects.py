@@ -19,8 +19,6 @@ import fnmatch
 import posixpath
 from collections.abc import Callable, Mapping
 
-import attrs
-
 from ._programs import (
     LANGS,
     PROGRAMS,
@@ -161,7 +159,7 @@ def _sudo(call: Call) -> None:
     if rest:
         call.walker.run(rest, state, call.stdin, call.depth)
     elif has(found, "-s", "-i", "--shell", "--login"):
-        _shell(attrs.evolve(call, base="sh", args=[]))
+        _shell(call.but(base="sh", args=[]))
 
 
 def _env(call: Call) -> None:
@@ -354,7 +352,7 @@ def _interpreter(call: Call, family: str) -> None:
     how, edits = f"`{call.base}`", f"`{call.base} -i`"
     if module is not None:
         if module in _TETHER_MODULES:
-            _tether(attrs.evolve(call, base="tether", args=rest))
+            _tether(call.but(base="tether", args=rest))
         return
     if not codes and lang.program_first and rest:
         codes.append(rest.pop(0))
@@ -365,7 +363,7 @@ def _interpreter(call: Call, family: str) -> None:
                 call.emit("opaque", call.walker.top, f"{how} of generated code")
         elif family == "python" and _is_tether_script(call, rest[0]):
             # `python3 .venv/bin//tether lift`, `python3 src/tether/../tether lift`
-            _tether(attrs.evolve(call, base="tether", args=rest[1:]))
+            _tether(call.but(base="tether", args=rest[1:]))
         return  # else it runs a script file: what that does is not on this line
     for word in rest:
         call.path("write" if inplace else "mention", word, edits if inplace else how)
@@ -458,7 +456,7 @@ def _git(call: Call) -> None:
     for directory in values(found, "-C", "--git-dir", "--work-tree"):
         call.path("mention", directory, "`git`")
         state.cwd = _directory(call.walker, directory, state)
-    _unknown(attrs.evolve(call, state=state, args=rest))
+    _unknown(call.but(state=state, args=rest))
 
 
 _GIT_COMMAND_KEYS = words(

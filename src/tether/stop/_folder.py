@@ -24,6 +24,7 @@ from pathlib import Path
 import attrs
 
 from ._bounded import Progress
+from ._mounts import untrusted_fs_why
 from ._statx import judge_with_mount
 
 __all__ = (
@@ -45,18 +46,6 @@ DIR_FLAGS = (
 
 _READ_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
-
-# spec 02: owners cannot be trusted on these (made up at mount time, or remote).
-_UNTRUSTED_TYPES = frozenset(
-    {
-        "vfat", "msdos", "umsdos", "exfat", "ntfs", "ntfs3", "fuseblk", "hfs", "hfsplus",
-        "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs",
-        "lustre", "gfs2", "ocfs2", "davfs", "ncpfs", "virtiofs",
-        "fuse.sshfs", "fuse.rclone", "fuse.s3fs", "fuse.davfs2", "fuse.glusterfs",
-        "fuse.gvfsd-fuse", "fuse.smbnetfs", "fuse.curlftpfs",
-    }
-)  # fmt: skip
-_NETWORK_HINT = ("nfs", "cifs", "smb", "9p", "afs", "ceph", "gluster", "sshfs", "davfs")
 
 
 class RuleBroken(Exception):
@@ -372,22 +361,3 @@ def fs_type(fd: int) -> tuple[str, str] | None:
     mount_opts = head_fields[5] if len(head_fields) > 5 else b""
     super_opts = fields[2] if len(fields) > 2 else b""
     return fields[0].decode(), (mount_opts + b"," + super_opts).decode()
-
-
-def untrusted_fs_why(kind: str, options: str) -> str:
-    """Return '' for a filesystem whose owners can be trusted, else why not."""
-    if kind in _UNTRUSTED_TYPES or any(hint in kind for hint in _NETWORK_HINT):
-        if any(hint in kind for hint in _NETWORK_HINT):
-            return (
-                f"the folder is on a network filesystem ({kind}): caches can hide a new "
-                "stop and owners may be squashed or mapped"
-            )
-        return f"the folder is on {kind}, where file owners are made up at mount time"
-    if kind == "fuse" or kind.startswith("fuse."):
-        # Judged by type: the owners a FUSE daemon reports are whatever it chooses
-        # (bindfs maps them; `uid=` never reaches the mount table), issue 12.
-        return (
-            f"the folder is on {kind}, a FUSE file system: its daemon reports "
-            "whatever owners it chooses"
-        )
-    return ""

@@ -14,10 +14,12 @@ needs and the guard, the protected paths and the stop reader on first use.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from collections.abc import Mapping
-from typing import NamedTuple
+
+TYPE_CHECKING = False  # `typing` is not imported at run time: see `HookAnswer`
 
 __all__ = (
     "CALLS_ENV",
@@ -36,20 +38,36 @@ CALLS_ENV = "TETHER_CALLS"
 _POST_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
-class HookAnswer(NamedTuple):
+if TYPE_CHECKING:
+    from typing import NamedTuple
+
+    class _Answer(NamedTuple):
+        allowed: bool
+        message: str = ""
+        stopped: bool = False
+
+else:
+    _Answer = collections.namedtuple(
+        "_Answer", ("allowed", "message", "stopped"), defaults=("", False)
+    )
+
+
+class HookAnswer(_Answer):
     """Whether one tool call may start, and what the agent is told if not.
+
+    - `allowed`: True when the call may go on to the host's own permission flow.
+    - `message`: why the call is refused, for the agent to read; empty when allowed.
+    - `stopped`: the refusal is the person's stop: the agent should end its turn, not
+      retry.
 
     A small immutable value like the other answers of `tether.stop`; a named tuple
     rather than an attrs class because it is built on the per-call hook path, where
-    importing attrs alone costs several times a bare interpreter's start.
+    importing attrs alone costs several times a bare interpreter's start, and made by
+    `collections.namedtuple` (typed as a `typing.NamedTuple` for mypy) since importing
+    `typing` costs that path about a tenth of its whole start.
     """
 
-    allowed: bool
-    """True when the call may go on to the host's own permission flow."""
-    message: str = ""
-    """Why the call is refused, for the agent to read; empty when allowed."""
-    stopped: bool = False
-    """The refusal is the person's stop: the agent should end its turn, not retry."""
+    __slots__ = ()
 
 
 _ALLOWED = HookAnswer(allowed=True)
@@ -119,9 +137,9 @@ def halting_mark(run: str) -> str:
     """The file a run makes (outside the wall) once it took a stop: a tree sees it
     read-only, so its hook refuses every call even where it cannot judge the stop
     itself (a root caller's tree sees root's files as nobody's, and reads HOLD)."""
-    from .._config import paths
+    from .._dirs import state_dir
 
-    return os.path.join(paths().state_dir, "lanes", run, ".halting")
+    return os.path.join(state_dir(), "lanes", run, ".halting")
 
 
 def _run_halting(run: str) -> bool:
@@ -159,17 +177,15 @@ def _stop_message(run: str, lane: str | None) -> str | None:
 
 
 def _guarded(tool_name: str, tool_input: Mapping[str, object], cwd: str) -> HookAnswer:
-    from pathlib import Path
+    # The judgment without its public verdict (`_guard`, attrs) and the paths as text
+    # (no pathlib): see `_judge` and `_protected`.
+    from ._judge import Judge
+    from ._protected import protected_texts
 
-    from ._guard import guard_tool_call
-    from ._protected import protected_paths
-
-    verdict = guard_tool_call(
-        tool_name, tool_input, cwd=Path(cwd), protected=protected_paths()
-    )
-    if verdict.allowed:
+    reason = Judge(protected_texts()).refusal(tool_name, tool_input, cwd=cwd)
+    if reason is None:
         return _ALLOWED
-    return _refused(f"tether guard refused this {tool_name} call: {verdict.reason}")
+    return _refused(f"tether guard refused this {tool_name} call: {reason}")
 
 
 def answer_hook_event(

@@ -19,13 +19,15 @@ from __future__ import annotations
 import itertools
 import os
 import select
-import threading
+from _thread import allocate_lock
 
-import attrs
+from ._slotted import Slotted
 
-from ._folder import untrusted_fs_why
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`
+    from typing import Final
 
-__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan")
+__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan", "untrusted_fs_why")
 
 LOCAL_TYPES = frozenset(
     {
@@ -40,32 +42,79 @@ LOCAL_TYPES = frozenset(
 """Kernel filesystems served by the local machine: a system call on them returns."""
 
 
-@attrs.frozen
-class Mount:
+# spec 02: owners cannot be trusted on these (made up at mount time, or remote).
+_UNTRUSTED_TYPES = frozenset(
+    {
+        "vfat", "msdos", "umsdos", "exfat", "ntfs", "ntfs3", "fuseblk", "hfs", "hfsplus",
+        "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs",
+        "lustre", "gfs2", "ocfs2", "davfs", "ncpfs", "virtiofs",
+        "fuse.sshfs", "fuse.rclone", "fuse.s3fs", "fuse.davfs2", "fuse.glusterfs",
+        "fuse.gvfsd-fuse", "fuse.smbnetfs", "fuse.curlftpfs",
+    }
+)  # fmt: skip
+_NETWORK_HINT = ("nfs", "cifs", "smb", "9p", "afs", "ceph", "gluster", "sshfs", "davfs")
+
+
+class Mount(Slotted):
     """One line of the mount table."""
 
-    point: str
-    """Where it is mounted (absolute, unescaped)."""
-    kind: str
-    """The filesystem type (`ext4`, `fuse.sshfs`, `nfs4`, ...)."""
-    options: str
-    """Mount and superblock options, comma-separated."""
+    __match_args__ = ("point", "kind", "options")
+    __slots__ = ("kind", "options", "point")
+
+    def __init__(self, point: str, kind: str, options: str) -> None:
+        self.point: Final = point
+        """Where it is mounted (absolute, unescaped)."""
+        self.kind: Final = kind
+        """The filesystem type (`ext4`, `fuse.sshfs`, `nfs4`, ...)."""
+        self.options: Final = options
+        """Mount and superblock options, comma-separated."""
 
 
-@attrs.frozen
-class MountPlan:
+class MountPlan(Slotted):
     """What the mount table says about one place, before it is read."""
 
-    crossed: tuple[Mount, ...]
-    """Mounts the reading crosses: at or above the folder, at or under the uid dir."""
-    skip: frozenset[str]
-    """Names in the folder that are (or hold) mount points: the scan never enters them."""
-    local: bool
-    """Every crossed mount is local: the reading may run inline."""
-    untrusted: tuple[Mount, str] | None = None
-    """The first crossed mount whose owners cannot be trusted, and why (spec 02)."""
-    generation: int = -1
-    """The generation of the table the plan was made from."""
+    __match_args__ = ("crossed", "skip", "local", "untrusted", "generation")
+    __slots__ = ("crossed", "generation", "local", "skip", "untrusted")
+
+    def __init__(
+        self,
+        crossed: tuple[Mount, ...],
+        skip: frozenset[str],
+        local: bool,
+        untrusted: tuple[Mount, str] | None = None,
+        generation: int = -1,
+    ) -> None:
+        self.crossed: Final = crossed
+        """Mounts the reading crosses: at or above the folder, at or under the uid
+        dir."""
+        self.skip: Final = skip
+        """Names in the folder that are (or hold) mount points: the scan never enters
+        them."""
+        self.local: Final = local
+        """Every crossed mount is local: the reading may run inline."""
+        self.untrusted: Final = untrusted
+        """The first crossed mount whose owners cannot be trusted, and why (spec 02)."""
+        self.generation: Final = generation
+        """The generation of the table the plan was made from."""
+
+
+def untrusted_fs_why(kind: str, options: str) -> str:
+    """Return '' for a filesystem whose owners can be trusted, else why not."""
+    if kind in _UNTRUSTED_TYPES or any(hint in kind for hint in _NETWORK_HINT):
+        if any(hint in kind for hint in _NETWORK_HINT):
+            return (
+                f"the folder is on a network filesystem ({kind}): caches can hide a new "
+                "stop and owners may be squashed or mapped"
+            )
+        return f"the folder is on {kind}, where file owners are made up at mount time"
+    if kind == "fuse" or kind.startswith("fuse."):
+        # Judged by type: the owners a FUSE daemon reports are whatever it chooses
+        # (bindfs maps them; `uid=` never reaches the mount table), issue 12.
+        return (
+            f"the folder is on {kind}, a FUSE file system: its daemon reports "
+            "whatever owners it chooses"
+        )
+    return ""
 
 
 def _unescape(field: bytes) -> str:
@@ -111,7 +160,7 @@ class _Table:
     # A forked child starts with a table of its own (`_forget_after_fork`): the
     # descriptor's poll state is shared with the parent's.
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
         self.fd = -1
         self.poller: select.poll | None = None
         self.mounts: tuple[Mount, ...] | None = None
@@ -154,7 +203,9 @@ def _at_or_under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def _make_plan(mounts: tuple[Mount, ...], folder: str, uid_dir: str) -> MountPlan:
+def _make_plan(
+    mounts: tuple[Mount, ...], folder: str, uid_dir: str, generation: int
+) -> MountPlan:
     crossed: list[Mount] = []
     skip: set[str] = set()
     for mount in mounts:
@@ -171,7 +222,7 @@ def _make_plan(mounts: tuple[Mount, ...], folder: str, uid_dir: str) -> MountPla
         ),
         None,
     )
-    return MountPlan(tuple(crossed), frozenset(skip), local, untrusted)
+    return MountPlan(tuple(crossed), frozenset(skip), local, untrusted, generation)
 
 
 def plan(folder: str, uid_dir: str) -> MountPlan | None:
@@ -183,7 +234,7 @@ def plan(folder: str, uid_dir: str) -> MountPlan | None:
     cached = _PLANS.get(key)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    made = attrs.evolve(_make_plan(mounts, folder, uid_dir), generation=generation)
+    made = _make_plan(mounts, folder, uid_dir, generation)
     if len(_PLANS) > 64:
         _PLANS.clear()
     _PLANS[key] = (generation, made)

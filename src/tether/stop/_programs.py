@@ -11,13 +11,13 @@ words to a `Sink`, which expands and records them.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
 
-import attrs
-
+from ._lazyre import LazyPattern
 from ._shell import OPAQUE_WORD
+from ._slotted import Slotted
+
+TYPE_CHECKING = False
 
 __all__ = (
     "LANGS",
@@ -27,10 +27,8 @@ __all__ = (
     "SHELL_KEYWORDS",
     "UNKNOWN",
     "WRAPPERS",
-    "EffectKind",
     "Lang",
     "Options",
-    "Sink",
     "has",
     "lang_of",
     "options",
@@ -41,50 +39,54 @@ __all__ = (
 UNKNOWN = "\0"
 """Marks, inside an expanded word, a part only the shell knows when the command runs."""
 
-EffectKind = Literal[
-    "write",
-    "remove",
-    "unlink",
-    "mention",
-    "code",
-    "opaque",
-    "hidden",
-    "tether",
-    "unparsed",
-]
-"""What an effect is.
+if TYPE_CHECKING:  # type-only names: `typing` is not imported at run time (`_slotted`)
+    from typing import Final, Literal, Protocol
 
-- `write`: a path the command creates or changes.
-- `remove`: a path it removes, moves away or re-permissions (its ancestors count too).
-- `unlink`: a name it removes or moves away without following it (`rm`, `mv` of a
-  symbolic link removes the link, not what it points to).
-- `mention`: an argument of a program whose effect is unknown.
-- `code`: inline code an interpreter runs (`python -c`, `perl -e`, a sed script).
-- `opaque`: code that cannot be seen before it runs; the value is the whole command.
-- `hidden`: code made unreadable on purpose before a shell runs it (decoded,
-  unescaped): it could do anything, so it is refused.
-- `tether`: the subcommand given to `tether`.
-- `unparsed`: text that could not be split; the value is that text.
-"""
+    EffectKind = Literal[
+        "write",
+        "remove",
+        "unlink",
+        "mention",
+        "code",
+        "opaque",
+        "hidden",
+        "tether",
+        "unparsed",
+    ]
+    """What an effect is.
 
+    - `write`: a path the command creates or changes.
+    - `remove`: a path it removes, moves away or re-permissions (its ancestors count too).
+    - `unlink`: a name it removes or moves away without following it (`rm`, `mv` of a
+      symbolic link removes the link, not what it points to).
+    - `mention`: an argument of a program whose effect is unknown.
+    - `code`: inline code an interpreter runs (`python -c`, `perl -e`, a sed script).
+    - `opaque`: code that cannot be seen before it runs; the value is the whole command.
+    - `hidden`: code made unreadable on purpose before a shell runs it (decoded,
+      unescaped): it could do anything, so it is refused.
+    - `tether`: the subcommand given to `tether`.
+    - `unparsed`: text that could not be split; the value is that text.
+    """
 
-class Sink(Protocol):
-    """Where a program's handler reports what it does, in the shell state of the call."""
+    class Sink(Protocol):
+        """Where a program's handler reports what it does, in the shell state of the call."""
 
-    def path(self, kind: EffectKind, word: str, how: str) -> None:
-        """Report a raw word used as a path; the sink expands it."""
+        def path(self, kind: EffectKind, word: str, how: str) -> None:
+            """Report a raw word used as a path; the sink expands it."""
 
-    def emit(
-        self, kind: EffectKind, value: str, how: str, *, runs: bool = True
-    ) -> None:
-        """Report a value as it is (code, for instance); `runs`: the code can start
-        programs (a `sed` script without `e` cannot)."""
+        def emit(
+            self, kind: EffectKind, value: str, how: str, *, runs: bool = True
+        ) -> None:
+            """Report a value as it is (code, for instance); `runs`: the code can start
+            programs (a `sed` script without `e` cannot)."""
 
-    def link(self, target: str, name: str) -> None:
-        """Report a symbolic link `name` made to `target` (raw words)."""
+        def link(self, target: str, name: str) -> None:
+            """Report a symbolic link `name` made to `target` (raw words)."""
 
-    def run(self, command: list[str]) -> None:
-        """Walk a command this program runs (`find -exec`)."""
+        def run(self, command: list[str]) -> None:
+            """Walk a command this program runs (`find -exec`)."""
+
+    _Handler = Callable[[Sink, str, list[str]], None]
 
 
 def words(text: str) -> frozenset[str]:
@@ -154,20 +156,31 @@ def has(found: Options, *flags: str) -> bool:
     return any(flag in flags for flag, _ in found)
 
 
-@attrs.frozen
-class Lang:
+class Lang(Slotted):
     """How an interpreter takes inline code on its command line."""
 
-    code: frozenset[str]
-    """Options whose value is code (`-c`, `-e`, `--eval`)."""
-    value: frozenset[str] = frozenset()
-    """Other options that take a value."""
-    attached: frozenset[str] = frozenset()
-    """Options whose value, if any, is attached (`perl -l`, `-0777`): never the next word."""
-    inplace: frozenset[str] = frozenset()
-    """Options after which the file arguments are edited in place (`perl -i`)."""
-    program_first: bool = False
-    """The first positional is the program when no code option is given (awk)."""
+    __match_args__ = ("code", "value", "attached", "inplace", "program_first")
+    __slots__ = ("attached", "code", "inplace", "program_first", "value")
+
+    def __init__(
+        self,
+        code: frozenset[str],
+        value: frozenset[str] = frozenset(),
+        attached: frozenset[str] = frozenset(),
+        inplace: frozenset[str] = frozenset(),
+        program_first: bool = False,
+    ) -> None:
+        self.code: Final = code
+        """Options whose value is code (`-c`, `-e`, `--eval`)."""
+        self.value: Final = value
+        """Other options that take a value."""
+        self.attached: Final = attached
+        """Options whose value, if any, is attached (`perl -l`, `-0777`): never the
+        next word."""
+        self.inplace: Final = inplace
+        """Options after which the file arguments are edited in place (`perl -i`)."""
+        self.program_first: Final = program_first
+        """The first positional is the program when no code option is given (awk)."""
 
 
 LANGS: dict[str, Lang] = {
@@ -211,7 +224,7 @@ _LANG_ALIASES = {
     "mawk": "awk",
     "nawk": "awk",
 }
-_VERSIONED = re.compile(r"(python|pypy|perl|ruby|lua|php|node)[\d.]*")
+_VERSIONED = LazyPattern(r"(python|pypy|perl|ruby|lua|php|node)[\d.]*")
 
 
 def lang_of(base: str) -> str | None:
@@ -258,8 +271,6 @@ every later position for the rest; the permission rules try every later position
 all of them. Either way, trying more positions only refuses or asks more.
 """
 
-_Handler = Callable[[Sink, str, list[str]], None]
-
 
 def _targets(kind: EffectKind, with_value: str) -> _Handler:
     """A program whose every positional argument it writes or removes."""
@@ -294,7 +305,7 @@ _COPY_OPTIONS = {
     ),
     "scp": words("-P -i -F -l -o -c -J -S"),
 }
-_REMOTE = re.compile(r"(?:[\w.@-]+:|rsync://)")
+_REMOTE = LazyPattern(r"(?:[\w.@-]+:|rsync://)")
 
 
 def _copy(sink: Sink, base: str, args: list[str]) -> None:
@@ -349,7 +360,7 @@ def _copy(sink: Sink, base: str, args: list[str]) -> None:
             sink.link(word, _into(dest, word))
 
 
-_PERMISSION_FLAGS = re.compile(r"-[RcfvhHLPV]+")
+_PERMISSION_FLAGS = LazyPattern(r"-[RcfvhHLPV]+")
 
 
 def _chmod(sink: Sink, base: str, args: list[str]) -> None:
@@ -402,8 +413,8 @@ def _uniq(sink: Sink, base: str, args: list[str]) -> None:
         sink.path("write", positionals[1], "`uniq` (output)")
 
 
-_SED_RUNS = re.compile(r"(?:^|[;{}\n]|[0-9$/])\s*e\b|/[gpiImMw0-9]*e")
-_SED_INPLACE = re.compile(r"-[nErsuz]*i.*|--in-place(=.*)?")
+_SED_RUNS = LazyPattern(r"(?:^|[;{}\n]|[0-9$/])\s*e\b|/[gpiImMw0-9]*e")
+_SED_INPLACE = LazyPattern(r"-[nErsuz]*i.*|--in-place(=.*)?")
 
 
 def _sed(sink: Sink, base: str, args: list[str]) -> None:

@@ -1,16 +1,37 @@
 """What the stop guard protects: every stop directory this account honours, its setup
 record and the system binding. Above both the account's setup and the binding, which
-it reads."""
+it reads.
+
+The per-call hook (`tether guard --claude-hook`, spec 05: at most 3x a bare
+interpreter's start) lists these on every agent tool call, so `protected_texts` works
+in text (`_where`) and reads the system binding with the whole stop reader (`_system`:
+the mount plan, the folder rule, a bounded worker) only where a binding may exist:
+where the mount table says the system dir is on a local filesystem and an `lstat` of
+the binding file finds nothing, that reader could only answer "no binding" or "cannot
+be checked", and either adds no path here. Anywhere else (a binding file, another
+error, a mount that is not local or a table that cannot be read) the whole reader runs,
+with every check of spec 02, as before.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import posixpath
 
-from ._setup import load_setup, own_store, setup_path
-from ._system import binding_path, load_binding
+from ._where import (
+    BINDING_NAME,
+    joined,
+    own_store_text,
+    read_setup_fields,
+    setup_text,
+    system_dir_text,
+)
 
-__all__ = ("protected_paths",)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ("protected_paths", "protected_texts")
 
 
 def protected_paths(*, system_dir: Path | None = None) -> list[Path]:
@@ -24,25 +45,55 @@ def protected_paths(*, system_dir: Path | None = None) -> list[Path]:
     Args:
         system_dir: where the system binding is read (default `/etc/tether`).
     """
-    where = system_dir
-    found: list[Path] = [setup_path()]
+    from pathlib import Path
+
+    return [Path(text) for text in protected_texts(system_dir=system_dir)]
+
+
+def protected_texts(*, system_dir: Path | None = None) -> list[str]:
+    """`protected_paths()` as text (each `str()` of that path), without pathlib."""
+    found: list[str] = [setup_text()]
     try:
-        found.append(binding_path(where))
-        binding = load_binding(where)
-        bound = None if binding is None else binding.for_account(os.geteuid())
-        if bound is not None:
-            found += [bound.folder, bound.folder / str(bound.person_uid)]
+        real = system_dir_text(system_dir)
+        found.append(joined(real, BINDING_NAME))
+        if _may_be_bound(real):
+            from ._system import load_binding
+
+            binding = load_binding(system_dir)
+            bound = None if binding is None else binding.for_account(os.geteuid())
+            if bound is not None:
+                bound_folder = str(bound.folder)
+                found += [bound_folder, joined(bound_folder, str(bound.person_uid))]
     except Exception:  # a guard must get a list whatever happens
         pass
     uid = os.geteuid()
     try:
-        store = own_store()
-        found += [store, store / str(uid)]
+        store = own_store_text()
+        found += [store, joined(store, str(uid))]
     except Exception:  # a guard must get a list whatever happens
         pass
     try:
-        record = load_setup()
+        fields = read_setup_fields()
     except Exception:  # see above
         return found
-    extra = [record.store_dir, record.uid_dir]
+    folder, person = (None, uid) if fields is None else fields[:2]
+    store_dir = folder if folder is not None else own_store_text()
+    extra = [store_dir, joined(store_dir, str(person))]
     return found + [path for path in extra if path not in found]
+
+
+def _may_be_bound(real: str) -> bool:
+    """False only where the binding reader would find no binding in `real` (the
+    system dir, its parent resolved): see the module docstring."""
+    from ._mounts import plan
+
+    mounts = plan(posixpath.dirname(real) or ".", real)
+    if mounts is None or not mounts.local:
+        return True
+    try:
+        os.stat(joined(real, BINDING_NAME), follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -16,10 +16,16 @@ from pathlib import Path
 
 import attrs
 
-from .._config import paths
 from .._env import TetherEnv
-from .._fs import check_owner_only, judge_owner_only, write_atomic
-from ..errors import StoreError, UsageError
+from .._fs import write_atomic
+from ..errors import UsageError
+from ._where import (
+    SETUP_FILE_NAME,
+    folder_text,
+    own_store_text,
+    read_setup_fields,
+    setup_text,
+)
 
 __all__ = (
     "LIFT_LOG_NAME",
@@ -35,8 +41,6 @@ __all__ = (
     "setup_path",
 )
 
-SETUP_FILE_NAME = "stop-setup.json"
-"""File name of the setup record inside the account's config dir."""
 STOP_NAME = "stop"
 """Name of the stop file inside `<folder>/<uid>/`."""
 LIFT_LOG_NAME = "lifts.jsonl"
@@ -45,7 +49,6 @@ MAX_STOP_SIZE = 4096
 """A stop file larger than this is malformed and holds (spec 02: a small bound)."""
 
 _RECORD_VERSION = 1
-_MAX_RECORD_BYTES = 64 * 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -86,12 +89,12 @@ class SetupRecord:
 
 def setup_path() -> Path:
     """The account's setup record file."""
-    return paths().config_dir / SETUP_FILE_NAME
+    return Path(setup_text())
 
 
 def own_store() -> Path:
     """The account's own store of stops, `<state dir>/stop/`."""
-    return paths().state_dir / "stop"
+    return Path(own_store_text())
 
 
 def account_home() -> Path:
@@ -106,35 +109,8 @@ def check_folder_path(folder: Path) -> Path:
     Raises:
         UsageError: the path is relative or not normal.
     """
-    text = str(folder)
-    if not folder.is_absolute() or os.path.normpath(text) != text or "\0" in text:
-        raise UsageError(
-            f"the shared folder must be an absolute, normal path, not {text!r}"
-        )
+    folder_text(str(folder))
     return folder
-
-
-def _record_from(data: object, where: Path) -> SetupRecord:
-    if not isinstance(data, dict):
-        raise StoreError(
-            f"{where} is not a setup record (a JSON object); run tether setup"
-        )
-    folder = data.get("folder")
-    person = data.get("person_uid")
-    allow = data.get("allow_untrusted_fs", False)
-    if data.get("version") != _RECORD_VERSION:
-        raise StoreError(f"{where} has an unknown version; run tether setup again")
-    if folder is not None and not isinstance(folder, str):
-        raise StoreError(f"{where}: folder must be a path or null; run tether setup")
-    if not isinstance(person, int) or isinstance(person, bool) or person < 0:
-        raise StoreError(f"{where}: person_uid must be a uid; run tether setup")
-    if not isinstance(allow, bool):
-        raise StoreError(f"{where}: allow_untrusted_fs must be true or false")
-    try:
-        path = None if folder is None else check_folder_path(Path(folder))
-    except UsageError as exc:
-        raise StoreError(f"{where}: {exc}; run tether setup") from None
-    return SetupRecord(folder=path, person_uid=person, allow_untrusted_fs=allow)
 
 
 def load_setup() -> SetupRecord:
@@ -143,27 +119,15 @@ def load_setup() -> SetupRecord:
     Raises:
         StoreError: the record breaks the owner-only rule or is not a valid record.
     """
-    where = setup_path()
-    try:
-        check_owner_only(where)
-    except FileNotFoundError:
+    fields = read_setup_fields()
+    if fields is None:
         return SetupRecord(person_uid=os.geteuid())
-    except OSError as exc:
-        raise StoreError(f"cannot check the setup record {where}: {exc}") from None
-    try:
-        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            # Judge what was opened, not only the name a moment before.
-            judge_owner_only(os.fstat(fd), where)
-            raw = os.read(fd, _MAX_RECORD_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(raw) > _MAX_RECORD_BYTES:
-            raise StoreError(f"{where} is too large to be a setup record")
-        data = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"cannot read the setup record {where}: {exc}") from None
-    return _record_from(data, where)
+    folder, person, allow = fields
+    return SetupRecord(
+        folder=None if folder is None else Path(folder),
+        person_uid=person,
+        allow_untrusted_fs=allow,
+    )
 
 
 def save_setup(record: SetupRecord) -> Path:

@@ -28,7 +28,12 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
-import attrs
+from ._lazyre import LazyPattern
+from ._slotted import Slotted
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`
+    from typing import Final
 
 __all__ = (
     "MAX_NESTING",
@@ -52,7 +57,7 @@ the command runs."""
 TEMP_WORD = "${__TETHER_MKTEMP__}"
 """Stands for the output of a plain `$(mktemp)` or `$(mktemp -d)`: a fresh name in the
 temporary directory."""
-_MKTEMP_RE = re.compile(
+_MKTEMP_RE = LazyPattern(
     r"\s*mktemp(?:\s+(?:-[dqu]+|--directory|--quiet|--dry-run))*\s*"
 )
 
@@ -104,7 +109,7 @@ _BACKTICK_PLAIN_RE = re.compile(r"[^\\`]+")
 _BODY_PLAIN_RE = re.compile(r"[^\\$`]+")
 _DELIMITER_END = frozenset(" \t\r\n;&|<>()")
 _DOUBLE_QUOTE_ESCAPES = frozenset('$`"\\')
-_ANSI_C_RE = re.compile(
+_ANSI_C_RE = LazyPattern(
     r"\\(?:([abeEfnrtv\\'\"?])|([0-7]{1,3})|x([0-9A-Fa-f]{1,2})"
     r"|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|c(.)|(.))",
     re.DOTALL,
@@ -134,41 +139,67 @@ class ShellTooComplex(ValueError):
     """The command is nested too deep or too long to judge; treat it as "cannot tell"."""
 
 
-@attrs.frozen
-class Redirect:
+class Redirect(Slotted):
     """One redirection of a simple command."""
 
-    op: str
-    """The operator: `>`, `>>`, `&>`, `<`, `<<`, `<<<`, ..."""
-    target: str
-    """The word after the operator (a here-document's key for `<<`); empty if missing."""
+    __slots__ = __match_args__ = ("op", "target")
+
+    def __init__(self, op: str, target: str) -> None:
+        self.op: Final = op
+        """The operator: `>`, `>>`, `&>`, `<`, `<<`, `<<<`, ..."""
+        self.target: Final = target
+        """The word after the operator (a here-document's key for `<<`); empty if
+        missing."""
 
 
-@attrs.frozen
-class SimpleCommand:
+class SimpleCommand(Slotted):
     """One simple command: its words, its redirections, and where its stdin comes from."""
 
-    words: tuple[str, ...]
-    """The words after quote removal, assignments and command name included."""
-    redirects: tuple[Redirect, ...]
-    """Every redirection, wherever it stood among the words."""
-    piped_in: bool
-    """Stdin is the output of the command before it (`|` or `|&`)."""
-    quoted: tuple[bool, ...] = ()
-    """For each word: some part of it was quoted or escaped (no brace expansion, no
-    word splitting of what it holds)."""
+    __match_args__ = ("words", "redirects", "piped_in", "quoted")
+    __slots__ = ("piped_in", "quoted", "redirects", "words")
+
+    def __init__(
+        self,
+        words: tuple[str, ...],
+        redirects: tuple[Redirect, ...],
+        piped_in: bool,
+        quoted: tuple[bool, ...] = (),
+    ) -> None:
+        self.words: Final = words
+        """The words after quote removal, assignments and command name included."""
+        self.redirects: Final = redirects
+        """Every redirection, wherever it stood among the words."""
+        self.piped_in: Final = piped_in
+        """Stdin is the output of the command before it (`|` or `|&`)."""
+        self.quoted: Final = quoted
+        """For each word: some part of it was quoted or escaped (no brace expansion,
+        no word splitting of what it holds)."""
 
 
-@attrs.frozen
-class Script:
+class Script(Slotted):
     """A command string split into simple commands, in the order they appear."""
 
-    commands: tuple[SimpleCommand, ...]
-    """The simple commands, separated by `;`, `&&`, `||`, `|`, `&`, parentheses, lines."""
-    substitutions: tuple[str, ...]
-    """The code inside every command and process substitution, here-documents included."""
-    heredocs: Mapping[str, str] = attrs.field(factory=dict, hash=False)
-    """Here-document bodies by the key that replaced their delimiter in a `<<` redirect."""
+    __match_args__ = ("commands", "substitutions", "heredocs")
+    __slots__ = ("commands", "heredocs", "substitutions")
+
+    def __init__(
+        self,
+        commands: tuple[SimpleCommand, ...],
+        substitutions: tuple[str, ...],
+        heredocs: Mapping[str, str] | None = None,
+    ) -> None:
+        self.commands: Final = commands
+        """The simple commands, separated by `;`, `&&`, `||`, `|`, `&`, parentheses,
+        lines."""
+        self.substitutions: Final = substitutions
+        """The code inside every command and process substitution, here-documents
+        included."""
+        self.heredocs: Final[Mapping[str, str]] = {} if heredocs is None else heredocs
+        """Here-document bodies by the key that replaced their delimiter in a `<<`
+        redirect."""
+
+    def __hash__(self) -> int:  # the bodies (a dict) are not hashed, as before
+        return hash((Script, self.commands, self.substitutions))
 
 
 def parse_script(text: str, *, deadline: float | None = None) -> Script:
@@ -506,7 +537,7 @@ class _Scanner:
         return "".join(out)
 
 
-_ANSI_C_END = re.compile(r"(?:[^\\']|\\.)*", re.DOTALL)
+_ANSI_C_END = LazyPattern(r"(?:[^\\']|\\.)*", re.DOTALL)
 
 
 def _parenthesised(text: str, start: int, tick: Callable[[], None]) -> tuple[str, int]:

@@ -40,6 +40,7 @@ from ._folder import DIR_FLAGS, RuleBroken, open_folder
 from ._mounts import plan
 from ._read import READ_BOUND, within_bound
 from ._setup import check_folder_path
+from ._where import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
 
 __all__ = (
     "BINDING_NAME",
@@ -57,10 +58,8 @@ __all__ = (
     "save_binding",
 )
 
-SYSTEM_DIR = Path("/etc/tether")
+SYSTEM_DIR = Path(SYSTEM_DIR_TEXT)
 """Where root records the binding: fixed here, never from the environment."""
-BINDING_NAME = "binding.json"
-"""The binding's file name inside the system dir."""
 INSTALL_ADVICE = (
     "a bound account's runs need a system-wide, root-owned install of tether that the "
     "account cannot write: as root, from a clone of tether, python3 -m venv /opt/tether "
@@ -119,14 +118,8 @@ class SystemBinding:
 
 def _real_dir(system_dir: Path | None) -> Path:
     # Read at each call, so a test can put a folder of its own in its place in-process.
-    return _resolved(SYSTEM_DIR if system_dir is None else system_dir)
-
-
-@functools.lru_cache(maxsize=8)
-def _resolved(given: Path) -> Path:
-    # The parent (`/etc`) is root's; on macOS it is a link to /private/etc. Resolved
-    # once: `realpath` costs more than the rest of a reading's look at the binding.
-    return Path(os.path.realpath(given.parent)) / given.name
+    # The parent (`/etc`) is root's; on macOS it is a link to /private/etc.
+    return Path(system_dir_text(SYSTEM_DIR if system_dir is None else system_dir))
 
 
 def binding_path(system_dir: Path | None = None) -> Path:

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 import time
 from collections.abc import Callable, Mapping
 
-import attrs
-
-from ._programs import UNKNOWN, EffectKind, words
+from ._lazyre import LazyPattern
+from ._programs import UNKNOWN, words
 from ._shell import (
     OPAQUE_WORD,
     TEMP_WORD,
@@ -27,6 +25,13 @@ from ._shell import (
     SimpleCommand,
     parse_script,
 )
+from ._slotted import Slotted
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`
+    from typing import Final
+
+    from ._programs import EffectKind
 
 __all__ = (
     "ASSIGNMENT",
@@ -50,7 +55,7 @@ _VARIABLE = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([0-9@*#?$!-]
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 GLOB_CHARS = frozenset("*?[")
-STDIN_FILES = re.compile(r"/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+|/proc/\d+/fd/\d+")
+STDIN_FILES = LazyPattern(r"/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+|/proc/\d+/fd/\d+")
 _TEMP_NAME = TEMP_WORD[2:-1]
 _RUNS_PROGRAMS = words(
     "subprocess system exec spawn popen fork pty child_process qx ` %x tether. "
@@ -68,40 +73,55 @@ def runs_programs(code: str) -> bool:
 
 
 PIPE = "pipe"
-_DECODERS = re.compile(
+_DECODERS = LazyPattern(
     r"\b(?:base64|base32|basenc|xxd|uudecode|openssl|gunzip|zcat|bzcat|xzcat|zstdcat"
     r"|rev|tr)\b|\b(?:gzip|bzip2|xz|zstd)\s+-\w*d|\b(?:printf|echo\s+-\w*e)\b[^|]*\\"
 )
 """A pipeline that decodes or unescapes text: what it feeds a shell is hidden."""
 
 
-@attrs.frozen
-class Effect:
+class Effect(Slotted):
     """One thing a command would do that the guard judges."""
 
-    kind: EffectKind
-    """What the effect is (see `EffectKind`)."""
-    value: str
-    """The path (after expansion, `UNKNOWN` where unknown), code, command or verb."""
-    how: str
-    """The program and form that does it, for messages: "`rm`", "redirection >"."""
-    cwd: str | None
-    """The directory relative paths start from; None when a `cd` made it unknown."""
-    runs: bool = True
-    """For `code`: it can start programs, so `tether` and a verb in it count."""
+    __match_args__ = ("kind", "value", "how", "cwd", "runs")
+    __slots__ = ("cwd", "how", "kind", "runs", "value")
+
+    def __init__(
+        self, kind: EffectKind, value: str, how: str, cwd: str | None, runs: bool = True
+    ) -> None:
+        self.kind: Final = kind
+        """What the effect is (see `EffectKind`)."""
+        self.value: Final = value
+        """The path (after expansion, `UNKNOWN` where unknown), code, command or verb."""
+        self.how: Final = how
+        """The program and form that does it, for messages: "`rm`", "redirection >"."""
+        self.cwd: Final = cwd
+        """The directory relative paths start from; None when a `cd` made it unknown."""
+        self.runs: Final = runs
+        """For `code`: it can start programs, so `tether` and a verb in it count."""
 
 
-@attrs.define
-class State:
+class State(Slotted):
     """What the shell knows at a point of the command: directory and variables."""
 
-    cwd: str | None
-    env: dict[str, tuple[str, ...] | None] = attrs.field(factory=dict)
-    """Variables set by the command itself; None: set to a value known only later."""
-    aliases: dict[str, str] = attrs.field(factory=dict)
-    """Aliases defined by the command itself: name to body."""
-    links: dict[str, str] = attrs.field(factory=dict)
-    """Symbolic links made by the command itself: absolute name to absolute target."""
+    __match_args__ = ("cwd", "env", "aliases", "links")
+    __slots__ = ("aliases", "cwd", "env", "links")
+    __hash__ = None  # type: ignore[assignment]  # mutable, as an attrs.define class
+
+    def __init__(
+        self,
+        cwd: str | None,
+        env: dict[str, tuple[str, ...] | None] | None = None,
+        aliases: dict[str, str] | None = None,
+        links: dict[str, str] | None = None,
+    ) -> None:
+        self.cwd = cwd
+        self.env = {} if env is None else env
+        """Variables set by the command itself; None: set to a value known only later."""
+        self.aliases = {} if aliases is None else aliases
+        """Aliases defined by the command itself: name to body."""
+        self.links = {} if links is None else links
+        """Symbolic links made by the command itself: absolute name to absolute target."""
 
     def fork(self) -> State:
         return State(
@@ -123,17 +143,45 @@ class State:
         return path
 
 
-@attrs.frozen
-class Call:
+class Call(Slotted):
     """One program invocation: its name, arguments, shell state and stdin."""
 
-    walker: Walker
-    base: str
-    args: list[str]
-    state: State
-    stdin: str | None
-    """Here-document text, `PIPE` for a pipe, or None."""
-    depth: int
+    __match_args__ = ("walker", "base", "args", "state", "stdin", "depth")
+    __slots__ = ("args", "base", "depth", "state", "stdin", "walker")
+
+    def __init__(
+        self,
+        walker: Walker,
+        base: str,
+        args: list[str],
+        state: State,
+        stdin: str | None,
+        depth: int,
+    ) -> None:
+        self.walker: Final = walker
+        self.base: Final = base
+        self.args: Final = args
+        self.state: Final = state
+        self.stdin: Final = stdin
+        """Here-document text, `PIPE` for a pipe, or None."""
+        self.depth: Final = depth
+
+    def but(
+        self,
+        *,
+        base: str | None = None,
+        args: list[str] | None = None,
+        state: State | None = None,
+    ) -> Call:
+        """This call with another program name, arguments or state."""
+        return Call(
+            self.walker,
+            self.base if base is None else base,
+            self.args if args is None else args,
+            self.state if state is None else state,
+            self.stdin,
+            self.depth,
+        )
 
     def path(self, kind: EffectKind, word: str, how: str) -> None:
         for value in self.walker.expand(word, self.state):
@@ -328,6 +376,8 @@ class Walker:
             return
         if argv[0] in state.aliases:  # an alias defined earlier in this command
             body = state.aliases.pop(argv[0])  # popped: an alias may name itself
+            import shlex  # only for an alias: the per-call hook spares the import
+
             code = body + " " + " ".join(shlex.quote(w) for w in argv[1:])
             self.script(code, state, depth=depth + 1)
             state.aliases[argv[0]] = body
