@@ -129,3 +129,38 @@ def run_id_of(proc: subprocess.Popen[str]) -> str:
     line = proc.stdout.readline()
     assert line.startswith("run "), line
     return line.split()[1]
+
+
+def halted_run(
+    root: Path,
+    repo: Path,
+    *,
+    item: str,
+    work: str,
+    reason: str | None = None,
+) -> str:
+    """A one-item run whose first stage does `work` then waits (a second stage stays
+    to do), halted by a stop set while it waits; its id (the run exited 3)."""
+    from tests.waiting import wait_until
+
+    from tether.stop import set_stop
+
+    marks = root / "marks"
+    marks.mkdir(exist_ok=True)
+    plan = write_plan(
+        root,
+        repo,
+        items=[item],
+        stages=[("work", work + WAIT_FOR_GO.format(stage="w")), ("more", "true")],
+    )
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_until(lambda: (marks / f"{item}.w").exists(), what="the agent busy")
+    if reason is None:
+        set_stop()
+    else:
+        set_stop(reason)
+    (marks / "go").touch()
+    code = proc.wait(timeout=60)
+    assert code == 3, proc.communicate()
+    return run

@@ -15,7 +15,16 @@ from tether.runs._lanes import lane_dir, open_lane, restore_copy, save_lane
 from tether.stop import lift_stop, set_stop
 
 from .snapshot import assert_same, snapshot
-from .support import WAIT_FOR_GO, git, make_repo, run_id_of, start, tether, write_plan
+from .support import (
+    WAIT_FOR_GO,
+    git,
+    halted_run,
+    make_repo,
+    run_id_of,
+    start,
+    tether,
+    write_plan,
+)
 
 CONTENT = Path(__file__).with_name("lane_content.sh")
 
@@ -226,23 +235,7 @@ def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
     doc = ROOT / "docs" / "runs.md"
     (block,) = [b for b in blocks(doc) if "saves/RUN/LANE/COMMIT" in b.text]
     repo = make_repo(tmp_path)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    plan = write_plan(
-        tmp_path,
-        repo,
-        items=["x"],
-        stages=[
-            ("a", "echo kept > kept.txt; " + WAIT_FOR_GO.format(stage="a")),
-            ("b", "true"),
-        ],
-    )
-    proc = start("run", str(plan), env={"MARKS": str(marks)})
-    run = run_id_of(proc)
-    wait_until(lambda: (marks / "x.a").exists(), what="the agent busy")
-    set_stop()
-    (marks / "go").touch()
-    assert proc.wait(timeout=60) == 3
+    run = halted_run(tmp_path, repo, item="x", work="echo kept > kept.txt; ")
     (lane,) = _lanes([], run)
     assert lane.saved_ref is not None
     lane_id = lane.saved_ref.rsplit("/", 1)[1]

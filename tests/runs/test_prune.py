@@ -7,16 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.waiting import wait_until
-
-from tether.stop import set_stop
 
 from .support import (
-    WAIT_FOR_GO,
+    halted_run,
     make_repo,
     open_default_store,
-    run_id_of,
-    start,
     tether,
     write_plan,
 )
@@ -53,24 +48,7 @@ def test_a_done_lane_keeps_its_ignored_files_until_prune_lists_and_deletes_them(
 
 @pytest.mark.rule("lanes-prune")
 def test_prune_never_lists_a_save_a_takeover_still_needs(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    plan = write_plan(
-        tmp_path,
-        repo,
-        items=["h"],
-        stages=[
-            ("work", "echo w > w.txt; " + WAIT_FOR_GO.format(stage="w")),
-            ("more", "true"),
-        ],
-    )
-    proc = start("run", str(plan), env={"MARKS": str(marks)})
-    run_id_of(proc)
-    wait_until(lambda: (marks / "h.w").exists(), what="the agent busy")
-    set_stop()
-    (marks / "go").touch()
-    assert proc.wait(timeout=60) == 3
+    halted_run(tmp_path, make_repo(tmp_path), item="h", work="echo w > w.txt; ")
     assert tether("lanes", "prune", "--json").stdout == "[]\n"
 
 

@@ -7,17 +7,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.waiting import wait_until
 
-from tether.stop import StopStore, set_stop
+from tether.stop import StopStore
 
 from .support import (
-    WAIT_FOR_GO,
+    halted_run,
     make_repo,
-    run_id_of,
-    start,
     tether,
-    write_plan,
 )
 
 
@@ -27,24 +23,13 @@ def test_a_halted_run_shows_its_lanes_and_writes_the_day_s_digest(
 ) -> None:
     """`runs show` lists each lane's item, state, saved ref and claim; the digest in
     the person's directory of the stop folder names the halt, saves and releases."""
-    repo = make_repo(tmp_path)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    plan = write_plan(
+    run = halted_run(
         tmp_path,
-        repo,
-        items=["one"],
-        stages=[
-            ("work", "echo x > x.txt; " + WAIT_FOR_GO.format(stage="w")),
-            ("review", "true"),
-        ],
+        make_repo(tmp_path),
+        item="one",
+        work="echo x > x.txt; ",
+        reason="lunch",
     )
-    proc = start("run", str(plan), env={"MARKS": str(marks)})
-    run = run_id_of(proc)
-    wait_until(lambda: (marks / "one.w").exists(), what="agent busy")
-    set_stop("lunch")
-    (marks / "go").touch()
-    assert proc.wait(timeout=60) == 3
     shown = tether("runs", "show", run)
     assert shown.returncode == 0
     lines = shown.stdout.splitlines()
