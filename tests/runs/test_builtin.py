@@ -508,3 +508,15 @@ def test_a_run_halts_at_the_builtin_agents_next_call_and_the_takeover_resumes_it
         encoding="utf-8"
     )
     assert "continued after a take-over]" in log
+
+
+def test_a_run_says_tether_writable_does_not_reach_its_builtin_stages(
+    tmp_path: Path,
+) -> None:
+    """A setting that cannot be honoured where it is used is said, not dropped."""
+    repo = make_repo(tmp_path)
+    _script(tmp_path / "moves.jsonl", [{"text": "Done."}])
+    plan = _plan(tmp_path, repo, "moves.jsonl")
+    result = tether("run", str(plan), env={"TETHER_WRITABLE": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "TETHER_WRITABLE is not honoured by builtin stages" in result.stdout

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from .._config import paths
+from .._env import TetherEnv
 from .._ids import new_id
 from ..errors import TetherError, UsageError
 from ..stop import StopStore
@@ -97,6 +98,13 @@ async def run_plan(
         )
         run.start_record()
         say(f"run {run.id}")
+        if os.environ.get(TetherEnv.WRITABLE) and any(
+            stage.agent is None for stage in plan.stages
+        ):
+            say(
+                f"{TetherEnv.WRITABLE} is not honoured by builtin stages (their tools "
+                "write only their lane); it reaches the command and preset stages"
+            )
         for line in restart_lines:
             say(line)
         if takeover is not None:

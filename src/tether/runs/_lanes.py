@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import final
@@ -44,9 +45,11 @@ from typing import final
 import attrs
 
 from .._config import paths
+from .._fs import fsync_dir
 from .._threads import in_thread
 from ..errors import TetherError
 from ..host._spawn import run_process
+from ._store import crash_point
 
 __all__ = (
     "GitFailed",
@@ -310,16 +313,10 @@ async def make_view(repo: Path, lane: Path, *, message: str) -> str:
     Raises:
         GitFailed: the lane cannot be read or the person's repository written.
     """
-    index = lane / ".git" / "index"
     base = await head(lane)
-    tag = os.urandom(6).hex()
-    tmp = _tmp_dir()
-    tmp_all = tmp / f"save-{tag}.index"
-    tmp_staged = tmp / f"save-{tag}.staged"
+    tmp_staged = _tmp_dir() / f"save-{os.urandom(6).hex()}.staged"
     try:
-        if await in_thread(index.exists):
-            await in_thread(_copy_file, index, tmp_all)
-            await in_thread(_copy_file, index, tmp_staged)
+        await _copy_index(lane, tmp_staged)
         try:
             staged_tree = await git(
                 "write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_staged)}
@@ -328,73 +325,51 @@ async def make_view(repo: Path, lane: Path, *, message: str) -> str:
             # Unmerged entries (a conflicted merge or rebase) make no tree: the view's
             # index parent is then HEAD's; the index itself is in the lossless copy.
             staged_tree = await git("rev-parse", "HEAD^{tree}", cwd=lane)
-        staged = await git(
-            "commit-tree",
-            staged_tree,
-            "-p",
-            base,
-            "-m",
-            f"index of {message}",
-            cwd=lane,
-        )
-        await _fetch(repo, lane, staged)
-        into = {
-            "GIT_INDEX_FILE": str(tmp_all),
-            "GIT_OBJECT_DIRECTORY": str(await _objects_of(repo)),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(lane / ".git" / "objects"),
-        }
-        await git("add", "-A", cwd=lane, env=into)
-        tree = await git("write-tree", cwd=lane, env=into)
-        commit = await git(
-            "commit-tree",
-            tree,
-            "-p",
-            base,
-            "-p",
-            staged,
-            "-m",
-            message,
-            cwd=lane,
-            env=into,
-        )
     finally:
-        for leftover in (tmp_all, tmp_staged):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        with contextlib.suppress(OSError):
+            tmp_staged.unlink()
+    staged = await git(
+        "commit-tree", staged_tree, "-p", base, "-m", f"index of {message}", cwd=lane
+    )
+    await _fetch(repo, lane, staged)
+    into = {
+        "GIT_OBJECT_DIRECTORY": str(await _objects_of(repo)),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(lane / ".git" / "objects"),
+    }
+    commit = await _view_of_files(lane, message, base, staged, into)
     missing = await git(
         "rev-list", "--objects", "--missing=print", commit, "--not", staged, cwd=repo
     )
     if any(line.startswith("?") for line in missing.splitlines()):
-        commit = await _view_by_fetch(repo, lane, message, base, staged)
+        # Made in the lane this time, and fetched whole: git checks every object.
+        commit = await _view_of_files(lane, message, base, staged, {})
+        await _fetch(repo, lane, commit)
     return commit
 
 
-async def _view_by_fetch(
-    repo: Path, lane: Path, message: str, base: str, staged: str
-) -> str:
-    """The view made in the lane and fetched whole (every object checked)."""
-    tmp_all = _tmp_dir() / f"save-{os.urandom(6).hex()}.index"
+async def _copy_index(lane: Path, into: Path) -> None:
     index = lane / ".git" / "index"
+    if await in_thread(index.exists):
+        await in_thread(shutil.copyfile, index, into)
+
+
+async def _view_of_files(
+    lane: Path, message: str, base: str, staged: str, env: Mapping[str, str]
+) -> str:
+    """The view's commit: `git add -A` into a copy of the lane's index, its tree, the
+    parents HEAD and the index's commit; objects written where `env` says."""
+    tmp_all = _tmp_dir() / f"save-{os.urandom(6).hex()}.index"
+    into = {**env, "GIT_INDEX_FILE": str(tmp_all)}
     try:
-        if await in_thread(index.exists):
-            await in_thread(_copy_file, index, tmp_all)
-        env = {"GIT_INDEX_FILE": str(tmp_all)}
-        await git("add", "-A", cwd=lane, env=env)
-        tree = await git("write-tree", cwd=lane, env=env)
+        await _copy_index(lane, tmp_all)
+        await git("add", "-A", cwd=lane, env=into)
+        tree = await git("write-tree", cwd=lane, env=into)
     finally:
         with contextlib.suppress(OSError):
             tmp_all.unlink()
-    commit = await git(
-        "commit-tree", tree, "-p", base, "-p", staged, "-m", message, cwd=lane
+    return await git(
+        "commit-tree", tree, "-p", base, "-p", staged, "-m", message, cwd=lane, env=env
     )
-    await _fetch(repo, lane, commit)
-    return commit
-
-
-def _copy_file(src: Path, dst: Path) -> None:
-    import shutil
-
-    shutil.copyfile(src, dst)
 
 
 async def _fetch(repo: Path, lane: Path, commit: str) -> None:
@@ -449,8 +424,6 @@ async def save_lane(
         SaveFailed: the lane cannot be read, the person's repository cannot be written,
             or the save cannot be moved (the lane is then left where it was, whole).
     """
-    from ._store import crash_point
-
     try:
         commit = await make_view(repo, lane, message=message)
         ref = await keep_view(repo, commit, saved_ref(run, lane_id))
@@ -479,16 +452,8 @@ def _move_aside(lane: Path, target: Path) -> None:
             n += 1
         target = target.with_name(f"{target.name}.{n}")
     os.rename(lane, target)
-    _fsync_dir(target.parent)
-    _fsync_dir(lane.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)
+    fsync_dir(lane.parent)
 
 
 def find_saves(run: str, lane_id: str) -> list[Path]:
@@ -518,8 +483,6 @@ async def restore_copy(save: Path, lane: Path) -> None:
         await _remove(partial)
         err = result.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitFailed(f"cannot copy {save}: {err[-1] if err else 'cp failed'}")
-    from ._store import crash_point
-
     crash_point("restore")
     lane.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     await in_thread(os.rename, partial, lane)
@@ -527,8 +490,6 @@ async def restore_copy(save: Path, lane: Path) -> None:
 
 async def _remove(path: Path) -> None:
     """Remove a directory that is a copy (never the only one)."""
-    import shutil
-
     await in_thread(shutil.rmtree, path, True)
 
 
