@@ -2,15 +2,19 @@
 
 Run as `python mcp_server_fixture.py` for stdio, or `python mcp_server_fixture.py --http`
 to serve streamable HTTP on a free loopback port (the port is printed on stdout as
-`PORT <n>` once the socket listens). Over stdio, every message the server receives is
+`PORT <n>` once the socket listens); `--linger` keeps it alive after its stdin closes. Over stdio, every message the server receives is
 recorded, so a test can ask (tool `events`) whether `notifications/cancelled` arrived.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import socket
+import subprocess
 import sys
+import time
 from types import TracebackType
 from typing import Any
 
@@ -82,6 +86,47 @@ async def peek() -> str:
         record("peek cancelled")
         raise
     return "unreachable"
+
+
+@server.tool()
+def attempt(path: str) -> str:
+    """Try to append to `path`: `wrote`, or `refused <errno name>` (the wall's tests)."""
+    try:
+        with open(path, "a") as f:
+            f.write("x")
+    except OSError as exc:
+        return f"refused {errno.errorcode.get(exc.errno or 0, exc.errno)}"
+    return "wrote"
+
+
+@server.tool()
+def where() -> str:
+    """The server's PID namespace and environment names, as JSON."""
+    names = sorted(os.environ)
+    return json.dumps({"pidns": os.readlink("/proc/self/ns/pid"), "env": names})
+
+
+@server.tool()
+def spawn(marker: str) -> str:
+    """Start a detached process (its own session) that sleeps, named by `marker`."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", marker],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return str(child.pid)
+
+
+@server.tool()
+def reach(port: int) -> str:
+    """Connect to 127.0.0.1:`port`: `connected` or `refused <reason>`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return "connected"
+    except OSError as exc:
+        return f"refused {exc}"
 
 
 @server.tool()
@@ -158,3 +203,6 @@ async def serve_http() -> None:
 
 if __name__ == "__main__":
     anyio.run(serve_http if "--http" in sys.argv else serve_stdio)
+    if "--linger" in sys.argv:
+        # A server that outlives its closed stdin: only a signal ends it.
+        time.sleep(300)

@@ -59,6 +59,10 @@ async def test_tools_named_with_server_schema(workspace: Path) -> None:
             "mcp__fx__stubborn",
             "mcp__fx__peek",
             "mcp__fx__events",
+            "mcp__fx__attempt",
+            "mcp__fx__where",
+            "mcp__fx__spawn",
+            "mcp__fx__reach",
         }
         echo = tools["mcp__fx__echo"]
         assert echo.remote_name == "echo"
@@ -195,7 +199,7 @@ async def test_broken_servers_reported_and_skipped(
             "wrongargs",
             "a__b",
         }
-        assert "No such file" in reasons["missing"]
+        assert "no such file" in reasons["missing"].lower()
         assert "bad config" in reasons["crashes"]
         assert "no answer within 6 s" in reasons["mute"]
         assert "command" in reasons["shapeless"]

@@ -132,7 +132,7 @@ class AcpSession:
                     # Chosen tools, plus the MCP servers' (the runtime opens those
                     # itself only when it picks the standard tools).
                     mcp = await stack.enter_async_context(
-                        open_mcp_tools(self.config, problems)
+                        open_mcp_tools(self.config, problems, workspace=self.workspace)
                     )
                     tools = [*self.tools, *mcp]
                 runtime = await stack.enter_async_context(

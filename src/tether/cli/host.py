@@ -112,7 +112,7 @@ def host(
 
     async def serve() -> None:
         async with open_mcp_tools(
-            config if not tool_refs else _no_mcp(config), problems
+            config if not tool_refs else _no_mcp(config), problems, workspace=root
         ) as mcp:
             for problem in problems:
                 click.echo(f"tether host: skipped {problem}", err=True)

@@ -7,6 +7,8 @@ Servers are configured in the usual `mcpServers` shape, a table of named servers
 command = "mcp-server-time"
 args = ["--local-timezone", "UTC"]
 env = { TZ = "UTC" }
+writable = ["~/.cache/uv"]            # beyond the workspace, inside the wall
+network = "none"                      # loopback only
 
 [mcpServers.docs]                     # streamable HTTP
 url = "http://127.0.0.1:8000/mcp"
@@ -17,6 +19,15 @@ headers = { Authorization = "Bearer ..." }
 their tools and yields them as `mcp__<server>__<tool>` tools with the server's input
 schema. A server that cannot start, or does not answer within `startup_timeout`, is
 reported in `.problems` and skipped; it never stops the others.
+
+A stdio server runs inside the wall every process tree gets (S15, `_proctree.py`) when
+the containment is `namespace`: its own PID namespace (the server and whatever it
+starts die with the session, or with the host), everything read-only but the session's
+workspace, the entry's `writable` paths and a private temporary directory, the session's
+sockets masked, tether's secrets withheld unless its `env` table names them. Its
+standard streams stay the SDK's pipes (the supervisor's `--stdio`). Under the
+`subreaper` fallback it starts as the SDK starts it, in a process group of its own, with
+no wall (docs/tools-process.md).
 
 Stop semantics (spec 01): MCP tools are `EXTENSION`. A stop before the call is sent
 never sends it (the host does not start the tool); once `tools/call` is sent, the call
@@ -31,10 +42,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import anyio
@@ -43,11 +56,13 @@ import httpx2
 import jsonschema  # type: ignore[import-untyped]
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from .._env import TetherEnv
-from ..errors import InvalidInput, ToolFailed
+from ..errors import InvalidInput, ToolFailed, UsageError
+from ._contain import Network, containment_now, supervisor_argv, tree_env
+from ._proctree import namespace_wall, resolve_command
 from ._tool import StopClass, Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -79,6 +94,8 @@ class _ServerSpec:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)
     cwd: str | None = None
+    writable: tuple[Path, ...] = ()
+    network: Network = "host"
     url: str = ""
     headers: Mapping[str, str] = attrs.field(factory=dict)
 
@@ -117,6 +134,17 @@ def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
         cwd = raw.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             raise ValueError("`cwd` must be a string")
+        writable = []
+        for entry in _strings(raw.get("writable", []), "`writable`"):
+            path = Path(entry).expanduser()
+            if not path.is_absolute():
+                raise ValueError(
+                    f"`writable` paths must be absolute or start with ~ ({entry!r})"
+                )
+            writable.append(path)
+        network = raw.get("network", "host")
+        if network not in ("host", "none"):
+            raise ValueError('`network` must be "host" or "none"')
         return _ServerSpec(
             name=name,
             transport="stdio",
@@ -124,6 +152,8 @@ def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
             args=_strings(raw.get("args", []), "`args`"),
             env=_table(raw.get("env", {}), "`env`"),
             cwd=cwd,
+            writable=tuple(writable),
+            network=network,
         )
     if "url" in raw:
         url = raw["url"]
@@ -303,18 +333,25 @@ class McpTools:
     problems: list[McpProblem] = attrs.field(factory=list)
     """Servers that were skipped, failed to start, or failed later."""
     _closing: anyio.Event = attrs.field(factory=anyio.Event, alias="closing")
+    _workspace: Path = attrs.field(factory=Path.cwd, alias="workspace")
 
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, config: Config, *, startup_timeout: float = 10.0
+        cls,
+        config: Config,
+        *,
+        startup_timeout: float = 10.0,
+        workspace: Path | None = None,
     ) -> AsyncIterator[McpTools]:
         """Start the configured servers and yield their tools; stop them on exit.
 
-        A server that fails to start (bad entry, command not found, no answer within
-        `startup_timeout` seconds, a protocol error) is reported in `.problems`.
+        Stdio servers run walled, `workspace` (default: the working directory) the
+        folder they may write. A server that fails to start (bad entry, command not
+        found, no answer within `startup_timeout` seconds, a protocol error) is
+        reported in `.problems`.
         """
-        mcp = cls()
+        mcp = cls(workspace=(workspace or Path.cwd()).absolute())
         read_only_hint = config.mcp_read_only_hint
         slots: list[_Slot] = []
         async with anyio.create_task_group() as tg:
@@ -373,7 +410,7 @@ class McpTools:
             with scope:
                 async with AsyncExitStack() as stack:
                     client = await stack.enter_async_context(
-                        await _client_for(spec, stack, errlog)
+                        await _client_for(spec, stack, errlog, self._workspace)
                     )
                     tools = await _list_tools(
                         server, client, read_only_hint, self.problems
@@ -398,17 +435,55 @@ class McpTools:
             slot.done([], McpProblem(spec.name, "the session ended before it started"))
 
 
+async def _walled(spec: _ServerSpec, workspace: Path) -> StdioServerParameters:
+    """The SDK's parameters for a stdio server, started inside the wall (S15) when the
+    containment is `namespace`.
+
+    Raises:
+        OSError: the command is not found, or the entry asks for what the fallback
+            cannot give (`network = "none"`).
+    """
+    env = {**get_default_environment(), TetherEnv.AGENT.value: "1", **spec.env}
+    try:
+        found = await containment_now()
+    except UsageError as exc:
+        raise OSError(str(exc)) from None
+    if found.kind != "namespace":
+        if spec.network != "host":
+            raise OSError(
+                f'network = "none" needs the namespace containment ({found.reason})'
+            )
+        return StdioServerParameters(
+            command=spec.command, args=list(spec.args), env=env, cwd=spec.cwd
+        )
+    cwd = Path(spec.cwd) if spec.cwd is not None else workspace
+    executable = resolve_command(spec.command, env, cwd)
+    walls, options, tmp = namespace_wall(
+        executable,
+        env=env,
+        workspace=workspace,
+        writable=spec.writable,
+        network=spec.network,
+    )
+    # The server's streams are the SDK's pipes; the host's death kills the tree.
+    options += ["--stdio", f"--parent={os.getpid()}"]
+    argv = supervisor_argv(
+        "namespace", walls, executable, [spec.command, *spec.args], options=options
+    )
+    return StdioServerParameters(
+        command=argv[0],
+        args=argv[1:],
+        env={**tree_env(env, pass_env=spec.env), "TMPDIR": tmp},
+        cwd=cwd,
+    )
+
+
 async def _client_for(
-    spec: _ServerSpec, stack: AsyncExitStack, errlog: TextIO
+    spec: _ServerSpec, stack: AsyncExitStack, errlog: TextIO, workspace: Path
 ) -> Client:
     info = mcp_types.Implementation(name="tether", version="0.1.0")
     if spec.transport == "stdio":
-        params = StdioServerParameters(
-            command=spec.command,
-            args=list(spec.args),
-            env={TetherEnv.AGENT.value: "1", **spec.env},
-            cwd=spec.cwd,
-        )
+        params = await _walled(spec, workspace)
         return Client(stdio_client(params, errlog=errlog), client_info=info, cache=None)
     http = await stack.enter_async_context(
         httpx2.AsyncClient(

@@ -76,6 +76,8 @@ __all__ = (
     "CommandOutcome",
     "ProcessTree",
     "marked_pids",
+    "namespace_wall",
+    "resolve_command",
     "run_command",
     "sweep_marked",
 )
@@ -94,7 +96,7 @@ PROGRESS_LIMIT = 1_000_000
 result's head and tail only (a flood must not grow anyone's memory)."""
 
 
-def _resolve(argv0: str, env: Mapping[str, str], cwd: Path) -> str:
+def resolve_command(argv0: str, env: Mapping[str, str], cwd: Path) -> str:
     """Return the executable `argv0` names, searched on the `PATH` of `env`.
 
     A few stats, made in the loop thread: a thread could be one users' code holds.
@@ -117,6 +119,38 @@ def _stop_paths() -> list[Path]:
     from ..stop import protected_paths
 
     return protected_paths()
+
+
+def namespace_wall(
+    executable: str,
+    *,
+    env: Mapping[str, str],
+    workspace: Path,
+    writable: Sequence[Path] = (),
+    protect: Sequence[Path] | None = None,
+    network: Network = "host",
+) -> tuple[list[str], list[str], str]:
+    """The wall of a `namespace` tree (S15): its walled paths, the supervisor's wall
+    options and the tree's `TMPDIR`.
+
+    `workspace` and the `writable` paths (made here if missing) can be written;
+    `protect` (default: the stop's own paths) and tether's own folders stay read-only
+    even below them.
+    """
+    opened = [workspace]
+    for path in writable:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        opened.append(path)
+    paths = _stop_paths() if protect is None else list(protect)
+    paths.extend(tether_walls(opened))
+    walls = wall_paths(paths, workspace=workspace)
+    tmp = tree_tmp(opened)
+    masks = session_masks([os.environ, env], uid=os.geteuid(), writable=opened)
+    see = [executable, *env.get("PATH", "").split(os.pathsep), env.get("HOME", "")]
+    options = wall_options(
+        writable=opened, see=see, masks=masks, tmp=tmp, network=network
+    )
+    return walls, options, str(tmp or "/tmp")
 
 
 @final
@@ -189,7 +223,7 @@ class ProcessTree:
             raise RuntimeError("a ProcessTree starts one command")
         if not argv:
             raise ValueError("argv must name a command")
-        executable = _resolve(argv[0], env, cwd)
+        executable = resolve_command(argv[0], env, cwd)
         try:
             self.containment = chosen = await containment_now()
         except UsageError as exc:
@@ -198,23 +232,12 @@ class ProcessTree:
         options: list[str] = []
         tree = {**tree_env(env, pass_env), TREE_MARKER: self.token}
         if chosen.kind == "namespace":
-            opened = [workspace if workspace is not None else cwd]
-            for path in writable:
-                path.mkdir(mode=0o700, parents=True, exist_ok=True)
-                opened.append(path)
-            paths = _stop_paths() if protect is None else list(protect)
-            paths.extend(tether_walls(opened))
-            walls = wall_paths(paths, workspace=opened[0])
-            tmp = tree_tmp(opened)
-            tree["TMPDIR"] = str(tmp or "/tmp")
-            masks = session_masks([os.environ, env], uid=os.geteuid(), writable=opened)
-            see = [executable, *env.get("PATH", "").split(os.pathsep)]
-            see.append(env.get("HOME", ""))
-            options = wall_options(
-                writable=opened,
-                see=see,
-                masks=masks,
-                tmp=tmp,
+            walls, options, tree["TMPDIR"] = namespace_wall(
+                executable,
+                env=env,
+                workspace=workspace if workspace is not None else cwd,
+                writable=writable,
+                protect=protect,
                 network=network,
             )
         elif network != "host":

@@ -9,7 +9,11 @@ The options say what a `namespace` tree may write and reach (S15, the wall; the 
 tree must reach (its command, `PATH`, `HOME`), `--mask=P` a session socket or its folder
 to hide, `--tmp=P` its private temporary directory (a tmpfs over `/tmp` itself or over
 an empty folder, or `/dev/shm/<name>`: a folder of the tree's private `/dev/shm`),
-`--net=none` loopback only.
+`--net=none` loopback only. `--stdio` runs a server that speaks on its standard streams
+(an MCP stdio server): the command keeps this program's stdin, stdout and stderr, no
+orders are read, only a failure to start is reported (in words, on stderr), and the
+tree dies with the host (`--parent=PID`: this program's parent-death signal is armed
+for that pid) or when the command exits.
 
 It imports nothing but the standard library (so it starts in milliseconds, whatever the
 host's environment) and is started by `tether.host._proctree.ProcessTree`. It spawns
@@ -173,8 +177,19 @@ def prctl(option: int, value: int) -> None:
     _call("prctl", _libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0))
 
 
+_QUIET = False
+"""`--stdio`: stderr is the server's own, so only failures are written there."""
+
+
 def status(line: str) -> None:
     """Write one report line on stderr, the host's status channel."""
+    if _QUIET:
+        kind, _, rest = line.partition(" ")
+        if kind not in ("error", "refused"):
+            return
+        line = (
+            f"tether: the server could not start in its wall: {rest.partition(' ')[2]}"
+        )
     os.write(2, (line + "\n").encode())
 
 
@@ -297,6 +312,8 @@ class Wall:
         self.masks: list[str] = []
         self.tmp: str | None = None
         self.network = "host"
+        self.stdio = False
+        self.parent = 0
         self.cwd = os.getcwd()
         # Detached copies of the writable paths (and, for a root caller, of the
         # ancestors only root may traverse), taken before `/` is made read-only.
@@ -305,7 +322,7 @@ class Wall:
 
     def take(self, token: str) -> None:
         """Take one option (`--rw=P`, `--see=P`, `--mask=P`, `--tmp=P`,
-        `--net=none`) or a protect path."""
+        `--net=none`, `--stdio`, `--parent=PID`) or a protect path."""
         name, _, value = token.partition("=")
         if name == "--rw":
             self.writable.append(value)
@@ -317,6 +334,10 @@ class Wall:
             self.tmp = value
         elif name == "--net":
             self.network = value
+        elif token == "--stdio":
+            self.stdio = True
+        elif name == "--parent":
+            self.parent = int(value)
         elif token.startswith("--"):
             raise SystemExit(f"unknown wall option {token!r}")
         else:
@@ -781,7 +802,10 @@ class NamespaceSupervisor(Supervisor):
     def exec_walled(self, ready_w: int, go_r: int, fail_w: int) -> None:
         """In the starter: enter the nested namespaces, wait for the map, exec."""
         try:
-            os.setpgid(0, 0)
+            if not self.wall.stdio:
+                # A server stays in the host's group: the MCP client's SIGTERM to
+                # that group at shutdown must reach it.
+                os.setpgid(0, 0)
             if self.root:
                 os.setgroups([])  # root's supplementary groups stay outside
             for _, fd, _, alone in self.wall.clones:
@@ -801,10 +825,11 @@ class NamespaceSupervisor(Supervisor):
                 os.setresgid(0, 0, 0)
                 os.setresuid(0, 0, 0)
             os.chdir(self.wall.cwd)
-            null = os.open("/dev/null", os.O_RDONLY)
-            os.dup2(null, 0)
-            os.close(null)
-            os.dup2(1, 2)
+            if not self.wall.stdio:
+                null = os.open("/dev/null", os.O_RDONLY)
+                os.dup2(null, 0)
+                os.close(null)
+                os.dup2(1, 2)
             signal.set_wakeup_fd(-1)
             for sig in _RESET:
                 signal.signal(sig, signal.SIG_DFL)
@@ -935,6 +960,14 @@ def main() -> None:
         os._exit(0)
     if mode not in ("namespace", "probe"):
         raise SystemExit(f"unknown containment {mode!r}: namespace, subreaper or probe")
+    if wall.stdio:
+        global _QUIET
+        _QUIET = True
+        if wall.parent:
+            # No order pipe: the host's death must reach the tree another way.
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != wall.parent:
+                raise SystemExit(1)  # the host died before the signal was armed
     try:
         uid, gid, root = enter_namespace(wall)
     except OSError as exc:
@@ -943,8 +976,8 @@ def main() -> None:
     supervisor = NamespaceSupervisor(
         executable, argv, uid=uid, gid=gid, root=root, wall=wall
     )
-    # A probe has no host on its stdin to give orders.
-    supervisor.run(orders=mode != "probe")
+    # A probe has no host on its stdin to give orders; a server's stdin is its own.
+    supervisor.run(orders=mode != "probe" and not wall.stdio)
     os._exit(0)
 
 

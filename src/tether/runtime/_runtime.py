@@ -219,7 +219,9 @@ class Runtime:
             if self._use_defaults and self.host_kind == "inprocess":
                 self._add_tools(
                     await stack.enter_async_context(
-                        open_mcp_tools(self.config, self._problems)
+                        open_mcp_tools(
+                            self.config, self._problems, workspace=self.workspace
+                        )
                     )
                 )
             self.host = await stack.enter_async_context(self._open_host())

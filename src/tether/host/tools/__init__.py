@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from ..._config import Config, load_config
 from .._tool import Tool
@@ -43,17 +44,19 @@ def standard_tools(config: Config, problems: list[str]) -> list[Tool]:
 
 @asynccontextmanager
 async def open_mcp_tools(
-    config: Config, problems: list[str]
+    config: Config, problems: list[str], *, workspace: Path | None = None
 ) -> AsyncIterator[list[Tool]]:
     """Start the configured MCP servers for the block and yield their tools.
 
-    Servers that fail to start are reported in `problems` and skipped.
+    Stdio servers may write `workspace` (default: the working directory), walled as
+    every process tree. Servers that fail to start are reported in `problems` and
+    skipped.
     """
     if not config.mcp_servers:
         yield []
         return
     from .._mcp import McpTools
 
-    async with McpTools.open(config) as mcp:
+    async with McpTools.open(config, workspace=workspace) as mcp:
         problems.extend(str(p) for p in mcp.problems)
         yield list(mcp.tools)
