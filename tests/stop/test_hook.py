@@ -173,3 +173,58 @@ def test_protected_texts_are_the_protected_paths(workspace: Path) -> None:
     from tether.stop._protected import protected_texts
 
     assert protected_texts() == [str(path) for path in protected_paths()]
+
+
+def _reads_stopped() -> bool:
+    from tether.stop import ReadOutcome, StopStore
+
+    try:
+        reading = StopStore.from_setup(create=False).read()
+    except Exception:
+        return False
+    return reading.outcome is ReadOutcome.STOPPED
+
+
+def test_the_hooks_quick_look_finds_every_stop_the_reader_finds(
+    tether_home: Path,
+) -> None:
+    """`stop_may_stand` (a few `lstat`s before the whole reader) answers False only
+    where the reader would not say STOPPED: no stop, a lifted one; True for a stop,
+    a link or folder in its place, and a setup record it cannot read."""
+    from tether.stop._protected import stop_may_stand
+
+    seen: list[tuple[str, bool, bool]] = []
+
+    def look(name: str) -> None:
+        seen.append((name, stop_may_stand(), _reads_stopped()))
+
+    look("fresh home")
+    set_stop()
+    look("stop set")
+    [stop_file] = (tether_home / "state" / "stop").glob("*/stop")
+    lift_stop()
+    look("lifted")
+    stop_file.symlink_to("/etc/hostname")
+    look("a link in its place")
+    stop_file.unlink()
+    stop_file.mkdir()
+    look("a folder in its place")
+    stop_file.rmdir()
+    record = tether_home / "config" / "stop-setup.json"
+    kept = record.read_bytes() if record.exists() else None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("not json")
+    look("a broken setup record")
+    if kept is not None:
+        record.write_bytes(kept)
+    for name, may, stopped in seen:
+        assert may or not stopped, name
+    looks = {name: may for name, may, _ in seen}
+    assert looks == {
+        "fresh home": False,
+        "stop set": True,
+        "lifted": False,
+        "a link in its place": True,
+        "a folder in its place": True,
+        "a broken setup record": True,
+    }

@@ -151,13 +151,18 @@ def _run_halting(run: str) -> bool:
 def _stop_message(run: str, lane: str | None) -> str | None:
     """The message for an agent of `run` while a stop stands; None when none does.
 
-    A run that took a stop says so with its halting mark (`halting_mark`); otherwise
-    the stop is read as the run reads it (every place this account honours, every
-    check), display-only: the hook makes no folder. Only STOPPED refuses here: a run
+    A run that took a stop says so with its halting mark (`halting_mark`); where no
+    honoured place holds a stop file (`stop_may_stand`: a few `lstat`s) none stands;
+    otherwise the stop is read as the run reads it (every place this account
+    honours, every check), display-only: the hook makes no folder. Only STOPPED refuses here: a run
     that cannot read its stop (HOLD) holds by itself at its next step, and its agent's
     calls still pass the guard.
     """
     if not _run_halting(run):
+        from ._protected import stop_may_stand
+
+        if not stop_may_stand():
+            return None
         from ._read import ReadOutcome
         from ._store import StopStore
 

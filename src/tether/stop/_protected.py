@@ -20,6 +20,7 @@ import posixpath
 
 from ._where import (
     BINDING_NAME,
+    STOP_NAME,
     joined,
     own_store_text,
     read_setup_fields,
@@ -31,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ("protected_paths", "protected_texts")
+__all__ = ("protected_paths", "protected_texts", "stop_may_stand")
 
 
 def protected_paths(*, system_dir: Path | None = None) -> list[Path]:
@@ -52,7 +53,46 @@ def protected_paths(*, system_dir: Path | None = None) -> list[Path]:
 
 def protected_texts(*, system_dir: Path | None = None) -> list[str]:
     """`protected_paths()` as text (each `str()` of that path), without pathlib."""
+    return _listing(system_dir)[0]
+
+
+def stop_may_stand(*, system_dir: Path | None = None) -> bool:
+    """False only where no place this account honours can hold a stop now.
+
+    That is: the whole list was made (no record or binding failed to read), and in
+    every uid directory it names, on a local file system (the mount table says so,
+    as for the binding), an `lstat` of the stop file finds nothing. A stop is STOPPED
+    only when that file is there, so the reader (spec 02, every check) would answer
+    CLEAR or HOLD. Anything else, a file there or any error, answers True: read the
+    stop with the whole reader. The per-call hook of a run's agent asks this first
+    (spec 05's bound on the hook).
+    """
+    from ._mounts import plan
+
+    try:
+        _, uid_dirs, whole = _listing(system_dir)
+        if not whole:
+            return True
+        for uid_dir in uid_dirs:
+            mounts = plan(posixpath.dirname(uid_dir) or ".", uid_dir)
+            if mounts is None or not mounts.local:
+                return True
+            try:
+                os.stat(joined(uid_dir, STOP_NAME), follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            return True
+    except Exception:  # whatever is not known: read the whole way
+        return True
+    return False
+
+
+def _listing(system_dir: Path | None) -> tuple[list[str], list[str], bool]:
+    """The protected texts, the uid directories among them, and whether the list is
+    whole (every record and binding was read)."""
     found: list[str] = [setup_text()]
+    uid_dirs: list[str] = []
+    whole = True
     try:
         real = system_dir_text(system_dir)
         found.append(joined(real, BINDING_NAME))
@@ -63,23 +103,27 @@ def protected_texts(*, system_dir: Path | None = None) -> list[str]:
             bound = None if binding is None else binding.for_account(os.geteuid())
             if bound is not None:
                 bound_folder = str(bound.folder)
-                found += [bound_folder, joined(bound_folder, str(bound.person_uid))]
+                bound_dir = joined(bound_folder, str(bound.person_uid))
+                found += [bound_folder, bound_dir]
+                uid_dirs.append(bound_dir)
     except Exception:  # a guard must get a list whatever happens
-        pass
+        whole = False
     uid = os.geteuid()
     try:
         store = own_store_text()
         found += [store, joined(store, str(uid))]
+        uid_dirs.append(joined(store, str(uid)))
     except Exception:  # a guard must get a list whatever happens
-        pass
+        whole = False
     try:
         fields = read_setup_fields()
     except Exception:  # see above
-        return found
+        return found, uid_dirs, False
     folder, person = (None, uid) if fields is None else fields[:2]
     store_dir = folder if folder is not None else own_store_text()
     extra = [store_dir, joined(store_dir, str(person))]
-    return found + [path for path in extra if path not in found]
+    uid_dirs.append(extra[1])
+    return found + [path for path in extra if path not in found], uid_dirs, whole
 
 
 def _may_be_bound(real: str) -> bool:

@@ -21,6 +21,7 @@ from .._fs import write_atomic
 from ..errors import UsageError
 from ._where import (
     SETUP_FILE_NAME,
+    STOP_NAME,
     folder_text,
     own_store_text,
     read_setup_fields,
@@ -41,8 +42,6 @@ __all__ = (
     "setup_path",
 )
 
-STOP_NAME = "stop"
-"""Name of the stop file inside `<folder>/<uid>/`."""
 LIFT_LOG_NAME = "lifts.jsonl"
 """Name of the lift log (one JSON object a line) inside `<folder>/<uid>/`."""
 MAX_STOP_SIZE = 4096

@@ -25,6 +25,7 @@ from .._dirs import config_dir, path_text, state_dir
 __all__ = (
     "BINDING_NAME",
     "SETUP_FILE_NAME",
+    "STOP_NAME",
     "SYSTEM_DIR_TEXT",
     "folder_text",
     "joined",
@@ -36,6 +37,8 @@ __all__ = (
 
 SETUP_FILE_NAME = "stop-setup.json"
 """File name of the setup record inside the account's config dir."""
+STOP_NAME = "stop"
+"""Name of the stop file inside `<folder>/<uid>/`."""
 BINDING_NAME = "binding.json"
 """The binding's file name inside the system dir."""
 SYSTEM_DIR_TEXT = "/etc/tether"
