@@ -16,7 +16,8 @@ cannot have:
 - the stop inside the agent: while a stop stands the hook refuses every new call; the
   call in flight runs to its end; an agent that is between calls (no `pre` without its
   `post`) `stop_wait` seconds after the stop, or after the end of the call that was in
-  flight, gets SIGTERM on its tree, then SIGKILL after `grace`;
+  flight, less `ENDING_RESERVE` for its exit and the save, gets SIGTERM on its tree,
+  then SIGKILL after `grace`;
 - the agent's session id, read from its JSON output and handed to the run
   (`on_session`), so a take-over resumes the conversation (`claude --resume`, `codex
   exec resume`);
@@ -62,6 +63,11 @@ __all__ = (
 _TAIL = 4000
 _WATCH_EVERY = 0.05
 """Seconds between reads of the call record while a stop stands."""
+ENDING_RESERVE = 1.0
+"""Seconds of `stop_wait` kept for what follows ending an idle agent (its CLI's exit
+on SIGTERM, the lane's save): it is ended this long before the wait runs out (a
+quarter of a wait shorter than four times it), so stop -> halted stays within the rest
+of the call in flight plus `stop_wait`."""
 CLAUDE_TOOLS = ("Bash", "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "LS")
 """The tools a Claude Code stage may use without a prompt (spec 03: file and shell
 tools; `dontAsk` refuses every other tool instead of asking)."""
@@ -415,11 +421,13 @@ class PresetCall:
         """After a stop: end the agent once it spent `stop_wait` s between calls."""
         await self.halted.wait()
         quiet_since = anyio.current_time()
+        wait = self.stage.stop_wait
+        wait -= min(ENDING_RESERVE, wait / 4)
         while True:
             if read_calls(self.calls_file).in_flight:
                 # Spec 03: the call in flight runs to its end; the wait starts after.
                 quiet_since = anyio.current_time()
-            elif anyio.current_time() - quiet_since >= self.stage.stop_wait:
+            elif anyio.current_time() - quiet_since >= wait:
                 break
             await anyio.sleep(_WATCH_EVERY)
         self._ended_by_tether = True
