@@ -37,7 +37,15 @@ class Pty:
     ) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", **(env or {}))
+        # The window's size, also where a parent's COLUMNS/LINES would override it.
+        env = dict(
+            os.environ,
+            PROMPT_TOOLKIT_NO_CPR="1",
+            TERM="xterm",
+            COLUMNS="120",
+            LINES="40",
+            **(env or {}),
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tether", *args],
             stdin=slave,
