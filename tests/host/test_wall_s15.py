@@ -574,3 +574,42 @@ async def test_S15_a_custom_tool_declares_what_its_program_may_write(
             ["bash", "-c", script], cwd=sub, writable=[declared]
         )
     assert "both-ok" in done.output.split(), done.output
+
+
+@pytest.fixture
+def shared_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MiB tmpfs, unmounted afterwards."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    options = "size=1m,mode=0755"
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(shared)], check=True
+    )
+    try:
+        yield shared
+    finally:
+        subprocess.run(["umount", "-l", str(shared)], check=True)
+
+
+@pytest.mark.root
+@pytest.mark.anyio
+async def test_S15_a_tree_that_fills_the_shared_file_system_cannot_keep_the_stop_out(
+    shared_fs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The account's home and the workspace on one small file system: a Bash call fills
+    it to the last block; the person's stop is still set, with its reason (the reserve
+    a run's start made), and read STOPPED."""
+    from tether.stop import ReadOutcome, StopStore, set_stop
+
+    home = shared_fs / "home"
+    home.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    StopStore.from_setup()  # what a run does first: its stop's place and reserve
+    work = shared_fs / "work"
+    work.mkdir()
+    output = await _bash(work, "cat /dev/zero > fill; df -k . | tail -1")
+    assert "No space left" in output, output
+    reading = set_stop("stopped on a full disk")
+    assert reading.outcome is ReadOutcome.STOPPED
+    assert StopStore.from_setup(create=False).read().outcome is ReadOutcome.STOPPED
+    assert b"stopped on a full disk" in reading.stop_path.read_bytes()

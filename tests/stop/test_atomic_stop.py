@@ -1,5 +1,6 @@
-"""Setting and lifting: the atomic write, its mode, loud failure on a full disk or a
-read-only filesystem, and the lift log."""
+"""Setting and lifting: the atomic write, its mode, the reserve that makes room for a stop
+on a full file system, loud failure where there is none or the file system is read-only,
+and the lift log."""
 
 from __future__ import annotations
 
@@ -15,20 +16,22 @@ import pytest
 
 from tether.errors import Refused, StoreError
 from tether.stop import ReadOutcome, SetupRecord, StopStore, lift_stop, set_stop
-from tether.stop._setup import LIFT_LOG_NAME
+from tether.stop._setup import LIFT_LOG_NAME, MAX_STOP_SIZE
+from tether.stop._verbs import RESERVE_NAME
 
 from ._tree import PERSON, make_tree
 
 
 @pytest.mark.rule("atomic-stop")
 def test_atomic_stop_is_written_with_mode_01644_and_no_temp_file_left() -> None:
-    """The stop lands whole, owned by the person, mode 01644, with nothing else beside it."""
+    """The stop lands whole, owned by the person, mode 01644, with nothing beside it but
+    the reserve."""
     reading = set_stop("going out")
     assert reading.outcome is ReadOutcome.STOPPED
     st = os.stat(reading.stop_path, follow_symlinks=False)
     assert stat.S_IMODE(st.st_mode) == 0o1644
     assert st.st_uid == os.geteuid()
-    assert sorted(os.listdir(reading.stop_path.parent)) == ["stop"]
+    assert sorted(os.listdir(reading.stop_path.parent)) == [RESERVE_NAME, "stop"]
     assert json.loads(reading.stop_path.read_bytes())["reason"] == "going out"
 
 
@@ -88,17 +91,36 @@ def test_atomic_stop_lift_removes_the_stop_and_appends_who_and_when() -> None:
 
 @pytest.fixture
 def small_mount(tmp_path: Path) -> Iterator[Path]:
-    """A real 64 KiB tmpfs, unmounted afterwards."""
+    """A real 64 KiB tmpfs with room for 16 files, unmounted afterwards."""
     where = tmp_path / "mnt"
     where.mkdir()
+    options = "size=64k,nr_inodes=16,mode=1777"
     subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", str(where)],
-        check=True,
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=True
     )
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def _fill_blocks(where: Path) -> None:
+    """Write a file in `where` until the file system has no block left."""
+    fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(OSError, match="No space left") as full:  # noqa: PT012
+            while True:
+                os.write(fd, b"\0" * 4096)
+    finally:
+        os.close(fd)
+    assert full.value.errno == errno.ENOSPC
+
+
+def _fill_inodes(where: Path) -> None:
+    """Make empty files in `where` until the file system has no inode left."""
+    with pytest.raises(OSError, match="No space left"):  # noqa: PT012
+        for n in range(1000):
+            (where / f"empty-{n}").touch()
 
 
 def _armed(folder: Path) -> SetupRecord:
@@ -110,20 +132,47 @@ def _armed(folder: Path) -> SetupRecord:
 @pytest.mark.root
 @pytest.mark.rule("atomic-stop")
 def test_atomic_stop_fails_loudly_on_a_full_disk(small_mount: Path) -> None:
-    """On a full filesystem `set_stop` raises 'NOT set' (ENOSPC) and leaves no file."""
+    """Where not even an empty file can be made (no block, no inode, no reserve),
+    `set_stop` raises 'NOT set' (ENOSPC) and leaves no file."""
     record = _armed(small_mount)
-    fd = os.open(small_mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        with pytest.raises(OSError, match="No space left") as full:  # noqa: PT012
-            while True:
-                os.write(fd, b"\0" * 4096)
-    finally:
-        os.close(fd)
-    assert full.value.errno == errno.ENOSPC
+    _fill_blocks(small_mount)
+    _fill_inodes(small_mount)
     with pytest.raises(StoreError, match=r"NOT set.*ENOSPC"):
         set_stop(record=record)
     assert os.listdir(record.uid_dir) == []
     assert StopStore.from_setup(record).read().outcome is ReadOutcome.CLEAR
+
+
+@pytest.mark.root
+@pytest.mark.rule("atomic-stop")
+def test_a_full_file_system_still_takes_the_stop_in_its_reserve(
+    small_mount: Path,
+) -> None:
+    """S15: a tree may fill the file system the stop lives on. A lift made the reserve;
+    once no block is left the stop is written into it, reason and all, and reads
+    STOPPED; without a reserve it is set without its reason. Nothing half made is left,
+    and a lift where there is room again makes the reserve anew."""
+    record = _armed(small_mount)
+    set_stop("first", record=record)
+    lift_stop(record=record)
+    assert (record.uid_dir / RESERVE_NAME).stat().st_size == MAX_STOP_SIZE
+    _fill_blocks(small_mount)
+    reading = set_stop("the disk is full", record=record)
+    assert reading.outcome is ReadOutcome.STOPPED
+    assert "written into its reserve" in " ".join(reading.notes)
+    assert json.loads(record.stop_path.read_bytes())["reason"] == "the disk is full"
+    assert stat.S_IMODE(record.stop_path.stat().st_mode) == 0o1644
+    assert sorted(os.listdir(record.uid_dir)) == [LIFT_LOG_NAME, "stop"]
+    # Set again on the full disk: the reserve is used up, the stop stands without text.
+    again = set_stop("once more", record=record)
+    assert again.outcome is ReadOutcome.STOPPED
+    assert "without its reason" in " ".join(again.notes)
+    assert record.stop_path.stat().st_size == 0
+    assert sorted(os.listdir(record.uid_dir)) == [LIFT_LOG_NAME, "stop"]
+    assert StopStore.from_setup(record).read().outcome is ReadOutcome.STOPPED
+    (small_mount / "filler").unlink()
+    lift_stop(record=record)
+    assert sorted(os.listdir(record.uid_dir)) == [RESERVE_NAME, LIFT_LOG_NAME]
 
 
 @pytest.mark.root

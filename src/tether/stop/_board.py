@@ -33,6 +33,7 @@ from ._setup import (
 from ._store import StopStore, _ensure_own_store
 from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
+from ._verbs import keep_reserve
 
 __all__ = ("KEEP", "Board", "build_board", "choose_setup", "why_not_change")
 
@@ -275,6 +276,8 @@ def _arm_now(record: SetupRecord) -> list[str]:
             if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o755:
                 os.fchmod(fd, 0o755)
                 notes.append(f"set {record.uid_dir} to mode 0755")
+            if st.st_uid == os.geteuid():
+                keep_reserve(fd)  # room for a stop on a full file system
         finally:
             os.close(fd)
     except OSError as exc:

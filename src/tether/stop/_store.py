@@ -52,7 +52,8 @@ def _who(uid: int) -> str:
 
 
 def _ensure_own_store(person_uid: int) -> None:
-    """Make `<state>/stop/<uid>/` (mode 0700 levels) when the account's home exists."""
+    """Make `<state>/stop/<uid>/` (mode 0700 levels) and its reserve (`_verbs`) when
+    the account's home exists."""
     if person_uid != os.geteuid():
         return
     home = account_home()
@@ -72,6 +73,18 @@ def _ensure_own_store(person_uid: int) -> None:
             continue
         except OSError:
             return
+    # Room for a stop before any tree can fill the file system (`_verbs`).
+    from ._verbs import keep_reserve
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_uid == person_uid:
+            keep_reserve(fd)
+    finally:
+        os.close(fd)
 
 
 def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
