@@ -1,0 +1,201 @@
+"""The wall (S15) attacked from a run's agents: a command agent, the built-in agent (its
+guard on), and the real Claude Code CLI driven by a stub model.
+
+Each runs `attacks.py`'s script (every attack of the wall's list that a process can try:
+the run's store, plan and logs, the person's repository, another lane, the stop's setup
+and config, kernel knobs, session variables, secrets) and must find every attempt
+refused, with the store's truth, the person's repository, the other lane and the stop as
+they were.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tether.host import containment
+from tether.runs._open import default_store_path
+
+from .attacks import ATTACKS, attack_script, outcomes, repo_state, secrets
+from .presets_support import need_cli, preset_env, serving, shell_call
+from .support import git, make_repo, open_default_store, tether, write_plan
+
+pytestmark = pytest.mark.rule("S15")
+
+
+@pytest.fixture(autouse=True)
+def walled() -> None:
+    if containment().kind != "namespace":
+        pytest.skip(f"the wall needs namespace containment: {containment().reason}")
+
+
+def _home() -> Path:
+    return Path(os.environ["TETHER_HOME"])
+
+
+def _all_refused(found: dict[str, str]) -> None:
+    assert set(found) == set(ATTACKS), sorted(set(ATTACKS) - set(found))
+    changed = sorted(name for name, said in found.items() if said != "refused")
+    assert changed == [], changed
+
+
+def _unchanged_stop_and_config(home: Path) -> None:
+    assert not (home / "config" / "stop-setup.json").exists()
+    assert not (home / "config" / "config.toml").exists()
+    assert not (home / "state" / "stop" / "planted").exists()
+
+
+def _item_states() -> dict[str, str]:
+    return {item.id: item.state for item in open_default_store().items()}
+
+
+WAIT = 'n=0; while [ ! -e "$MARKS/{mark}" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done'
+
+
+def test_S15_a_command_agent_reaches_nothing_of_the_run_the_repository_or_another_lane(
+    tmp_path: Path,
+) -> None:
+    """Two lanes at once: the agent of item a attacks while item b's agent waits in its
+    own lane; every attempt is refused; both items end done, with no forged state, the
+    person's repository and lane b as they were."""
+    repo = make_repo(tmp_path)
+    git(repo, "branch", "tether/keep")
+    before = repo_state(repo)
+    home = _home()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan_path = tmp_path / "plan.toml"
+    script = attack_script(
+        tmp_path / "attack.sh",
+        '"$MARKS/$TETHER_ITEM.results"',
+        repo=repo,
+        home=home,
+        plan=plan_path,
+    )
+    stage = (
+        f'if [ "$TETHER_ITEM" = a ]; then {WAIT.format(mark="b.busy")}; '
+        f'sh {script}; touch "$MARKS/go"; '
+        f'else touch "$MARKS/b.busy"; {WAIT.format(mark="go")}; echo b > b.txt; fi'
+    )
+    plan = write_plan(tmp_path, repo, items=["a", "b"], stages=[("only", stage)])
+    assert plan == plan_path
+    plan_text = plan.read_text(encoding="utf-8")
+    result = tether(
+        "run", str(plan), env={"MARKS": str(marks), **secrets(default_store_path())}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    _all_refused(outcomes((marks / "a.results").read_text(encoding="utf-8")))
+    run = result.stdout.split()[1]
+    assert _item_states() == {"a": "done", "b": "done"}
+    assert plan.read_text(encoding="utf-8") == plan_text
+    assert repo_state(repo) == before
+    assert git(repo, "show", "tether/b:b.txt") == "b"
+    lanes = home / "state" / "lanes" / run
+    assert not list(lanes.glob("*/planted"))
+    _unchanged_stop_and_config(home)
+
+
+def _scripted(path: Path, script: Path) -> None:
+    import json
+
+    moves = [
+        {
+            "text": "Trying the walls.",
+            "tool_calls": [
+                {"id": "c1", "name": "Bash", "input": {"command": f"sh {script}"}},
+                {
+                    "id": "c2",
+                    "name": "Write",
+                    "input": {
+                        "file_path": str(_home() / "config" / "stop-setup.json"),
+                        "content": "{}",
+                    },
+                },
+                {
+                    "id": "c3",
+                    "name": "Write",
+                    "input": {"file_path": "../planted", "content": "x"},
+                },
+            ],
+        },
+        {"text": "Done."},
+    ]
+    lines = [json.dumps({"tether_script": 1}), *(json.dumps(m) for m in moves)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_S15_the_builtin_agent_reaches_nothing_but_its_lane(tmp_path: Path) -> None:
+    """The built-in stage agent runs the attacks through its Bash and tries its Write
+    on the setup record and beside its lane: all refused; the results, written in the
+    lane, reach the item's branch; the repository and the stop are as they were."""
+    repo = make_repo(tmp_path)
+    git(repo, "branch", "tether/keep")
+    before = repo_state(repo)
+    home = _home()
+    plan = tmp_path / "plan.toml"
+    script = attack_script(
+        tmp_path / "attack.sh", "attack-results", repo=repo, home=home, plan=plan
+    )
+    _scripted(tmp_path / "moves.jsonl", script)
+    plan.write_text(
+        f'repo = "{repo}"\npoll = 0.1\n\n'
+        '[[stage]]\nname = "implement"\nagent = "builtin"\n'
+        f'model = "scripted:{tmp_path / "moves.jsonl"}"\n\n'
+        '[[item]]\nid = "walls"\nbrief = "Try the walls"\n',
+        encoding="utf-8",
+    )
+    result = tether("run", str(plan), env=secrets(default_store_path()))
+    assert result.returncode == 0, result.stdout + result.stderr
+    _all_refused(outcomes(git(repo, "show", "tether/walls:attack-results")))
+    run = result.stdout.split()[1]
+    assert _item_states() == {"walls": "done"}
+    assert repo_state(repo) == before
+    assert not (home / "state" / "lanes" / run / "planted").exists()
+    _unchanged_stop_and_config(home)
+    log = tether("logs", run).stdout
+    assert log.count("[Write: failed]") == 2, log
+
+
+def test_S15_claude_code_as_the_attacker_reaches_nothing_but_its_lane(
+    tmp_path: Path,
+) -> None:
+    """The real Claude Code CLI, its Bash driven by a stub model, runs the attacks: all
+    refused, the results on the item's branch, the repository and the stop unchanged."""
+    from tether.testing._agent_server import Move
+
+    need_cli("claude")
+    repo = make_repo(tmp_path)
+    git(repo, "branch", "tether/keep")
+    before = repo_state(repo)
+    home = _home()
+    plan = tmp_path / "plan.toml"
+    script = attack_script(
+        tmp_path / "attack.sh", "attack-results", repo=repo, home=home, plan=plan
+    )
+
+    def model(body: dict[str, object]) -> Move:
+        from tether.testing._agent_server import tool_results
+
+        if not body.get("tools"):
+            return Move(text="A title")
+        if not tool_results(body):
+            return Move(text="trying", calls=(shell_call(body, f"sh {script}"),))
+        return Move(text="Done.")
+
+    plan.write_text(
+        f'repo = "{repo}"\nlanes = 1\npoll = 0.1\n\n'
+        '[[stage]]\nname = "implement"\nagent = "claude"\ntimeout = 300\n\n'
+        '[[item]]\nid = "walls"\nbrief = "Try the walls"\n',
+        encoding="utf-8",
+    )
+    with serving("anthropic", model) as server:
+        env = preset_env("claude", server, tmp_path / "account") | secrets(
+            default_store_path()
+        )
+        result = tether("run", str(plan), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    _all_refused(outcomes(git(repo, "show", "tether/walls:attack-results")))
+    assert repo_state(repo) == before
+    _unchanged_stop_and_config(home)
