@@ -94,7 +94,13 @@ def repo_state(repo: Path) -> str:
     and saved refs tether makes), config, hooks, the checkout. (Objects are not in it:
     bringing a lane's branch back adds some.)"""
     refs = subprocess.run(
-        ["git", "for-each-ref", "--format=%(refname) %(objectname)"],
+        [
+            "git",
+            "-c",
+            "safe.directory=*",
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+        ],
         cwd=repo,
         check=True,
         capture_output=True,

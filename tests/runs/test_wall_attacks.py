@@ -10,7 +10,13 @@ they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,28 +53,32 @@ def _unchanged_stop_and_config(home: Path) -> None:
     assert not (home / "state" / "stop" / "planted").exists()
 
 
-def _item_states() -> dict[str, str]:
-    return {item.id: item.state for item in open_default_store().items()}
+def _item_states(home: Path | None = None) -> dict[str, str]:
+    if home is None:
+        return {item.id: item.state for item in open_default_store().items()}
+    # Another account's store: tether opens only its own, so read the rows as they are.
+    uri = f"file:{home / 'state' / 'runs.sqlite3'}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        return dict(db.execute("SELECT id, state FROM items").fetchall())
 
 
 WAIT = 'n=0; while [ ! -e "$MARKS/{mark}" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done'
+SETPRIV = shutil.which("setpriv")
+OTHER_UID = 1000
 
 
-def test_S15_a_command_agent_reaches_nothing_of_the_run_the_repository_or_another_lane(
-    tmp_path: Path,
+def _two_lanes_attacked(
+    root: Path, home: Path, run_tether: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
-    """Two lanes at once: the agent of item a attacks while item b's agent waits in its
-    own lane; every attempt is refused; both items end done, with no forged state, the
-    person's repository and lane b as they were."""
-    repo = make_repo(tmp_path)
+    """Two lanes at once: the agent of item a attacks while item b's agent waits in
+    its own lane; then every check of the command agent's test."""
+    repo = make_repo(root)
     git(repo, "branch", "tether/keep")
-    before = repo_state(repo)
-    home = _home()
-    marks = tmp_path / "marks"
+    marks = root / "marks"
     marks.mkdir()
-    plan_path = tmp_path / "plan.toml"
+    plan_path = root / "plan.toml"
     script = attack_script(
-        tmp_path / "attack.sh",
+        root / "attack.sh",
         '"$MARKS/$TETHER_ITEM.results"',
         repo=repo,
         home=home,
@@ -79,22 +89,120 @@ def test_S15_a_command_agent_reaches_nothing_of_the_run_the_repository_or_anothe
         f'sh {script}; touch "$MARKS/go"; '
         f'else touch "$MARKS/b.busy"; {WAIT.format(mark="go")}; echo b > b.txt; fi'
     )
-    plan = write_plan(tmp_path, repo, items=["a", "b"], stages=[("only", stage)])
+    plan = write_plan(root, repo, items=["a", "b"], stages=[("only", stage)])
     assert plan == plan_path
     plan_text = plan.read_text(encoding="utf-8")
-    result = tether(
-        "run", str(plan), env={"MARKS": str(marks), **secrets(default_store_path())}
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    before = run_tether(repo, marks)
+    result = run_tether(repo, marks, "run", str(plan))
+    logs = run_tether(repo, marks, "logs", result.stdout.split()[1]).stdout
+    assert result.returncode == 0, result.stdout + result.stderr + logs
     _all_refused(outcomes((marks / "a.results").read_text(encoding="utf-8")))
     run = result.stdout.split()[1]
-    assert _item_states() == {"a": "done", "b": "done"}
+    assert _item_states(home) == {"a": "done", "b": "done"}
     assert plan.read_text(encoding="utf-8") == plan_text
-    assert repo_state(repo) == before
-    assert git(repo, "show", "tether/b:b.txt") == "b"
+    assert repo_state(repo) == before.stdout
+    assert git(repo, "-c", "safe.directory=*", "show", "tether/b:b.txt") == "b"
     lanes = home / "state" / "lanes" / run
     assert not list(lanes.glob("*/planted"))
     _unchanged_stop_and_config(home)
+
+
+def test_S15_a_command_agent_reaches_nothing_of_the_run_the_repository_or_another_lane(
+    tmp_path: Path,
+) -> None:
+    """As the caller the tests run as (root in CI: the tree's root is unprivileged
+    outside): every attempt refused; both items end done, with no forged state, the
+    person's repository and lane b as they were."""
+    home = _home()
+
+    def run_tether(
+        repo: Path, marks: Path, *args: str
+    ) -> subprocess.CompletedProcess[str]:
+        if not args:  # the repository's state before the run
+            return subprocess.CompletedProcess([], 0, repo_state(repo), "")
+        env = {"MARKS": str(marks), **secrets(default_store_path())}
+        return tether(*args, env=env)
+
+    _two_lanes_attacked(tmp_path, home, run_tether)
+
+
+def _as_other_uid() -> tuple[list[str], dict[str, str]]:
+    """The command prefix and environment that run tether as `OTHER_UID`: the system
+    `python3` with this tether and its packages on `PYTHONPATH` (the interpreter the
+    tests run with may sit in a folder only root may enter)."""
+    import anyio
+
+    import tether
+
+    system = shutil.which("python3", path="/usr/bin:/bin")
+    if SETPRIV is None or system is None:
+        pytest.skip("needs util-linux setpriv and a system python3")
+    paths = [
+        str(Path(tether.__file__).parents[1]),
+        str(Path(anyio.__file__).parents[1]),
+    ]
+    prefix = [
+        SETPRIV,
+        f"--reuid={OTHER_UID}",
+        f"--regid={OTHER_UID}",
+        "--clear-groups",
+        system,
+    ]
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE", "TETHER_"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    reach = subprocess.run(
+        [*prefix, "-c", "import tether.runs"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd="/",
+    )
+    if reach.returncode != 0:
+        pytest.skip(f"uid {OTHER_UID} cannot run tether here: {reach.stderr[-300:]}")
+    return prefix, env
+
+
+@pytest.mark.root
+def test_S15_a_command_agent_of_an_unprivileged_callers_run_reaches_nothing_either() -> (
+    None
+):
+    """The same attacks in a run of uid 1000, with its own home, repository and
+    tether folders (config not made yet)."""
+    prefix, base_env = _as_other_uid()
+    with tempfile.TemporaryDirectory(prefix="tether-attacks-") as tmp:
+        root = Path(tmp)
+        os.chmod(root, 0o755)
+        home = root / "home"
+        home.mkdir()
+
+        def run_tether(
+            repo: Path, marks: Path, *args: str
+        ) -> subprocess.CompletedProcess[str]:
+            for path in [root, *root.rglob("*")]:
+                os.lchown(path, OTHER_UID, OTHER_UID)
+            if not args:
+                return subprocess.CompletedProcess([], 0, repo_state(repo), "")
+            env = base_env | {
+                "HOME": str(home),
+                "TETHER_HOME": str(home),
+                "MARKS": str(marks),
+                "TETHER_WRITABLE": str(marks),
+                **secrets(home / "state" / "runs.sqlite3"),
+            }
+            return subprocess.run(
+                [*prefix, "-m", "tether", *args],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                env=env,
+                cwd=root,
+            )
+
+        _two_lanes_attacked(root, home, run_tether)
 
 
 def _scripted(path: Path, script: Path) -> None:
