@@ -613,3 +613,36 @@ async def test_S15_a_tree_that_fills_the_shared_file_system_cannot_keep_the_stop
     assert reading.outcome is ReadOutcome.STOPPED
     assert StopStore.from_setup(create=False).read().outcome is ReadOutcome.STOPPED
     assert b"stopped on a full disk" in reading.stop_path.read_bytes()
+
+
+@pytest.fixture
+def closed_with_mounts(tmp_path: Path) -> Iterator[Path]:
+    """A folder only root may traverse, holding a ramfs (no idmapped mounts) and a
+    tmpfs; both unmounted afterwards."""
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    mounted: list[Path] = []
+    try:
+        for kind, where in (("ramfs", "ram"), ("tmpfs", "shared")):
+            (closed / where).mkdir()
+            subprocess.run(["mount", "-t", kind, kind, str(closed / where)], check=True)
+            mounted.append(closed / where)
+        yield closed
+    finally:
+        for where in reversed(mounted):
+            subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+@pytest.mark.root
+@pytest.mark.anyio
+async def test_S15_a_workspace_on_a_mount_below_a_root_only_folder_is_reached(
+    closed_with_mounts: Path,
+) -> None:
+    """A root caller's folder only root may traverse is shown to the tree idmapped;
+    where one of its submounts cannot be (ramfs), it is shown without them, and the
+    mount that holds the workspace is brought along: the tree still writes there."""
+    work = closed_with_mounts / "shared" / "work"
+    work.mkdir()
+    output = await _bash(work, "echo made > made.txt && cat made.txt")
+    assert "made" in output, output
+    assert (work / "made.txt").stat().st_uid == os.geteuid()

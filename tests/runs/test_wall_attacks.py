@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -107,23 +107,27 @@ def _two_lanes_attacked(
     _unchanged_stop_and_config(home)
 
 
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+"""`(repo, marks, *args)`: `tether ARGS` as the caller under test; with no args, the
+repository's state (`repo_state`) in `.stdout`, taken as that caller would leave it."""
+
+
+def _as_this_caller(
+    repo: Path, marks: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    if not args:
+        return subprocess.CompletedProcess([], 0, repo_state(repo), "")
+    env = {"MARKS": str(marks), **secrets(default_store_path())}
+    return tether(*args, env=env)
+
+
 def test_S15_a_command_agent_reaches_nothing_of_the_run_the_repository_or_another_lane(
     tmp_path: Path,
 ) -> None:
     """As the caller the tests run as (root in CI: the tree's root is unprivileged
     outside): every attempt refused; both items end done, with no forged state, the
     person's repository and lane b as they were."""
-    home = _home()
-
-    def run_tether(
-        repo: Path, marks: Path, *args: str
-    ) -> subprocess.CompletedProcess[str]:
-        if not args:  # the repository's state before the run
-            return subprocess.CompletedProcess([], 0, repo_state(repo), "")
-        env = {"MARKS": str(marks), **secrets(default_store_path())}
-        return tether(*args, env=env)
-
-    _two_lanes_attacked(tmp_path, home, run_tether)
+    _two_lanes_attacked(tmp_path, _home(), _as_this_caller)
 
 
 def _as_other_uid() -> tuple[list[str], dict[str, str]]:
@@ -165,47 +169,58 @@ def _as_other_uid() -> tuple[list[str], dict[str, str]]:
     return prefix, env
 
 
+def _other_uid_runner(root: Path, home: Path) -> Runner:
+    """A `Runner` for uid 1000 whose files are all of `root` (chowned before each)."""
+    prefix, base_env = _as_other_uid()
+
+    def run_tether(
+        repo: Path, marks: Path, *args: str
+    ) -> subprocess.CompletedProcess[str]:
+        for path in [root, *root.rglob("*")]:
+            os.lchown(path, OTHER_UID, OTHER_UID)
+        if not args:
+            return subprocess.CompletedProcess([], 0, repo_state(repo), "")
+        env = base_env | {
+            "HOME": str(home),
+            "TETHER_HOME": str(home),
+            "MARKS": str(marks),
+            "TETHER_WRITABLE": str(marks),
+            **secrets(home / "state" / "runs.sqlite3"),
+        }
+        return subprocess.run(
+            [*prefix, "-m", "tether", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+            cwd=root,
+        )
+
+    return run_tether
+
+
+@contextlib.contextmanager
+def _other_uids_root() -> Iterator[tuple[Path, Path]]:
+    """A folder uid 1000 can reach, with a home of its own in it."""
+    with tempfile.TemporaryDirectory(prefix="tether-attacks-") as tmp:
+        root = Path(tmp)
+        os.chmod(root, 0o755)
+        (root / "home").mkdir()
+        yield root, root / "home"
+
+
 @pytest.mark.root
 def test_S15_a_command_agent_of_an_unprivileged_callers_run_reaches_nothing_either() -> (
     None
 ):
     """The same attacks in a run of uid 1000, with its own home, repository and
     tether folders (config not made yet)."""
-    prefix, base_env = _as_other_uid()
-    with tempfile.TemporaryDirectory(prefix="tether-attacks-") as tmp:
-        root = Path(tmp)
-        os.chmod(root, 0o755)
-        home = root / "home"
-        home.mkdir()
-
-        def run_tether(
-            repo: Path, marks: Path, *args: str
-        ) -> subprocess.CompletedProcess[str]:
-            for path in [root, *root.rglob("*")]:
-                os.lchown(path, OTHER_UID, OTHER_UID)
-            if not args:
-                return subprocess.CompletedProcess([], 0, repo_state(repo), "")
-            env = base_env | {
-                "HOME": str(home),
-                "TETHER_HOME": str(home),
-                "MARKS": str(marks),
-                "TETHER_WRITABLE": str(marks),
-                **secrets(home / "state" / "runs.sqlite3"),
-            }
-            return subprocess.run(
-                [*prefix, "-m", "tether", *args],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-                env=env,
-                cwd=root,
-            )
-
-        _two_lanes_attacked(root, home, run_tether)
+    with _other_uids_root() as (root, home):
+        _two_lanes_attacked(root, home, _other_uid_runner(root, home))
 
 
-def _scripted(path: Path, script: Path) -> None:
+def _scripted(path: Path, script: Path, home: Path) -> None:
     import json
 
     moves = [
@@ -217,7 +232,7 @@ def _scripted(path: Path, script: Path) -> None:
                     "id": "c2",
                     "name": "Write",
                     "input": {
-                        "file_path": str(_home() / "config" / "stop-setup.json"),
+                        "file_path": str(home / "config" / "stop-setup.json"),
                         "content": "{}",
                     },
                 },
@@ -234,36 +249,53 @@ def _scripted(path: Path, script: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _builtin_attacked(root: Path, home: Path, run_tether: Runner) -> None:
+    """The built-in agent's Bash runs the attacks, its Write tries the setup record
+    and beside its lane; then every check of the builtin test."""
+    repo = make_repo(root)
+    git(repo, "branch", "tether/keep")
+    marks = root / "marks"
+    marks.mkdir()
+    plan = root / "plan.toml"
+    script = attack_script(
+        root / "attack.sh", "attack-results", repo=repo, home=home, plan=plan
+    )
+    _scripted(root / "moves.jsonl", script, home)
+    plan.write_text(
+        f'repo = "{repo}"\npoll = 0.1\n\n'
+        '[[stage]]\nname = "implement"\nagent = "builtin"\n'
+        f'model = "scripted:{root / "moves.jsonl"}"\n\n'
+        '[[item]]\nid = "walls"\nbrief = "Try the walls"\n',
+        encoding="utf-8",
+    )
+    before = run_tether(repo, marks)
+    result = run_tether(repo, marks, "run", str(plan))
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = git(repo, "-c", "safe.directory=*", "show", "tether/walls:attack-results")
+    _all_refused(outcomes(said))
+    run = result.stdout.split()[1]
+    assert _item_states(None if home == _home() else home) == {"walls": "done"}
+    assert repo_state(repo) == before.stdout
+    assert not (home / "state" / "lanes" / run / "planted").exists()
+    _unchanged_stop_and_config(home)
+    log = run_tether(repo, marks, "logs", run).stdout
+    assert log.count("[Write: failed]") == 2, log
+
+
 def test_S15_the_builtin_agent_reaches_nothing_but_its_lane(tmp_path: Path) -> None:
     """The built-in stage agent runs the attacks through its Bash and tries its Write
     on the setup record and beside its lane: all refused; the results, written in the
     lane, reach the item's branch; the repository and the stop are as they were."""
-    repo = make_repo(tmp_path)
-    git(repo, "branch", "tether/keep")
-    before = repo_state(repo)
-    home = _home()
-    plan = tmp_path / "plan.toml"
-    script = attack_script(
-        tmp_path / "attack.sh", "attack-results", repo=repo, home=home, plan=plan
-    )
-    _scripted(tmp_path / "moves.jsonl", script)
-    plan.write_text(
-        f'repo = "{repo}"\npoll = 0.1\n\n'
-        '[[stage]]\nname = "implement"\nagent = "builtin"\n'
-        f'model = "scripted:{tmp_path / "moves.jsonl"}"\n\n'
-        '[[item]]\nid = "walls"\nbrief = "Try the walls"\n',
-        encoding="utf-8",
-    )
-    result = tether("run", str(plan), env=secrets(default_store_path()))
-    assert result.returncode == 0, result.stdout + result.stderr
-    _all_refused(outcomes(git(repo, "show", "tether/walls:attack-results")))
-    run = result.stdout.split()[1]
-    assert _item_states() == {"walls": "done"}
-    assert repo_state(repo) == before
-    assert not (home / "state" / "lanes" / run / "planted").exists()
-    _unchanged_stop_and_config(home)
-    log = tether("logs", run).stdout
-    assert log.count("[Write: failed]") == 2, log
+    _builtin_attacked(tmp_path, _home(), _as_this_caller)
+
+
+@pytest.mark.root
+def test_S15_the_builtin_agent_of_an_unprivileged_callers_run_reaches_nothing_either() -> (
+    None
+):
+    """The same, in a run of uid 1000."""
+    with _other_uids_root() as (root, home):
+        _builtin_attacked(root, home, _other_uid_runner(root, home))
 
 
 def test_S15_claude_code_as_the_attacker_reaches_nothing_but_its_lane(

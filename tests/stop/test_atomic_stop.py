@@ -16,8 +16,8 @@ import pytest
 
 from tether.errors import Refused, StoreError
 from tether.stop import ReadOutcome, SetupRecord, StopStore, lift_stop, set_stop
+from tether.stop._reserve import RESERVE_NAME
 from tether.stop._setup import LIFT_LOG_NAME, MAX_STOP_SIZE
-from tether.stop._verbs import RESERVE_NAME
 
 from ._tree import PERSON, make_tree
 

@@ -449,11 +449,39 @@ def build_wall(wall: Wall, root: bool) -> None:
         loopback_up()
 
 
+def _submounts_on_the_way(wall: Wall, path: str, userns: int) -> list[tuple[str, int]]:
+    """Read-only copies of the mounts below `path` that hold a writable or seen path,
+    shortest first: attached over a copy of `path` made without its submounts, they
+    keep the way to those paths (a writable path on a file system mounted below a
+    folder only root may traverse). Each is idmapped where its file system allows."""
+    wanted = [*wall.writable, *wall.see]
+    found: list[tuple[str, int]] = []
+    for point in sorted(set(_mount_points()), key=len):
+        if point == path or not _inside(path, point):
+            continue
+        if not any(_inside(point, w) for w in wanted):
+            continue
+        copy = open_tree(point, recursive=False)
+        try:
+            mount_setattr(
+                copy,
+                "",
+                recursive=False,
+                set_=MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY,
+                userns=userns,
+            )
+        except OSError:
+            mount_setattr(copy, "", recursive=False, set_=MOUNT_ATTR_RDONLY)
+        found.append((point, copy))
+    return found
+
+
 def attach_writable(wall: Wall, userns: int | None) -> None:
     """Attach the writable copies (idmapped through `userns` for a root caller: the
     tree's root writes files the caller owns), mount the private tmpfs mounts and
     the masks, then wall the protect paths."""
     for path, fd, read_only, alone in wall.clones:
+        on_way: list[tuple[str, int]] = []
         if userns is not None:
             attrs = MOUNT_ATTR_IDMAP | (MOUNT_ATTR_RDONLY if read_only else 0)
             try:
@@ -464,7 +492,10 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
                 except OSError:
                     if alone < 0:
                         raise
-                    # A submount's file system has no idmapped mounts: without them.
+                    # A submount's file system has no idmapped mounts: without them,
+                    # but those on the way to what the tree must reach come along,
+                    # each alone (idmapped where it allows it).
+                    on_way = _submounts_on_the_way(wall, path, userns)
                     os.close(fd)
                     fd, alone = alone, -1
                     mount_setattr(fd, "", recursive=False, set_=attrs, userns=userns)
@@ -479,6 +510,9 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
         os.close(fd)
         if alone >= 0:
             os.close(alone)
+        for point, copy in on_way:
+            move_mount(copy, point)
+            os.close(copy)
     wall.clones.clear()
     # Private tmpfs mounts last: nothing attached above may cover them.
     owner = f",uid={TREE_UID},gid={TREE_UID}" if userns is not None else ""

@@ -23,6 +23,7 @@ from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
 from ._mounts import plan
 from ._read import Place, ReadOutcome, StopReading, read_place, within_bound
+from ._reserve import keep_reserve
 from ._setup import (
     SetupRecord,
     check_folder_path,
@@ -33,7 +34,6 @@ from ._setup import (
 from ._store import StopStore, _ensure_own_store
 from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
-from ._verbs import keep_reserve
 
 __all__ = ("KEEP", "Board", "build_board", "choose_setup", "why_not_change")
 

@@ -74,7 +74,7 @@ def _ensure_own_store(person_uid: int) -> None:
         except OSError:
             return
     # Room for a stop before any tree can fill the file system (`_verbs`).
-    from ._verbs import keep_reserve
+    from ._reserve import keep_reserve
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)

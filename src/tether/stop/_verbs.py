@@ -6,15 +6,7 @@ a read uses. The stop is written atomically (a temp file made with
 sticky bit makes systemd-tmpfiles skip it. A write that fails says so and never claims
 success. Choosing the folder (`tether setup`) is `_board`'s.
 
-A full file system does not keep the person from setting a stop (S15: a tree may fill
-the workspace's file system, and the stop's folder is often on it). The verbs keep a
-reserve in the uid directory (`RESERVE_NAME`, `MAX_STOP_SIZE` bytes written out, made
-whenever a verb finds it missing and there is room): where writing a new file fails
-for want of space, the reserve is renamed to the temp name and the stop is written into
-the blocks it already holds; without a reserve, or where even that write finds no room
-(a copy-on-write file system), the stop is set without its text. A stop is judged on
-its descriptor, not its bytes (spec 02), so the reading is STOPPED either way; the
-result says which happened.
+On a full file system the stop goes into its reserve (`_reserve`).
 
 The caller checks (`check_caller`) refuse a caller with no terminal or inside an agent
 session. They are a speed bump for an agent acting by mistake: any process of the same
@@ -41,6 +33,15 @@ from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_f
 from ._lifts import LiftRecord, append_lift, now_utc
 from ._mounts import plan
 from ._read import ReadOutcome, StopReading, _kind, within_bound
+from ._reserve import (
+    NEW_FILE,
+    NO_ROOM,
+    finish_stop,
+    keep_reserve,
+    temp_name,
+    write_all,
+    write_in_reserve,
+)
 from ._setup import MAX_STOP_SIZE, STOP_NAME, SetupRecord, account_home, load_setup
 from ._store import StopStore, _ensure_own_store
 
@@ -50,11 +51,7 @@ T = TypeVar("T")
 
 WRITE_BOUND = 10.0
 """Seconds a verb's writes may take where a mount on the way may not answer."""
-RESERVE_NAME = ".stop-reserve"
-"""The stop's room on a full file system, in the uid directory (see the module's
-docstring)."""
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
 
 AGENT_MARKERS: tuple[str, ...] = (
     "TETHER_AGENT",  # set by tether in every process an agent tool starts
@@ -186,16 +183,6 @@ def _clear_the_name(uid_fd: int, where: Path) -> str | None:
     return f"replaced {what} that was at {where}"
 
 
-def _temp_name(name: str) -> str:
-    return f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def _fsync_dir(uid_fd: int) -> None:
     dir_fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=uid_fd)
     try:
@@ -208,22 +195,22 @@ def _write_stop(uid_fd: int, data: bytes) -> str | None:
     """Write the stop atomically inside the uid directory (spec 02); on a full file
     system into the reserve's blocks, else without its text. Returns a note when
     the file system was full, None otherwise."""
-    tmp = _temp_name(STOP_NAME)
+    tmp = temp_name(STOP_NAME)
     note: str | None = None
     try:
         try:
-            fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=uid_fd)
+            fd = os.open(tmp, NEW_FILE, 0o644, dir_fd=uid_fd)
             try:
-                _write_all(fd, data)
-                _finish(fd)
+                write_all(fd, data)
+                finish_stop(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
-            if exc.errno not in _NO_ROOM:
+            if exc.errno not in NO_ROOM:
                 raise
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=uid_fd)
-            note = _write_in_reserve(uid_fd, tmp, data)
+            note = write_in_reserve(uid_fd, tmp, data)
         os.rename(tmp, STOP_NAME, src_dir_fd=uid_fd, dst_dir_fd=uid_fd)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -233,80 +220,6 @@ def _write_stop(uid_fd: int, data: bytes) -> str | None:
     if note is None:
         keep_reserve(uid_fd)
     return note
-
-
-def _finish(fd: int) -> None:
-    try:
-        os.fchmod(fd, 0o1644)
-    except OSError:  # BSDs refuse the sticky bit on files for non-root (EFTYPE)
-        os.fchmod(fd, 0o644)
-    os.fsync(fd)
-
-
-def _write_in_reserve(uid_fd: int, tmp: str, data: bytes) -> str:
-    """The stop as `tmp`, on a full file system: the reserve's blocks, or no text."""
-    try:
-        os.rename(RESERVE_NAME, tmp, src_dir_fd=uid_fd, dst_dir_fd=uid_fd)
-        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=uid_fd)
-        reserved = True
-    except FileNotFoundError:
-        fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=uid_fd)
-        reserved = False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            raise PermissionError(
-                errno.EPERM, f"{RESERVE_NAME} is not this account's regular file"
-            )
-        written = False
-        if reserved:
-            try:
-                _write_all(fd, data)
-                written = True
-            except OSError as exc:
-                if exc.errno not in _NO_ROOM:
-                    raise
-        os.ftruncate(fd, len(data) if written else 0)
-        _finish(fd)
-    finally:
-        os.close(fd)
-    if written:
-        return "the file system is full: the stop was written into its reserve"
-    return (
-        "the file system is full: the stop was set without its reason "
-        "(no room for its text); free some space, then lift and set it again "
-        "to record one"
-    )
-
-
-def keep_reserve(uid_fd: int) -> None:
-    """Make the reserve in the uid directory if it is missing, where there is room.
-
-    Best effort: a full file system, or any other failure, leaves no reserve and no
-    half-made file (the next verb tries again).
-    """
-    try:
-        os.stat(RESERVE_NAME, dir_fd=uid_fd, follow_symlinks=False)
-        return
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return
-    tmp = _temp_name(RESERVE_NAME)
-    try:
-        fd = os.open(tmp, _NEW_FILE, 0o600, dir_fd=uid_fd)
-    except OSError:
-        return
-    try:
-        try:
-            _write_all(fd, b"\0" * MAX_STOP_SIZE)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, RESERVE_NAME, src_dir_fd=uid_fd, dst_dir_fd=uid_fd)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=uid_fd)
 
 
 def set_stop(
