@@ -67,7 +67,7 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
 
     from .._config import load_config
     from ..errors import Refused, UsageError
-    from ..models import model_from_spec
+    from ..models import ModelError, model_from_spec
 
     config = load_config()
     spec = model_spec or config.model
@@ -76,7 +76,12 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
             "no model: pass --model openai:<model> or --model scripted:<file>,"
             " or set name in the [model] table of the config file"
         )
-    model = model_from_spec(spec, config=config)
+    try:
+        model = model_from_spec(spec, config=config)
+    except ModelError as exc:
+        # A model that cannot be built is a refusal of the command line or the config
+        # (exit 2, as `tether acp` and the README say), not a failure of a turn.
+        raise UsageError(str(exc)) from None
     if not sys.stdin.isatty():
         raise Refused(
             "tether chat needs a terminal on stdin; programs drive sessions"
