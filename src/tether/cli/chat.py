@@ -2,8 +2,8 @@
 
 prompt_toolkit reads the person's lines and, while a turn runs, single keys (Esc and
 Ctrl-C stop the turn; y / a / n answer a permission prompt); rich prints the streamed
-answer, one status line per tool call change and the abort report while a stopped turn
-settles. The session and its transcript live in the account's ledger file, so
+answer, a status line while a model request is waited for (and retried), one status line
+per tool call change and the abort report while a stopped turn settles. The session and its transcript live in the account's ledger file, so
 `--resume ID` continues one.
 """
 
@@ -138,15 +138,34 @@ class _Terminal:
         """Per call id: its request line is on the screen (a prompt comes after it)."""
         self.output_lines: dict[str, int] = {}
         """Per call id: the output lines it printed so far (the first 20 are shown)."""
+        self.waiting = False
+        """The last line on the screen says that the model is being waited for."""
 
     # -- rendering ----------------------------------------------------------------
 
     def _line(self, text: str, style: str = "") -> None:
+        self._clear_waiting()
         if self.in_text:
             self.console.print()
             self.in_text = False
         self.block = 0
         self.console.print(text, style=style, markup=False, highlight=False)
+
+    def _clear_waiting(self) -> None:
+        """Take the "waiting for the model" line off the screen (output has begun)."""
+        if not self.waiting:
+            return
+        self.waiting = False
+        if self.console.is_terminal:
+            # Up to the start of the waiting line, then clear to the end of the screen.
+            self.console.file.write("\x1b[1F\x1b[J")
+
+    def _show_waiting(self, attempt: int, reason: str | None) -> None:
+        text = "waiting for the model…"
+        if attempt > 1 and reason:
+            text = f"waiting for the model: {reason}"
+        self._line(text, "dim")
+        self.waiting = True
 
     def _block(self, lines: list[str], style: str) -> None:
         """Print `lines` in place of the countdown printed last, if nothing came since."""
@@ -161,6 +180,7 @@ class _Terminal:
     async def on_event(self, event: AgentEvent) -> None:
         from ..runtime import (
             MessageChunk,
+            ModelWaiting,
             ToolCallEnded,
             ToolCallProgress,
             ToolCallRequested,
@@ -169,7 +189,10 @@ class _Terminal:
         )
 
         match event:
+            case ModelWaiting(attempt=attempt, reason=reason):
+                self._show_waiting(attempt, reason)
             case MessageChunk(text=text):
+                self._clear_waiting()
                 self.console.print(text, end="", markup=False, highlight=False)
                 self.in_text = True
             case ToolCallRequested(call_id=call_id, title=title, stop_class=stop_class):
@@ -198,6 +221,7 @@ class _Terminal:
                 style = "green" if code is None else "red"
                 self._line(f"  {mark} {tool}: {state}  {first}".rstrip(), style)
             case TurnEnded(stop_reason=reason, error=error):
+                self._clear_waiting()
                 if reason == "cancelled":
                     self._line("stopped: the turn has settled", "yellow")
                 elif reason == "error":

@@ -9,6 +9,7 @@ from ._agent import tool_result_text as tool_result_text
 from ._agent_events import AgentEvent as AgentEvent
 from ._agent_events import EventCallback as EventCallback
 from ._agent_events import MessageChunk as MessageChunk
+from ._agent_events import ModelWaiting as ModelWaiting
 from ._agent_events import StopReason as StopReason
 from ._agent_events import ToolCallEnded as ToolCallEnded
 from ._agent_events import ToolCallProgress as ToolCallProgress
@@ -38,6 +39,7 @@ __all__ = (
     "CallState",
     "EventCallback",
     "MessageChunk",
+    "ModelWaiting",
     "PendingCall",
     "PermissionRequest",
     "Runtime",

@@ -69,6 +69,7 @@ from ._agent_events import (
     AgentEvent,
     EventCallback,
     MessageChunk,
+    ModelWaiting,
     StopReason,
     ToolCallEnded,
     ToolCallProgress,
@@ -381,9 +382,23 @@ class AgentSession:
 
     async def _ask_model(self, turn: Turn) -> tuple[Message | None, StepDone | None]:
         """One streamed model step: the assistant message (cut if stopped) and its end."""
+        attempt = 1
+
+        def retrying(reason: str) -> None:
+            nonlocal attempt
+            attempt += 1
+            self._emit(
+                ModelWaiting(
+                    session_id=self.id, turn_id=turn.id, attempt=attempt, reason=reason
+                )
+            )
+
         request = ModelRequest(
-            messages=self.request_messages(), tools=self.agent.tool_specs()
+            messages=self.request_messages(),
+            tools=self.agent.tool_specs(),
+            on_retry=retrying,
         )
+        self._emit(ModelWaiting(session_id=self.id, turn_id=turn.id))
         pieces: list[str] = []
         done: StepDone | None = None
         with anyio.CancelScope() as scope:

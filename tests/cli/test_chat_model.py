@@ -1,0 +1,73 @@
+"""`tether chat` with an OpenAI-compatible model: the local stub server answers it, on a
+real pseudo-terminal (the server runs in a thread of its own, the chat in a child)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio.from_thread
+import pytest
+from tests.cli._pty import Pty
+
+from tether.testing import ModelServer, Reply, error_reply, text_reply
+
+MODEL = "openai:stub"
+
+
+@contextmanager
+def serving(replies: Sequence[Reply]) -> Iterator[ModelServer]:
+    """A `ModelServer` on its own event loop in a thread, for a child to reach."""
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(ModelServer.open(replies)) as server,
+    ):
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _endpoint_only_from_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TETHER_MODEL_URL", "TETHER_MODEL_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _env(server: ModelServer) -> dict[str, str]:
+    return {"TETHER_MODEL_URL": server.url, "TETHER_MODEL_KEY": "local"}
+
+
+def _one_turn(
+    args: list[str], cwd: Path, server: ModelServer, answer: str
+) -> tuple[str, str]:
+    """Run chat, send one line, wait for `answer`, exit; return the screen and raw."""
+    pty = Pty(["chat", "--model", MODEL, *args], cwd, env=_env(server))
+    try:
+        pty.expect("you:")
+        pty.send("hi\r")
+        pty.expect(answer)
+        pty.expect("you:")
+        pty.send("\x04")
+        screen = pty.expect("bye: resume with ")
+        assert pty.wait() == 0
+    finally:
+        pty.close()
+    return screen, pty.raw.decode(errors="replace")
+
+
+def test_chat_shows_it_waits_for_the_model_and_each_retry_then_clears_it(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 21): a request whose endpoint was busy left the screen blank
+    while the retries ran. A status line says the model is waited for, then names the
+    retry and why; it is cleared from the screen when the answer starts."""
+    replies = [error_reply(503, "busy", retry_after_ms=20), text_reply("Hello late.")]
+    with serving(replies) as server:
+        screen, raw = _one_turn([], tmp_path, server, "Hello late.")
+    assert "waiting for the model…" in screen
+    retry = "waiting for the model: the endpoint answered 503 Service Unavailable;"
+    assert f"{retry} retry 1 of 2" in screen
+    # On the terminal the status line is taken back (cursor up, clear) before the answer.
+    shown = raw.index("retry 1 of 2")
+    cleared = raw.index("\x1b[1F\x1b[J", shown)
+    assert cleared < raw.index("Hello late.", shown)
+    assert len(server.requests) == 2
