@@ -3,6 +3,7 @@ real pseudo-terminal (the server runs in a thread of its own, the chat in a chil
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,3 +72,47 @@ def test_chat_shows_it_waits_for_the_model_and_each_retry_then_clears_it(
     cleared = raw.index("\x1b[1F\x1b[J", shown)
     assert cleared < raw.index("Hello late.", shown)
     assert len(server.requests) == 2
+
+
+def _config(tether_home: Path, text: str) -> None:
+    config = tether_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("source", ["default", "option", "config", "none"])
+def test_the_request_carries_the_system_message(
+    source: str, tmp_path: Path, tether_home: Path
+) -> None:
+    """Issue 21: requests carried no system message. With none given it names the
+    workspace and the date; `--system` wins over `system` in the config's `[model]`
+    table; `--system ""` sends none."""
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    args = ["--workspace", str(workspace)]
+    if source == "option":
+        _config(tether_home, '[model]\nsystem = "From the config."\n')
+        args += ["--system", "Answer in one sentence."]
+    elif source == "config":
+        _config(tether_home, '[model]\nsystem = "From the config."\n')
+    elif source == "none":
+        args += ["--system", ""]
+    with serving([text_reply("Fine.")]) as server:
+        _one_turn(args, tmp_path, server, "Fine.")
+    (request,) = server.requests
+    messages = request["messages"]
+    if source == "none":
+        assert messages == [{"role": "user", "content": "hi"}]
+        return
+    assert messages[1:] == [{"role": "user", "content": "hi"}]
+    assert messages[0]["role"] == "system"
+    system = messages[0]["content"]
+    if source == "default":
+        today = datetime.date.today()
+        assert system == (
+            f"You work in the directory {workspace}: the tools' relative paths start"
+            f" there. Today is {today:%A}, {today.isoformat()}."
+        )
+    else:
+        expected = {"option": "Answer in one sentence.", "config": "From the config."}
+        assert system == expected[source]

@@ -40,6 +40,13 @@ _SHOWN_LINES = 20
     help="openai:<model> (endpoint from TETHER_MODEL_URL, key from TETHER_MODEL_KEY)"
     " or scripted:<file>; default: name in the [model] table of the config file.",
 )
+@click.option(
+    "--system",
+    metavar="TEXT",
+    help="The system message of every model request; default: system in the [model]"
+    " table of the config file, else one naming the workspace and the date"
+    ' (--system "" sends none).',
+)
 @click.option("--resume", "resume_id", metavar="ID", help="Continue a saved session.")
 @click.option(
     "--workspace",
@@ -48,7 +55,9 @@ _SHOWN_LINES = 20
     show_default=True,
     help="The directory the tools work in.",
 )
-def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None:
+def chat(
+    model_spec: str | None, system: str | None, resume_id: str | None, workspace: Path
+) -> None:
     """Talk to an agent whose tool calls run through tether.
 
     Esc or Ctrl-C during a turn stops it and shows what is still settling (a write
@@ -61,6 +70,7 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
       TETHER_MODEL_URL=http://127.0.0.1:8000/v1 TETHER_MODEL_KEY=none \\
         tether chat --model openai:qwen2.5-coder
       tether chat --model scripted:moves.jsonl
+      tether chat --model openai:gpt-4o --system "Answer in one sentence."
       tether chat --resume session_3f2a… --model openai:gpt-4o
     """
     import anyio
@@ -87,8 +97,10 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
             "tether chat needs a terminal on stdin; programs drive sessions"
             " with tether acp or the Agent API"
         )
+    if system is None:
+        system = config.model_system
     try:
-        anyio.run(_chat, model, spec, resume_id, workspace)
+        anyio.run(_chat, model, spec, system, resume_id, workspace)
     except BaseExceptionGroup as group:
         # The runtime's task group wraps an error of the session; show it as itself.
         raise _only_error(group) from None
@@ -354,13 +366,17 @@ class _Terminal:
 
 
 async def _chat(
-    model: Model, spec: str, resume_id: str | None, workspace: Path
+    model: Model,
+    spec: str,
+    system: str | None,
+    resume_id: str | None,
+    workspace: Path,
 ) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import create_input
 
     from .._term import rich_console
-    from ..runtime import Agent, Runtime
+    from ..runtime import Agent, Runtime, default_system
 
     console = rich_console()
     keys = create_input()
@@ -371,7 +387,11 @@ async def _chat(
     ) as runtime:
         for problem in runtime.problems:
             console.print(f"note: {problem}", style="yellow", markup=False)
-        agent = Agent(runtime, model)
+        agent = Agent(
+            runtime,
+            model,
+            system=default_system(runtime.workspace) if system is None else system,
+        )
         if resume_id:
             session = agent.resume(resume_id, on_event=terminal.on_event)
         else:

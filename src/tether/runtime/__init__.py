@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..host._protocol import PermissionRequest as PermissionRequest
 from ._agent import Agent as Agent
 from ._agent import AgentSession as AgentSession
+from ._agent import default_system as default_system
 from ._agent import tool_result_text as tool_result_text
 from ._agent_events import AgentEvent as AgentEvent
 from ._agent_events import EventCallback as EventCallback
@@ -55,5 +56,6 @@ __all__ = (
     "Turn",
     "TurnEnded",
     "TurnSettled",
+    "default_system",
     "tool_result_text",
 )
