@@ -4,6 +4,8 @@ real pseudo-terminal (the server runs in a thread of its own, the chat in a chil
 from __future__ import annotations
 
 import datetime
+import re
+import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,3 +118,37 @@ def test_the_request_carries_the_system_message(
     else:
         expected = {"option": "Answer in one sentence.", "config": "From the config."}
         assert system == expected[source]
+
+
+def test_the_resume_hint_resumes_with_its_model_and_no_config_file(
+    tmp_path: Path, tether_home: Path
+) -> None:
+    """Regression (issue 21): the exit line's hint left out the `--model` in use, so
+    without a config file it could not resume. Run as printed (the endpoint in the
+    environment), it continues the session: the next request carries the first turn."""
+    replies = [text_reply("First answer."), text_reply("Second answer.")]
+    with serving(replies) as server:
+        screen, _ = _one_turn([], tmp_path, server, "First answer.")
+        assert not (tether_home / "config" / "config.toml").exists()
+        hint = re.findall(r"bye: resume with (tether chat .*)", screen)[-1].strip()
+        argv = shlex.split(hint)
+        assert argv[:3] == ["tether", "chat", "--resume"]
+        assert argv[4:] == ["--model", MODEL]
+        pty = Pty(argv[1:], tmp_path, env=_env(server))
+        try:
+            pty.expect(f"session {argv[3]}")
+            pty.expect("resumed: 2 messages, the last ones:")
+            pty.expect("you:")
+            pty.send("again\r")
+            pty.expect("Second answer.")
+            pty.expect("you:")
+            pty.send("\x04")
+            assert pty.wait() == 0
+        finally:
+            pty.close()
+    turns = [m for m in server.requests[1]["messages"] if m["role"] != "system"]
+    assert turns == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "First answer."},
+        {"role": "user", "content": "again"},
+    ]
