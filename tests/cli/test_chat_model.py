@@ -88,7 +88,8 @@ def test_the_request_carries_the_system_message(
 ) -> None:
     """Issue 21: requests carried no system message. With none given it names the
     workspace and the date; `--system` wins over `system` in the config's `[model]`
-    table; `--system ""` sends none."""
+    table; `--system ""` sends none. The resume hint repeats a `--system` given (the
+    transcript does not keep the system message)."""
     workspace = tmp_path / "work"
     workspace.mkdir()
     args = ["--workspace", str(workspace)]
@@ -100,8 +101,14 @@ def test_the_request_carries_the_system_message(
     elif source == "none":
         args += ["--system", ""]
     with serving([text_reply("Fine.")]) as server:
-        _one_turn(args, tmp_path, server, "Fine.")
+        screen, _ = _one_turn(args, tmp_path, server, "Fine.")
     (request,) = server.requests
+    # The resume hint repeats a system message given on the command line.
+    (hint,) = re.findall(r"bye: resume with (tether chat .*)", screen)
+    expected = ["--model", MODEL]
+    if "--system" in args:
+        expected += ["--system", args[args.index("--system") + 1]]
+    assert shlex.split(hint)[4:] == expected
     messages = request["messages"]
     if source == "none":
         assert messages == [{"role": "user", "content": "hi"}]

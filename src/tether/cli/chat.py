@@ -97,10 +97,15 @@ def chat(
             "tether chat needs a terminal on stdin; programs drive sessions"
             " with tether acp or the Agent API"
         )
-    if system is None:
+    # The resume hint repeats what the command line gave: the model and the system
+    # message (the transcript keeps neither).
+    hint = f"--model {shlex.quote(spec)}"
+    if system is not None:
+        hint += f" --system {shlex.quote(system)}"
+    else:
         system = config.model_system
     try:
-        anyio.run(_chat, model, spec, system, resume_id, workspace)
+        anyio.run(_chat, model, hint, system, resume_id, workspace)
     except BaseExceptionGroup as group:
         # The runtime's task group wraps an error of the session; show it as itself.
         raise _only_error(group) from None
@@ -367,7 +372,7 @@ class _Terminal:
 
 async def _chat(
     model: Model,
-    spec: str,
+    hint: str,
     system: str | None,
     resume_id: str | None,
     workspace: Path,
@@ -414,8 +419,7 @@ async def _chat(
                 await terminal.run_turn(session, text)
         # The model too: resuming needs one, and a config may name none or another.
         console.print(
-            f"bye: resume with tether chat --resume {session.id}"
-            f" --model {shlex.quote(spec)}",
+            f"bye: resume with tether chat --resume {session.id} {hint}",
             style="dim",
             markup=False,
         )
