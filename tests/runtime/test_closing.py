@@ -3,13 +3,16 @@ both hosts; closing says what it waits for; nothing stays RUNNING and no caller 
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from tests.runtime.support import HeldWrite
 
 from tether import Runtime, ToolAborted
@@ -107,3 +110,56 @@ async def test_closing_names_a_stopped_tool_that_ignores_cancellation(
     if host_kind == "inprocess":
         (said,) = [p for p in rt.problems if "ignore cancellation" in p]
         assert f"Stuck call {record.call_id} (stopped, still running, since " in said
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_stdio_host_whose_runtime_is_gone_finishes_a_started_write(
+    workspace: Path,
+) -> None:
+    """A started write is never cut, even when the runtime went away without closing
+    (its end of stdin closed): after the drain bound the host says that it waits for the
+    write, lets it end with its real result, then exits."""
+    argv = [
+        *(sys.executable, "-m", "tether", "host", "--stdio", "--no-guard"),
+        *("--workspace", str(workspace), "--eof-drain", "0.05"),
+        *("--tool", "tests.runtime.support:HeldWrite"),
+        *("--rules", json.dumps({"allow": ["HeldWrite"]})),
+    ]
+    execute = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools.execute",
+        "params": {
+            "session_id": "s",
+            "call_id": "c1",
+            "tool": "HeldWrite",
+            "input": {"path": "w.txt", "release": "go"},
+        },
+    }
+    with anyio.fail_after(10):
+        async with await anyio.open_process(argv) as host:
+            assert host.stdin is not None
+            assert host.stdout is not None
+            assert host.stderr is not None
+            out = BufferedByteReceiveStream(host.stdout)
+            err = BufferedByteReceiveStream(host.stderr)
+            await host.stdin.send(json.dumps(execute).encode() + b"\n")
+            while True:
+                frame = json.loads(await out.receive_until(b"\n", 1 << 20))
+                if frame.get("params", {}).get("text") == "started":
+                    break
+            await host.stdin.aclose()  # the runtime is gone
+            said = (await err.receive_until(b"\n", 1 << 16)).decode()
+            assert said == (
+                "tether host: input closed; waiting for HeldWrite call c1"
+                " (a started write is never cut)"
+            )
+            (workspace / "go").touch()
+            while True:
+                frame = json.loads(await out.receive_until(b"\n", 1 << 20))
+                if frame.get("method") == "tools.result":
+                    break
+            assert await host.wait() == 0
+    assert frame["params"]["output"] == "wrote both halves"
+    assert frame["params"]["error"] is None
+    assert (workspace / "w.txt").read_text() == "first half, second half"
