@@ -181,7 +181,8 @@ class _Terminal:
         text = "waiting for the model…"
         if attempt > 1 and reason:
             text = f"waiting for the model: {reason}"
-        self._line(text, "dim")
+        # One row, so that taking it back is one row up.
+        self._line(text[: max(20, self.console.width - 1)], "dim")
         self.waiting = True
 
     def _block(self, lines: list[str], style: str) -> None:
