@@ -47,7 +47,7 @@ TABLES: dict[str, frozenset[str] | None] = {
     "permissions": frozenset({"allow", "ask", "deny"}),
     "mcpServers": None,
     "mcp_servers": None,
-    "model": frozenset({"url", "name"}),
+    "model": frozenset({"url", "name", "system"}),
 }
 """The config file's tables and the keys each allows."""
 SETTINGS: dict[str, type | tuple[type, ...]] = {
@@ -84,6 +84,9 @@ class Config:
     model: str | None = None
     """The model `tether chat` uses when none is given (`name` in the `[model]` table),
     such as `openai:gpt-4o` or `scripted:moves.jsonl`."""
+    model_system: str | None = None
+    """The system message of `tether chat` and `tether acp` sessions (`system` in the
+    `[model]` table); None: one naming the workspace and the date."""
     store_url: str | None = None
     """Claims and ledger store: SQLite path or PostgreSQL URL."""
     source: Path | None = None
@@ -217,6 +220,9 @@ def load_config(path: Path | None = None) -> Config:
     perms = data.get("permissions", {})
     servers = data.get("mcpServers", data.get("mcp_servers", {}))
     model = data.get("model", {})
+    system = model.get("system")
+    if system is not None and not isinstance(system, str):
+        raise UsageError(f"{file}: model.system must be a string")
     env = os.environ
     invalid: dict[str, str] = {}
     timing: dict[str, float] = {}
@@ -241,6 +247,7 @@ def load_config(path: Path | None = None) -> Config:
         image_command=env.get(TetherEnv.IMAGE_COMMAND, data.get("image_command")),
         model_url=env.get(TetherEnv.MODEL_URL, model.get("url", data.get("model_url"))),
         model=model.get("name"),
+        model_system=system,
         store_url=env.get(TetherEnv.STORE_URL, data.get("store_url")),
         source=file_found,
         looked_at=file,

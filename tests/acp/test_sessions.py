@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,9 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
 from tests.acp.support import editor, embedded, write_script
+
+from tether.runtime import default_system
+from tether.testing import ModelServer, text_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -153,3 +157,35 @@ async def test_the_editor_is_told_when_a_configured_mcp_server_does_not_start(
         response = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
         assert response.stop_reason == "end_turn"
         assert ed.recorder.text().endswith("hi")
+
+
+@pytest.mark.parametrize("source", ["default", "config"])
+async def test_a_sessions_requests_carry_the_system_message(
+    source: str, workspace: Path, tether_home: Path
+) -> None:
+    """Issue 21: requests carried no system message. An ACP session's names its `cwd`
+    and the date, or is `system` of the config's `[model]` table."""
+    if source == "config":
+        config = tether_home / "config" / "config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text('[model]\nsystem = "Be brief."\n', encoding="utf-8")
+    async with (
+        ModelServer.open([text_reply("Fine.")]) as model,
+        editor(
+            "openai:stub", TETHER_MODEL_URL=model.url, TETHER_MODEL_KEY="local"
+        ) as ed,
+    ):
+        await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await ed.conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        answer = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
+        assert answer.stop_reason == "end_turn"
+    system, user = model.requests[0]["messages"]
+    assert user == {"role": "user", "content": "hi"}
+    assert system["role"] == "system"
+    if source == "config":
+        assert system["content"] == "Be brief."
+    else:
+        today = datetime.date.today()
+        assert system["content"] == default_system(workspace, today=today)
+        assert f"the directory {workspace}:" in system["content"]
+        assert today.isoformat() in system["content"]

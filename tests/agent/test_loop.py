@@ -73,7 +73,8 @@ async def test_tool_results_go_back_to_the_model_step_after_step(
 async def test_each_call_has_requested_started_progress_ended_then_turn_ended(
     harness: Callable[..., Any],
 ) -> None:
-    """A call's events come in order, and `TurnEnded` is the last event of the turn."""
+    """A call's events come in order, each model request is announced before it, and
+    `TurnEnded` is the last event of the turn."""
     moves = [
         Move(tool_calls=(call("SlowExtension", "m1", seconds=0.01),)),
         Move(text="ok"),
@@ -82,13 +83,15 @@ async def test_each_call_has_requested_started_progress_ended_then_turn_ended(
         await h.session.prompt("go")
     kinds = [type(e).__name__ for e in h.rec.events if not isinstance(e, MessageChunk)]
     assert kinds == [
+        "ModelWaiting",
         "ToolCallRequested",
         "ToolCallStarted",
         "ToolCallProgress",
         "ToolCallEnded",
+        "ModelWaiting",
         "TurnEnded",
     ]
-    requested = h.rec.events[0]
+    requested = h.rec.events[1]
     assert isinstance(requested, ToolCallRequested)
     assert requested.stop_class is StopClass.EXTENSION
     assert requested.model_call_id == "m1"

@@ -102,6 +102,16 @@ def test_a_setting_of_the_wrong_type_is_named(tether_home: Path) -> None:
         load_config()
 
 
+def test_the_model_tables_system_is_a_string(tether_home: Path) -> None:
+    """`[model] system` is the sessions' system message; anything but text is named."""
+    _write_config(tether_home, '[model]\nsystem = "Be brief."\n')
+    assert load_config().model_system == "Be brief."
+    file = _write_config(tether_home, "[model]\nsystem = 3\n")
+    with pytest.raises(UsageError) as caught:
+        load_config()
+    assert str(caught.value) == f"{file}: model.system must be a string"
+
+
 def test_a_bad_tether_grace_names_the_variable_and_spares_other_commands(
     tmp_path: Path,
 ) -> None:

@@ -105,6 +105,31 @@ async def test_a_busy_endpoint_is_retried_with_backoff(status: int) -> None:
     assert len(server.requests) == 2
 
 
+async def test_each_retry_is_told_to_the_request_with_its_reason() -> None:
+    """Issue 21: a screen showed nothing while the SDK retried. `on_retry` hears each
+    resend, with the status that caused it and the count; the first send is not one."""
+    replies = [
+        error_reply(503, "busy", retry_after_ms=10),
+        error_reply(429, "slow down", retry_after_ms=10),
+        text_reply("ok"),
+        error_reply(503, "busy", retry_after_ms=10),
+        text_reply("again"),
+    ]
+    told: list[str] = []
+    request = ModelRequest(messages=HELLO.messages, on_retry=told.append)
+    async with ModelServer.open(replies) as server:
+        model = model_for(server)
+        events = await step(model, request)
+        again = await step(model, HELLO)  # retried too, with nobody to tell
+        await model.aclose()
+    assert events[-1].message.content == "ok"
+    assert again[-1].message.content == "again"
+    assert told == [
+        "the endpoint answered 503 Service Unavailable; retry 1 of 2",
+        "the endpoint answered 429 Too Many Requests; retry 2 of 2",
+    ]
+
+
 async def test_an_endpoint_that_refuses_gives_one_line_that_names_it() -> None:
     """A refusal that retries do not cure becomes one `ModelError` line with the status."""
     async with ModelServer.open([error_reply(401, "bad key\nreally")] * 3) as server:

@@ -40,6 +40,7 @@ from ..runtime import (
     ToolCallRequested,
     ToolCallStarted,
     TurnEnded,
+    default_system,
 )
 from ..runtime import ToolCallProgress as AgentToolProgress
 from ._permissions import PermissionBridge
@@ -160,7 +161,12 @@ class AcpSession:
     def _start(self, runtime: Runtime, resume: str | None) -> str | None:
         """Open the agent session; return why it cannot be, or None."""
         try:
-            agent = Agent(runtime, model_from_spec(self.model, config=self.config))
+            system = self.config.model_system
+            agent = Agent(
+                runtime,
+                model_from_spec(self.model, config=self.config),
+                system=default_system(self.workspace) if system is None else system,
+            )
             if resume is None:
                 self.agent_session = agent.session(on_event=self.render)
             else:

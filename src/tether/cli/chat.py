@@ -2,8 +2,8 @@
 
 prompt_toolkit reads the person's lines and, while a turn runs, single keys (Esc and
 Ctrl-C stop the turn; y / a / n answer a permission prompt); rich prints the streamed
-answer, one status line per tool call change and the abort report while a stopped turn
-settles. The session and its transcript live in the account's ledger file, so
+answer, a status line while a model request is waited for (and retried), one status line
+per tool call change and the abort report while a stopped turn settles. The session and its transcript live in the account's ledger file, so
 `--resume ID` continues one.
 """
 
@@ -40,6 +40,13 @@ _SHOWN_LINES = 20
     help="openai:<model> (endpoint from TETHER_MODEL_URL, key from TETHER_MODEL_KEY)"
     " or scripted:<file>; default: name in the [model] table of the config file.",
 )
+@click.option(
+    "--system",
+    metavar="TEXT",
+    help="The system message of every model request; default: system in the [model]"
+    " table of the config file, else one naming the workspace and the date"
+    ' (--system "" sends none).',
+)
 @click.option("--resume", "resume_id", metavar="ID", help="Continue a saved session.")
 @click.option(
     "--workspace",
@@ -48,7 +55,9 @@ _SHOWN_LINES = 20
     show_default=True,
     help="The directory the tools work in.",
 )
-def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None:
+def chat(
+    model_spec: str | None, system: str | None, resume_id: str | None, workspace: Path
+) -> None:
     """Talk to an agent whose tool calls run through tether.
 
     Esc or Ctrl-C during a turn stops it and shows what is still settling (a write
@@ -61,13 +70,14 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
       TETHER_MODEL_URL=http://127.0.0.1:8000/v1 TETHER_MODEL_KEY=none \\
         tether chat --model openai:qwen2.5-coder
       tether chat --model scripted:moves.jsonl
+      tether chat --model openai:gpt-4o --system "Answer in one sentence."
       tether chat --resume session_3f2a… --model openai:gpt-4o
     """
     import anyio
 
     from .._config import load_config
     from ..errors import Refused, UsageError
-    from ..models import model_from_spec
+    from ..models import ModelError, model_from_spec
 
     config = load_config()
     spec = model_spec or config.model
@@ -76,14 +86,26 @@ def chat(model_spec: str | None, resume_id: str | None, workspace: Path) -> None
             "no model: pass --model openai:<model> or --model scripted:<file>,"
             " or set name in the [model] table of the config file"
         )
-    model = model_from_spec(spec, config=config)
+    try:
+        model = model_from_spec(spec, config=config)
+    except ModelError as exc:
+        # A model that cannot be built is a refusal of the command line or the config
+        # (exit 2, as `tether acp` and the README say), not a failure of a turn.
+        raise UsageError(str(exc)) from None
     if not sys.stdin.isatty():
         raise Refused(
             "tether chat needs a terminal on stdin; programs drive sessions"
             " with tether acp or the Agent API"
         )
+    # The resume hint repeats what the command line gave: the model and the system
+    # message (the transcript keeps neither).
+    hint = f"--model {shlex.quote(spec)}"
+    if system is not None:
+        hint += f" --system {shlex.quote(system)}"
+    else:
+        system = config.model_system
     try:
-        anyio.run(_chat, model, spec, resume_id, workspace)
+        anyio.run(_chat, model, hint, system, resume_id, workspace)
     except BaseExceptionGroup as group:
         # The runtime's task group wraps an error of the session; show it as itself.
         raise _only_error(group) from None
@@ -133,15 +155,35 @@ class _Terminal:
         """Per call id: its request line is on the screen (a prompt comes after it)."""
         self.output_lines: dict[str, int] = {}
         """Per call id: the output lines it printed so far (the first 20 are shown)."""
+        self.waiting = False
+        """The last line on the screen says that the model is being waited for."""
 
     # -- rendering ----------------------------------------------------------------
 
     def _line(self, text: str, style: str = "") -> None:
+        self._clear_waiting()
         if self.in_text:
             self.console.print()
             self.in_text = False
         self.block = 0
         self.console.print(text, style=style, markup=False, highlight=False)
+
+    def _clear_waiting(self) -> None:
+        """Take the "waiting for the model" line off the screen (output has begun)."""
+        if not self.waiting:
+            return
+        self.waiting = False
+        if self.console.is_terminal:
+            # Up to the start of the waiting line, then clear to the end of the screen.
+            self.console.file.write("\x1b[1F\x1b[J")
+
+    def _show_waiting(self, attempt: int, reason: str | None) -> None:
+        text = "waiting for the model…"
+        if attempt > 1 and reason:
+            text = f"waiting for the model: {reason}"
+        # One row, so that taking it back is one row up.
+        self._line(text[: max(20, self.console.width - 1)], "dim")
+        self.waiting = True
 
     def _block(self, lines: list[str], style: str) -> None:
         """Print `lines` in place of the countdown printed last, if nothing came since."""
@@ -156,6 +198,7 @@ class _Terminal:
     async def on_event(self, event: AgentEvent) -> None:
         from ..runtime import (
             MessageChunk,
+            ModelWaiting,
             ToolCallEnded,
             ToolCallProgress,
             ToolCallRequested,
@@ -164,7 +207,10 @@ class _Terminal:
         )
 
         match event:
+            case ModelWaiting(attempt=attempt, reason=reason):
+                self._show_waiting(attempt, reason)
             case MessageChunk(text=text):
+                self._clear_waiting()
                 self.console.print(text, end="", markup=False, highlight=False)
                 self.in_text = True
             case ToolCallRequested(call_id=call_id, title=title, stop_class=stop_class):
@@ -193,6 +239,7 @@ class _Terminal:
                 style = "green" if code is None else "red"
                 self._line(f"  {mark} {tool}: {state}  {first}".rstrip(), style)
             case TurnEnded(stop_reason=reason, error=error):
+                self._clear_waiting()
                 if reason == "cancelled":
                     self._line("stopped: the turn has settled", "yellow")
                 elif reason == "error":
@@ -325,13 +372,17 @@ class _Terminal:
 
 
 async def _chat(
-    model: Model, spec: str, resume_id: str | None, workspace: Path
+    model: Model,
+    hint: str,
+    system: str | None,
+    resume_id: str | None,
+    workspace: Path,
 ) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import create_input
 
     from .._term import rich_console
-    from ..runtime import Agent, Runtime
+    from ..runtime import Agent, Runtime, default_system
 
     console = rich_console()
     keys = create_input()
@@ -342,7 +393,11 @@ async def _chat(
     ) as runtime:
         for problem in runtime.problems:
             console.print(f"note: {problem}", style="yellow", markup=False)
-        agent = Agent(runtime, model)
+        agent = Agent(
+            runtime,
+            model,
+            system=default_system(runtime.workspace) if system is None else system,
+        )
         if resume_id:
             session = agent.resume(resume_id, on_event=terminal.on_event)
         else:
@@ -365,8 +420,7 @@ async def _chat(
                 await terminal.run_turn(session, text)
         # The model too: resuming needs one, and a config may name none or another.
         console.print(
-            f"bye: resume with tether chat --resume {session.id}"
-            f" --model {shlex.quote(spec)}",
+            f"bye: resume with tether chat --resume {session.id} {hint}",
             style="dim",
             markup=False,
         )

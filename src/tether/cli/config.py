@@ -65,7 +65,7 @@ def _settings(cfg: Any) -> dict[str, Any]:
         out[name] = (
             {"error": cfg.invalid[name]} if name in cfg.invalid else getattr(cfg, name)
         )
-    for name in ("image_command", "model_url", "model", "store_url"):
+    for name in ("image_command", "model_url", "model", "model_system", "store_url"):
         out[name] = getattr(cfg, name)
     return out
 

@@ -57,6 +57,14 @@ __all__ = ("host",)
     show_default=True,
     help="Seconds an abort that arrived before its call is kept.",
 )
+@click.option(
+    "--eof-drain",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds calls in flight may take to report after stdin closes; a started"
+    " write or extension is waited for beyond them.",
+)
 def host(
     stdio: bool,
     workspace: Path,
@@ -66,6 +74,7 @@ def host(
     no_guard: bool,
     max_concurrent: int,
     tombstone_ttl: float,
+    eof_drain: float,
 ) -> None:
     """Serve tool calls over JSON-RPC 2.0 on stdin/stdout (one JSON object per line).
 
@@ -124,6 +133,7 @@ def host(
                 guard=not no_guard,
                 max_concurrent=max_concurrent,
                 tombstone_ttl=tombstone_ttl,
+                eof_drain=eof_drain,
             )
 
     anyio.run(serve)

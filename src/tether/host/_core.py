@@ -95,6 +95,8 @@ class HostCore:
         self.admission = Admission(limit=max_concurrent)
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()
+        self._ended = anyio.Event()
+        """Set when a call ends (replaced by each wait for one)."""
 
     @property
     def workspace(self) -> Path:
@@ -118,6 +120,21 @@ class HostCore:
         while len(self.calls):
             await self._idle.wait()
             self._idle = anyio.Event()
+
+    def started_writes(self) -> list[HostCall]:
+        """Running MUTATING and EXTENSION calls: never cut once started (spec 01)."""
+        return [
+            call
+            for call in self.calls
+            if call.phase == "running"
+            and call.tool.stop_class in (StopClass.MUTATING, StopClass.EXTENSION)
+        ]
+
+    async def wait_started_writes(self) -> None:
+        """Wait until every started MUTATING and EXTENSION call has ended."""
+        while self.started_writes():
+            self._ended = anyio.Event()
+            await self._ended.wait()
 
     def describe_active(self) -> list[str]:
         """Name each call the host still runs: tool, call id, since when, and its state."""
@@ -313,6 +330,7 @@ class HostCore:
             self.calls.remove(key)
             call.phase = "finished"
             call.ctx._end()
+            self._ended.set()
             if not len(self.calls):
                 self._idle.set()
             if result is not None:

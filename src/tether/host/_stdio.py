@@ -68,7 +68,8 @@ __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 
 _BUILTIN_MODULE = "tether.host.tools"
 EOF_DRAIN = 5.0
-"""Seconds the host lets calls in flight finish after stdin closes."""
+"""Seconds the host lets calls in flight finish after stdin closes; a started write or
+extension is waited for beyond them (never cut)."""
 READY_BOUND = 60.0
 """Seconds the runtime waits for a starting host to answer `host.ready`."""
 PROGRESS_BACKLOG = 256 * 1024
@@ -154,8 +155,14 @@ async def serve_stdio(
     guard: bool,
     max_concurrent: int,
     tombstone_ttl: float,
+    eof_drain: float = EOF_DRAIN,
 ) -> None:
-    """Serve the host core on stdin/stdout until stdin closes."""
+    """Serve the host core on stdin/stdout until stdin closes.
+
+    After stdin closes, calls in flight get `eof_drain` seconds to report; then a
+    started write or extension is still waited for (spec 01: never cut, even with the
+    runtime gone), the host says so on stderr, and everything else is cancelled.
+    """
     proto_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints of tools go to stderr, never into a frame
     sys.stdout = sys.stderr
@@ -204,8 +211,19 @@ async def serve_stdio(
 
     async def drain() -> None:
         # stdin closed: let calls in flight report (bounded), so piped use sees results.
-        with anyio.move_on_after(EOF_DRAIN):
+        with anyio.move_on_after(eof_drain):
             await core.wait_idle()
+        writes = core.started_writes()
+        if writes:
+            # Not bounded on purpose: each started write ends with its real result.
+            names = "; ".join(f"{c.key.tool} call {c.key.call_id}" for c in writes)
+            print(
+                f"tether host: input closed; waiting for {names}"
+                " (a started write is never cut)",
+                file=sys.stderr,
+                flush=True,
+            )
+            await core.wait_started_writes()
 
     def execute(params: dict[str, Any]) -> dict[str, Any]:
         core.execute(execute_from_wire(params), emit)

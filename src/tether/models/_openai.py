@@ -12,11 +12,14 @@ This module is the one place Chat Completions wire shapes appear.
 
 from __future__ import annotations
 
+import contextvars
+import http
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
-from typing import Any, cast, final
+from typing import Any, Protocol, cast, final
 
+import attrs
 import openai
 
 from .._config import Config, load_config, paths
@@ -79,8 +82,15 @@ class OpenAIModel:
             )
         self.model = model
         self.base_url = url
+        self.max_retries = max_retries
         self.client = openai.AsyncOpenAI(
-            base_url=url, api_key=key, max_retries=max_retries, timeout=timeout
+            base_url=url,
+            api_key=key,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=openai.DefaultAsyncHttpxClient(
+                event_hooks={"request": [_on_request], "response": [_on_response]}
+            ),
         )
 
     @property
@@ -120,11 +130,17 @@ class OpenAIModel:
                 }
                 for t in request.tools
             ]
+        attempts = None
+        if request.on_retry is not None:
+            attempts = _Attempts(request.on_retry, self.max_retries)
         try:
-            chunks = cast(
-                "openai.AsyncStream[Any]",
-                await self.client.chat.completions.create(**params),
-            )
+            # The SDK's retries all happen inside `create()`, in this task's context.
+            token = _ATTEMPTS.set(attempts)
+            try:
+                created = await self.client.chat.completions.create(**params)
+            finally:
+                _ATTEMPTS.reset(token)
+            chunks = cast("openai.AsyncStream[Any]", created)
             async with chunks:
                 limits = {
                     k: v
@@ -144,6 +160,58 @@ class OpenAIModel:
                 f"cannot reach the model endpoint {self.base_url}"
                 f" ({_one_line(str(exc))}); start it or set {TetherEnv.MODEL_URL}"
             ) from None
+
+
+class _Response(Protocol):
+    """What the status hook reads of the SDK's HTTP response."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def reason_phrase(self) -> str: ...
+
+
+@attrs.define
+class _Attempts:
+    """The sends of one request, told to its `on_retry`."""
+
+    on_retry: Callable[[str], None]
+    max_retries: int
+    sent: int = 0
+    failed: str | None = None
+    """How the last send failed (its status), if it did."""
+
+
+_STATUS_PHRASES = {int(status): status.phrase for status in http.HTTPStatus}
+
+_ATTEMPTS: contextvars.ContextVar[_Attempts | None] = contextvars.ContextVar(
+    "tether_model_attempts", default=None
+)
+"""The request being created in this task, if its caller wants to hear of retries."""
+
+
+async def _on_request(_request: object) -> None:
+    attempts = _ATTEMPTS.get()
+    if attempts is None:
+        return
+    attempts.sent += 1
+    if attempts.sent > 1:
+        reason = attempts.failed or "the endpoint did not answer"
+        attempts.on_retry(
+            f"{reason}; retry {attempts.sent - 1} of {attempts.max_retries}"
+        )
+    attempts.failed = None
+
+
+async def _on_response(response: _Response) -> None:
+    attempts = _ATTEMPTS.get()
+    if attempts is not None and response.status_code >= 400:
+        code = response.status_code
+        # HTTP/2 and some servers send no reason phrase: the standard one is shown.
+        phrase = response.reason_phrase
+        if not phrase and code in _STATUS_PHRASES:
+            phrase = _STATUS_PHRASES[code]
+        attempts.failed = f"the endpoint answered {code} {phrase}".rstrip()
 
 
 def _one_line(text: str) -> str:

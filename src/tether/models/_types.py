@@ -7,7 +7,7 @@ own boundary (`_openai.py` to Chat Completions), so the loop never sees a wire o
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -148,6 +148,9 @@ class ModelRequest:
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    on_retry: Callable[[str], None] | None = attrs.field(default=None, eq=False)
+    """Told, in one line, each time the model sends the request again (its own retries
+    of a busy or unreachable endpoint), before the answer of the retry."""
 
 
 @attrs.frozen

@@ -5,10 +5,12 @@ from __future__ import annotations
 from ..host._protocol import PermissionRequest as PermissionRequest
 from ._agent import Agent as Agent
 from ._agent import AgentSession as AgentSession
+from ._agent import default_system as default_system
 from ._agent import tool_result_text as tool_result_text
 from ._agent_events import AgentEvent as AgentEvent
 from ._agent_events import EventCallback as EventCallback
 from ._agent_events import MessageChunk as MessageChunk
+from ._agent_events import ModelWaiting as ModelWaiting
 from ._agent_events import StopReason as StopReason
 from ._agent_events import ToolCallEnded as ToolCallEnded
 from ._agent_events import ToolCallProgress as ToolCallProgress
@@ -38,6 +40,7 @@ __all__ = (
     "CallState",
     "EventCallback",
     "MessageChunk",
+    "ModelWaiting",
     "PendingCall",
     "PermissionRequest",
     "Runtime",
@@ -53,5 +56,6 @@ __all__ = (
     "Turn",
     "TurnEnded",
     "TurnSettled",
+    "default_system",
     "tool_result_text",
 )

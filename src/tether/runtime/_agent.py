@@ -44,9 +44,11 @@ render the events.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -69,6 +71,7 @@ from ._agent_events import (
     AgentEvent,
     EventCallback,
     MessageChunk,
+    ModelWaiting,
     StopReason,
     ToolCallEnded,
     ToolCallProgress,
@@ -93,12 +96,27 @@ if TYPE_CHECKING:
 
     from ._runtime import Runtime
 
-__all__ = ("HALT_REASON", "Agent", "AgentSession", "tool_result_text")
+__all__ = (
+    "HALT_REASON",
+    "Agent",
+    "AgentSession",
+    "default_system",
+    "tool_result_text",
+)
 
 HALT_REASON = "the person stopped the run"
 """The reason recorded on calls a run's stop kept from starting."""
 
 _TITLE_FIELDS = ("command", "file_path", "path", "pattern", "url", "prompt")
+
+
+def default_system(workspace: Path | str, *, today: datetime.date | None = None) -> str:
+    """The system message of a session given none: its workspace and today's date."""
+    day = today or datetime.date.today()
+    return (
+        f"You work in the directory {workspace}: the tools' relative paths start"
+        f" there. Today is {day:%A}, {day.isoformat()}."
+    )
 
 
 @final
@@ -381,9 +399,23 @@ class AgentSession:
 
     async def _ask_model(self, turn: Turn) -> tuple[Message | None, StepDone | None]:
         """One streamed model step: the assistant message (cut if stopped) and its end."""
+        attempt = 1
+
+        def retrying(reason: str) -> None:
+            nonlocal attempt
+            attempt += 1
+            self._emit(
+                ModelWaiting(
+                    session_id=self.id, turn_id=turn.id, attempt=attempt, reason=reason
+                )
+            )
+
         request = ModelRequest(
-            messages=self.request_messages(), tools=self.agent.tool_specs()
+            messages=self.request_messages(),
+            tools=self.agent.tool_specs(),
+            on_retry=retrying,
         )
+        self._emit(ModelWaiting(session_id=self.id, turn_id=turn.id))
         pieces: list[str] = []
         done: StepDone | None = None
         with anyio.CancelScope() as scope:

@@ -3,7 +3,8 @@
 For each tool call: `ToolCallRequested`, then `ToolCallStarted` (if its operation began),
 `ToolCallProgress` any number of times, and always one `ToolCallEnded` with its final
 state. Each turn ends with one `TurnEnded`, delivered after every `ToolCallEnded` of the
-turn. `MessageChunk`s carry the assistant's text as it streams. A terminal view and the
+turn. `ModelWaiting` comes as each model request is sent (and again as the model
+retries it); `MessageChunk`s carry the assistant's text as it streams. A terminal view and the
 ACP server render these; they are values, never wire objects.
 """
 
@@ -22,6 +23,7 @@ __all__ = (
     "AgentEvent",
     "EventCallback",
     "MessageChunk",
+    "ModelWaiting",
     "StopReason",
     "ToolCallEnded",
     "ToolCallProgress",
@@ -37,6 +39,19 @@ StopReason: TypeAlias = Literal[
 (`cancelled`), the run's stop seen between steps, after the calls in flight ended
 (`halted`), the request limit (`max_turn_requests`), the model refused (`refusal`),
 or the model could not be used (`error`, with a message)."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelWaiting:
+    """A model request was sent and its answer has not begun: the wait a screen shows."""
+
+    session_id: str
+    turn_id: str
+    attempt: int = 1
+    """1 for the request; 2, 3, ... each time the model sends it again."""
+    reason: str | None = None
+    """Why it was sent again (such as `the endpoint answered 503 Service
+    Unavailable; retry 1 of 2`); None for the first send."""
 
 
 @attrs.frozen(kw_only=True)
@@ -126,7 +141,8 @@ class TurnEnded:
 
 
 AgentEvent: TypeAlias = (
-    MessageChunk
+    ModelWaiting
+    | MessageChunk
     | ToolCallRequested
     | ToolCallStarted
     | ToolCallProgress

@@ -582,10 +582,22 @@ class Executor:
             tool=call.key.tool,
         )
 
-    def waiting(self) -> list[str]:
-        """Name each unsettled call: tool, call id, and since when it was requested."""
+    def started_writes(self) -> list[ActiveCall]:
+        """Unsettled calls whose operation started and is never abandoned: MUTATING,
+        EXTENSION and tools the runtime does not know (spec 01)."""
+        return [
+            call
+            for call in self.active.values()
+            if not call.is_settled
+            and call.stop_class in _AWAITED
+            and call.host_phase in ("running", "finished")
+        ]
+
+    def waiting(self, calls: Collection[ActiveCall] | None = None) -> list[str]:
+        """Name each unsettled call (or each of `calls`): tool, call id, and since when
+        it was requested."""
         out = []
-        for call in self.active.values():
+        for call in self.active.values() if calls is None else calls:
             rec = self.ledger.get(call.key.session_id, call.key.call_id)
             since = time.strftime("%H:%M:%S", time.localtime(rec.requested_at))
             out.append(

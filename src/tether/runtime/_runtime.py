@@ -250,14 +250,7 @@ class Runtime:
                         await session.abort(source="shutdown", reason="runtime closed")
                 for session in self.sessions:
                     await session.settled()
-            waiting = self.executor.waiting()
-            if waiting and self.host_kind == "inprocess":
-                # A started write is never cut: the in-process host runs it in this
-                # process, so closing waits for it, and says so (spec 01, MUTATING).
-                self._say("closing waits for " + "; ".join(waiting))
-                with anyio.CancelScope(shield=True):
-                    for session in self.sessions:
-                        await session.settled()
+            await self._wait_for_started_writes()
         finally:
             self.host = None
             self.executor.host = None
@@ -268,13 +261,40 @@ class Runtime:
             finally:
                 if self.executor.active:
                     # The stdio host was ended after the bound: what it never reported
-                    # ends with what is known (END_UNKNOWN for a started write).
+                    # ends with what is known (END_UNKNOWN for a started write, which
+                    # closing waited for unless it was cut short).
                     self._say("closed before " + "; ".join(self.executor.waiting()))
                     with anyio.CancelScope(shield=True):
                         await self.executor.end_at_close(host, "the runtime closed")
                 for stream in self._subscribers:
                     stream.close()
                 self.ledger.close()
+
+    async def _wait_for_started_writes(self) -> None:
+        """After the shutdown bound: wait for every started write, and say so.
+
+        A started write is never cut (spec 01, MUTATING and EXTENSION), on either host.
+        In process every unsettled call is waited for (its task lives in this process
+        and cannot be killed); over stdio the started writes and extensions are, with the
+        host still connected so their results arrive, and the rest is left to the host's
+        bounded close.
+        """
+        if self.host_kind == "inprocess":
+            waiting = self.executor.waiting()
+            if waiting:
+                self._say("closing waits for " + "; ".join(waiting))
+                with anyio.CancelScope(shield=True):
+                    for session in self.sessions:
+                        await session.settled()
+            return
+        writes = self.executor.started_writes()
+        if writes:
+            self._say("closing waits for " + "; ".join(self.executor.waiting(writes)))
+            # Not bounded on purpose: each wait ends with the write's result, or when
+            # the host goes away (`Executor.host_lost` settles every call then).
+            with anyio.CancelScope(shield=True):
+                for call in writes:
+                    await call.wait_settled()
 
     async def _note_containment(self) -> None:
         """Learn the containment in force; the fallback is a problem, with its reason."""
