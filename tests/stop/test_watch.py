@@ -97,13 +97,15 @@ def test_read_outcomes_setup_rewritten_with_the_same_choice_does_not_hold() -> N
 def test_read_outcomes_home_missing_holds(
     tether_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the account's home gone, the own store cannot be looked at: HOLD, saying
-    the account was never set up and what to run."""
+    """Spec 02, "the home/state dir cannot be found": a reading that makes the own
+    store (a run's, a verb's, which make the home first) and finds no home holds,
+    naming the home and what makes it. (A display-only reading, `tether status`, says
+    CLEAR there: nothing can stand in a folder not made yet; tests/cli.)"""
     monkeypatch.setenv("TETHER_HOME", str(tether_home / "gone"))
     reading = StopStore.from_setup().read()
     assert reading.outcome is ReadOutcome.HOLD
-    assert "never set up" in (reading.reason or "")
-    assert "`tether setup`" in (reading.reason or "")
+    assert f"home {tether_home / 'gone'} is not there" in (reading.reason or "")
+    assert "`tether stop` or `tether run` makes it" in (reading.reason or "")
 
 
 @pytest.mark.rule("read-outcomes")

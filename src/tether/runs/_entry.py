@@ -18,8 +18,9 @@ import anyio
 from .._config import paths
 from .._env import TetherEnv
 from .._ids import new_id
-from ..errors import TetherError, UsageError
+from ..errors import StoreError, TetherError, UsageError
 from ..stop import StopStore
+from ..stop._setup import make_state_dir
 from ._clock import RunClock, WallClock
 from ._digest import write_digest
 from ._open import open_store, store_url
@@ -56,7 +57,13 @@ async def run_plan(
         Refused: the take-over is not allowed now.
     """
     # A fresh account has no state dir yet; the own store of stops lives inside it.
-    paths().state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Made as `tether stop` makes it (one rule for no set-up).
+    try:
+        make_state_dir()
+    except OSError as exc:
+        raise StoreError(
+            f"the account's state dir {paths().state_dir} cannot be made: {exc}"
+        ) from None
     stop_store = StopStore.from_setup()
     watch = stop_store.watch()
     store = None

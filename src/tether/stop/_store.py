@@ -90,11 +90,12 @@ def _ensure_own_store(person_uid: int) -> None:
 def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
     """A reading of the account's own store where its folders are not there yet.
 
-    With the home there, a reading that would make the store (`made`: a run's, a
-    verb's) reads it; a display-only one (`tether status`) makes nothing and says what
-    a run would find: no stop, as nothing can stand in a folder that is not there. With
-    the home itself missing, nothing can be made: HOLD, saying the account was never
-    set up and what to run.
+    No set-up is one rule (`docs/recorded-stop.md`, "No set-up"): `tether stop` and
+    `tether run` make the own store, the home `TETHER_HOME` names included, before they
+    read. So a display-only reading (`tether status`, the hook: `made` false) of an
+    own store not made yet says what a run would find: no stop, as nothing can stand
+    in a folder that is not there. A reading that makes the store (`made`: a run's, a
+    verb's) and still finds no home holds: its home went, or could not be made.
     """
     if reading.outcome is not ReadOutcome.HOLD or place.folder is not None:
         return reading
@@ -103,7 +104,12 @@ def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
             reading  # only a missing folder, never a hung or broken one, is looked at
         )
     home = account_home()
-    if os.path.isdir(home) and not made and place.person_uid == os.geteuid():
+    there = os.path.isdir(home)
+    if (
+        (there or not os.path.lexists(home))
+        and not made
+        and place.person_uid == os.geteuid()
+    ):
         return attrs.evolve(
             reading,
             outcome=ReadOutcome.CLEAR,
@@ -119,8 +125,8 @@ def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
     return attrs.evolve(
         reading,
         reason=(
-            f"this account was never set up ({home} does not exist): run "
-            "`tether setup` to make it, then `tether stop` sets a stop"
+            f"the account's home {home} is not there, so its own store of stops "
+            "cannot be looked at: `tether stop` or `tether run` makes it"
         ),
     )
 
