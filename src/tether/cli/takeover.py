@@ -33,15 +33,17 @@ def takeover(run_id: str, store_opt: str | None, poll: float | None) -> None:
     Examples:
       tether takeover run_3f9a0c1b2d4e-1
     """
-    import anyio
-
     from ..runs._entry import run_plan
-    from ._runview import run_view
+    from ._runview import run_in_view
 
-    with run_view() as say:
-        code = anyio.run(
-            lambda: run_plan(
-                None, say=say, store_option=store_opt, takeover=run_id, poll=poll
-            )
+    code = run_in_view(
+        lambda say, beside: run_plan(
+            None,
+            say=say,
+            beside=beside,
+            store_option=store_opt,
+            takeover=run_id,
+            poll=poll,
         )
-    sys.exit(int(code))
+    )
+    sys.exit(code)
