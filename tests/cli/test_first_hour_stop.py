@@ -86,6 +86,7 @@ def test_stop_in_a_home_that_does_not_exist_makes_the_own_store_and_sets_it(
     assert (
         reading.stop_path == missing / "state" / "stop" / str(os.geteuid()) / STOP_NAME
     )
+    assert missing.stat().st_mode & 0o777 == 0o700
     assert (missing / "state").stat().st_mode & 0o777 == 0o700
     assert str(StopStore.from_setup().read().outcome) == "STOPPED"
 

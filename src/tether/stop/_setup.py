@@ -98,8 +98,8 @@ def own_store() -> Path:
 
 
 def make_state_dir() -> Path:
-    """Make the account's state dir (mode 0700) and what is missing above it, the home
-    `TETHER_HOME` names included; return it.
+    """Make the account's state dir and what is missing above it, the home
+    `TETHER_HOME` names included, each level mode 0700; return it.
 
     No set-up is one rule: `tether stop`, `tether lift` and `tether run` all make it
     before they read, so on an account never set up the stop the person sets is the one
@@ -109,7 +109,14 @@ def make_state_dir() -> Path:
         OSError: it cannot be made (a file in the way, no right to write the parent).
     """
     where = Path(own_store_text()).parent
-    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    missing: list[Path] = []
+    level = where
+    while not level.is_dir() and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for level in reversed(missing):
+        # Each level owner-only (`Path.mkdir(parents=True)` gives parents the umask's).
+        level.mkdir(mode=0o700, exist_ok=True)
     return where
 
 
