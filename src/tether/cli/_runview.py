@@ -39,6 +39,7 @@ __all__ = (
     "PROGRESS_EVERY",
     "RunView",
     "elapsed_text",
+    "progress_option",
     "run_in_view",
     "run_view",
 )
@@ -47,6 +48,19 @@ LIVE_EVERY = 0.5
 """Seconds between two redraws of the live table on a terminal."""
 PROGRESS_EVERY = 30.0
 """Seconds between two looks for progress lines when not on a terminal (the default)."""
+
+
+progress_option = click.option(
+    "--progress",
+    type=click.FloatRange(min=0),
+    default=PROGRESS_EVERY,
+    show_default=True,
+    metavar="SECONDS",
+    help="When the output is not a terminal: seconds between progress lines (a lane's "
+    "stage, time in it and last output line, printed only when that line is new); 0 "
+    "for none. A terminal shows a live table instead.",
+)
+"""`--progress` of `tether run` and `tether takeover`."""
 
 
 def elapsed_text(seconds: float) -> str:

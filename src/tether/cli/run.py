@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ._runview import progress_option
+
 __all__ = ("run",)
 
 
@@ -44,16 +46,7 @@ __all__ = ("run",)
     is_flag=True,
     help="When nothing is left to claim, wait for new queue items (until a stop).",
 )
-@click.option(
-    "--progress",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="When the output is not a terminal: seconds between progress lines (a lane's "
-    "stage, time in it and last output line, printed only when that line is new); 0 "
-    "for none. A terminal shows a live table instead.",
-)
+@progress_option
 def run(
     plan: Path,
     takeover: str | None,
