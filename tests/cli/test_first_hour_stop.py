@@ -1,5 +1,6 @@
-"""What a new account sees of the recorded stop: a home never set up is named as such,
-a read changes nothing on disk, and the person's reason is shown, never judged."""
+"""What a new account sees of the recorded stop: a home not made yet reads CLEAR and is
+made by the first `tether stop` (as by the first run), a read changes nothing on disk,
+and the person's reason is shown, never judged."""
 
 from __future__ import annotations
 
