@@ -53,18 +53,17 @@ def _who(uid: int) -> str:
 
 def _ensure_own_store(person_uid: int) -> None:
     """Make `<state>/stop/<uid>/` (mode 0700 levels) and its reserve (`_verbs`) when
-    the account's home exists."""
+    the folder it is made in exists: the account's home, or the state dir's parent
+    when the state dir is not under the home (`XDG_STATE_HOME` elsewhere)."""
     if person_uid != os.geteuid():
         return
     home = account_home()
     target = own_store() / str(person_uid)
-    try:
-        relative = target.relative_to(home)
-    except ValueError:
+    base = home if target.is_relative_to(home) else own_store().parent.parent
+    relative = target.relative_to(base)
+    if not os.path.isdir(base):
         return
-    if not os.path.isdir(home):
-        return
-    path = home
+    path = base
     for part in relative.parts:
         path = path / part
         try:
