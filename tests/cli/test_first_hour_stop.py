@@ -1,5 +1,6 @@
-"""What a new account sees of the recorded stop: a home never set up is named as such,
-a read changes nothing on disk, and the person's reason is shown, never judged."""
+"""What a new account sees of the recorded stop: a home not made yet reads CLEAR and is
+made by the first `tether stop` (as by the first run), a read changes nothing on disk,
+and the person's reason is shown, never judged."""
 
 from __future__ import annotations
 
@@ -36,19 +37,30 @@ def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-def test_status_of_a_home_that_does_not_exist_says_never_set_up_and_creates_nothing(
+def test_status_of_a_home_that_does_not_exist_reads_clear_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
+    """No set-up is one rule (issue 20): a home not made yet reads CLEAR, as a run
+    there would read, says who makes the store, and status makes nothing."""
     home = tmp_path / "not-yet"
     done = _tether("status", home=home)
     assert done.returncode == 0, done.stderr
-    assert "never set up" in done.stdout
-    assert "`tether setup`" in done.stdout
-    assert "is gone" not in done.stdout
+    assert "CLEAR" in done.stdout
+    assert "no stop store yet" in done.stdout
+    assert "tether setup" not in done.stdout
+    data = json.loads(_tether("status", "--json", home=home).stdout)
+    assert data["outcome"] == "CLEAR"
+    assert data["reason"] is None
+    assert not home.exists()
+
+
+def test_status_of_a_home_that_is_a_file_holds(tmp_path: Path) -> None:
+    """A home that cannot be a folder is not "not made yet": status holds, saying so."""
+    home = tmp_path / "a-file"
+    home.write_text("", encoding="utf-8")
     data = json.loads(_tether("status", "--json", home=home).stdout)
     assert data["outcome"] == "HOLD"
-    assert "tether setup" in data["reason"]
-    assert not home.exists()
+    assert data["reason"]
 
 
 def test_status_of_a_fresh_home_reads_clear_and_makes_no_folder(
@@ -63,15 +75,31 @@ def test_status_of_a_fresh_home_reads_clear_and_makes_no_folder(
     assert "no stop store yet" in text
 
 
-def test_stop_in_a_home_that_does_not_exist_names_tether_setup(
+def test_stop_in_a_home_that_does_not_exist_makes_the_own_store_and_sets_it(
     tether_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No set-up is one rule (issue 20): `tether stop` makes the own store, the home
+    included, as `tether run` does, and the stop stands where a run reads it."""
     missing = tether_home / "not-yet"
     monkeypatch.setenv("TETHER_HOME", str(missing))
-    with pytest.raises(Exception, match=r"never set up: run `tether setup`") as caught:
+    reading = set_stop("lunch")
+    assert str(reading.outcome) == "STOPPED"
+    assert (
+        reading.stop_path == missing / "state" / "stop" / str(os.geteuid()) / STOP_NAME
+    )
+    assert missing.stat().st_mode & 0o777 == 0o700
+    assert (missing / "state").stat().st_mode & 0o777 == 0o700
+    assert str(StopStore.from_setup().read().outcome) == "STOPPED"
+
+
+def test_stop_where_the_own_store_cannot_be_made_fails_and_says_why(
+    tether_home: Path,
+) -> None:
+    """A file where the state dir goes: the stop is NOT set, and the line says why."""
+    (tether_home / "state").write_text("", encoding="utf-8")
+    with pytest.raises(Exception, match=r"NOT set: .* cannot be made") as caught:
         set_stop("lunch")
-    assert "NOT set" in str(caught.value)
-    assert not missing.exists()
+    assert "File exists" in str(caught.value)
 
 
 def test_status_shows_the_persons_reason_and_json_carries_it_as_stop_reason(

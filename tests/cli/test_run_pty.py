@@ -7,6 +7,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import select
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from tests.waiting import wait_until
 
 from tether.runs import LaneState
 
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
 
 def _make_controlling() -> None:
     # The child leads a new session whose controlling terminal is the pty, so Ctrl-C
@@ -37,7 +40,7 @@ def _make_controlling() -> None:
 class Terminal:
     """`tether ARGS` on a pseudo-terminal: what it printed, and keys typed at it."""
 
-    def __init__(self, *args: str, env: dict[str, str]) -> None:
+    def __init__(self, *args: str, env: dict[str, str], term: str = "dumb") -> None:
         self.master, slave = os.openpty()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tether", *args],
@@ -50,7 +53,7 @@ class Terminal:
                 **env,
                 "TETHER_WRITABLE": env.get("MARKS", ""),
                 "COLUMNS": "200",
-                "TERM": "dumb",
+                "TERM": term,
             },
             preexec_fn=_make_controlling,
         )
@@ -72,6 +75,20 @@ class Terminal:
                     if exc.errno != errno.EIO:
                         raise
         return self.seen.decode(errors="replace")
+
+    def read_until_shown(self, pattern: str, timeout: float = 30) -> str:
+        """Read until the screen, its escapes dropped, matches `pattern`; return it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = _ESCAPES.sub("", self.seen.decode(errors="replace"))
+            if re.search(pattern, shown):
+                return shown
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {pattern!r} in {shown}")
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                with contextlib.suppress(OSError):
+                    self.seen += os.read(self.master, 65536)
 
     def press_ctrl_c(self) -> None:
         os.write(self.master, b"\x03")
@@ -189,3 +206,34 @@ def test_two_ctrl_c_kill_every_agent_tree_and_still_save_the_worktrees(
         )
     assert len(store.claims(run.id)) == 2
     assert "kill" in {e.kind for e in store.events(run.id)}
+
+
+def test_the_live_view_shows_each_lanes_stage_time_and_last_output_line(
+    tmp_path: Path,
+) -> None:
+    """On a terminal the run draws a live table: per working lane its item, stage,
+    time in the stage and the last line its agent printed (issue 20)."""
+    repo = make_repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = write_plan(
+        tmp_path,
+        repo,
+        items=["one", "two"],
+        stages=[
+            (
+                "implement",
+                'echo "first"; echo "editing $TETHER_ITEM.txt"; '
+                + WAIT_FOR_GO.format(stage="impl"),
+            )
+        ],
+    )
+    term = Terminal("run", str(plan), env={"MARKS": str(marks)}, term="xterm-256color")
+    try:
+        term.read_until_shown(r"one\s+implement\s+\d+s\s+editing one\.txt")
+        term.read_until_shown(r"two\s+implement\s+\d+s\s+editing two\.txt")
+        (marks / "go").touch()
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert "one: done" in _ESCAPES.sub("", term.seen.decode(errors="replace"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,13 +98,36 @@ def test_read_outcomes_setup_rewritten_with_the_same_choice_does_not_hold() -> N
 def test_read_outcomes_home_missing_holds(
     tether_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the account's home gone, the own store cannot be looked at: HOLD, saying
-    the account was never set up and what to run."""
+    """Spec 02, "the home/state dir cannot be found": a reading that makes the own
+    store (a run's, a verb's, which make the home first) and finds no home holds,
+    naming the home and what makes it. (A display-only reading, `tether status`, says
+    CLEAR there: nothing can stand in a folder not made yet; tests/cli.)"""
     monkeypatch.setenv("TETHER_HOME", str(tether_home / "gone"))
     reading = StopStore.from_setup().read()
     assert reading.outcome is ReadOutcome.HOLD
-    assert "never set up" in (reading.reason or "")
-    assert "`tether setup`" in (reading.reason or "")
+    assert f"home {tether_home / 'gone'} is not there" in (reading.reason or "")
+    assert "`tether stop` or `tether run` makes it" in (reading.reason or "")
+
+
+@pytest.mark.rule("read-outcomes")
+@pytest.mark.skipif(sys.platform != "linux", reason="XDG_STATE_HOME is read on Linux")
+def test_read_outcomes_own_store_outside_the_home_works_with_no_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `XDG_STATE_HOME` outside the home, a run's reading makes the own store there
+    and reads CLEAR (not a HOLD for ever while status says CLEAR), then STOPPED."""
+    monkeypatch.delenv("TETHER_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "xdg-state").mkdir()
+    store = StopStore.from_setup()
+    assert store.read().outcome is ReadOutcome.CLEAR
+    set_stop("test")
+    reading = store.read()
+    assert reading.outcome is ReadOutcome.STOPPED
+    assert reading.stop_path.is_relative_to(tmp_path / "xdg-state")
 
 
 @pytest.mark.rule("read-outcomes")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ._runview import progress_option
+
 __all__ = ("run",)
 
 
@@ -44,6 +46,7 @@ __all__ = ("run",)
     is_flag=True,
     help="When nothing is left to claim, wait for new queue items (until a stop).",
 )
+@progress_option
 def run(
     plan: Path,
     takeover: str | None,
@@ -51,6 +54,7 @@ def run(
     poll: float | None,
     save_retry: float,
     follow: bool,
+    progress: float,
 ) -> None:
     """Run PLAN: a lane (git worktree) per item, its stages handed to agents in order.
 
@@ -64,23 +68,23 @@ def run(
       tether run plan.toml
       tether run plan.toml --takeover run_3f9a0c1b2d4e-1
       tether run queue-plan.toml --follow     serve the queue until a stop
+      tether run plan.toml --progress 60 > run.log
       TETHER_STORE=/srv/tether/runs.sqlite3 tether run plan.toml
     """
-    import anyio
-
     from ..runs._entry import run_plan
-    from ._runview import run_view
+    from ._runview import run_in_view
 
-    with run_view() as say:
-        code = anyio.run(
-            lambda: run_plan(
-                plan,
-                say=say,
-                store_option=store_opt,
-                takeover=takeover,
-                poll=poll,
-                save_retry=save_retry,
-                follow=follow,
-            )
-        )
-    sys.exit(int(code))
+    code = run_in_view(
+        lambda say, beside: run_plan(
+            plan,
+            say=say,
+            beside=beside,
+            store_option=store_opt,
+            takeover=takeover,
+            poll=poll,
+            save_retry=save_retry,
+            follow=follow,
+        ),
+        progress=progress,
+    )
+    sys.exit(code)

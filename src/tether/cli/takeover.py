@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from ._runview import progress_option
+
 __all__ = ("takeover",)
 
 
@@ -23,7 +25,10 @@ __all__ = ("takeover",)
     default=None,
     help="Seconds between reads of the stop while nothing moves [default: the plan's].",
 )
-def takeover(run_id: str, store_opt: str | None, poll: float | None) -> None:
+@progress_option
+def takeover(
+    run_id: str, store_opt: str | None, poll: float | None, progress: float
+) -> None:
     """Take over RUN: save its worktrees, re-claim what is free, restore, go on.
 
     Refused (exit 2) while a stop stands or while RUN is alive. Prints the new run's id
@@ -33,15 +38,18 @@ def takeover(run_id: str, store_opt: str | None, poll: float | None) -> None:
     Examples:
       tether takeover run_3f9a0c1b2d4e-1
     """
-    import anyio
-
     from ..runs._entry import run_plan
-    from ._runview import run_view
+    from ._runview import run_in_view
 
-    with run_view() as say:
-        code = anyio.run(
-            lambda: run_plan(
-                None, say=say, store_option=store_opt, takeover=run_id, poll=poll
-            )
-        )
-    sys.exit(int(code))
+    code = run_in_view(
+        lambda say, beside: run_plan(
+            None,
+            say=say,
+            beside=beside,
+            store_option=store_opt,
+            takeover=run_id,
+            poll=poll,
+        ),
+        progress=progress,
+    )
+    sys.exit(code)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -18,8 +18,9 @@ import anyio
 from .._config import paths
 from .._env import TetherEnv
 from .._ids import new_id
-from ..errors import TetherError, UsageError
+from ..errors import StoreError, TetherError, UsageError
 from ..stop import StopStore
+from ..stop._setup import make_state_dir
 from ._clock import RunClock, WallClock
 from ._digest import write_digest
 from ._open import open_store, store_url
@@ -45,18 +46,26 @@ async def run_plan(
     handle_sigint: bool = True,
     follow: bool = False,
     on_start: Callable[[Run], None] | None = None,
+    beside: Callable[[Run], Awaitable[None]] | None = None,
     clock: RunClock | None = None,
 ) -> ExitCode:
     """Run a plan (or take over a run) to its end; returns the exit code.
 
-    `say` gets the run's lines, the first being `run <id>`.
+    `say` gets the run's lines, the first being `run <id>`. `beside` (a live view) is
+    run as a task beside the run while it works and cancelled when the run ends.
 
     Raises:
         UsageError: the plan or the store cannot be used.
         Refused: the take-over is not allowed now.
     """
     # A fresh account has no state dir yet; the own store of stops lives inside it.
-    paths().state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Made as `tether stop` makes it (one rule for no set-up).
+    try:
+        make_state_dir()
+    except OSError as exc:
+        raise StoreError(
+            f"the account's state dir {paths().state_dir} cannot be made: {exc}"
+        ) from None
     stop_store = StopStore.from_setup()
     watch = stop_store.watch()
     store = None
@@ -129,7 +138,7 @@ async def run_plan(
             say(f"taking over {takeover}: {len(inherited)} lane(s) to restore")
         if on_start is not None:
             on_start(run)
-        code = await _execute(run, handle_sigint)
+        code = await _execute(run, handle_sigint, beside)
         try:
             where = write_digest(store, run.id, watch)
         except OSError as exc:
@@ -199,7 +208,9 @@ def check_models(plan: Plan) -> None:
                 ) from None
 
 
-async def _execute(run: Run, handle_sigint: bool) -> ExitCode:
+async def _execute(
+    run: Run, handle_sigint: bool, beside: Callable[[Run], Awaitable[None]] | None
+) -> ExitCode:
     result: list[ExitCode] = []
     async with anyio.create_task_group() as tg:
 
@@ -219,6 +230,13 @@ async def _execute(run: Run, handle_sigint: bool) -> ExitCode:
                         tg.cancel_scope.deadline = anyio.current_time() + KILL_BOUND
 
         tg.start_soon(work)
+        if beside is not None:
+            view = beside
+
+            async def alongside() -> None:
+                await view(run)
+
+            tg.start_soon(alongside)
         if handle_sigint:
             tg.start_soon(sigint)
     if run.killed:

@@ -67,7 +67,17 @@ from ._lanes import (
 from ._liveness import here, process_start
 from ._plan import Plan
 from ._store import Store, crash_point
-from ._values import Claim, LaneRow, LaneState, Receipt, RunRow, RunState, StaleClaim
+from ._values import (
+    Claim,
+    LaneRow,
+    LaneState,
+    LaneStatistics,
+    Receipt,
+    RunRow,
+    RunState,
+    RunStatistics,
+    StaleClaim,
+)
 
 __all__ = ("ExitCode", "Run")
 
@@ -103,6 +113,12 @@ class _Lane:
     failed: bool = False
     resume: tuple[str, str, Path] | None = None
     """(stage, session id, transcript) of the builtin agent a take-over goes on with."""
+    since: float = 0.0
+    """Wall-clock seconds when the lane opened or its current stage started."""
+    working: str | None = None
+    """The stage its agent works on now (for the live view); None between stages."""
+    note: str | None = None
+    """What the lane waits for (a usage window), for the live view."""
 
 
 @final
@@ -161,6 +177,25 @@ class Run:
     def agents_in_call(self) -> int:
         """How many agents are running now."""
         return sum(1 for lane in self._lanes.values() if lane.call is not None)
+
+    def statistics(self) -> RunStatistics:
+        """What each open lane is doing now: its stage, the time in it, its log."""
+        now = self.clock.now()
+        return RunStatistics(
+            lanes=tuple(
+                LaneStatistics(
+                    item=lane.row.item,
+                    lane=lane.row.id,
+                    stage=lane.working,
+                    elapsed=max(0.0, now - lane.since),
+                    log=self._log_path(lane.row.id),
+                    note=lane.note,
+                )
+                for lane in self._lanes.values()
+            ),
+            held=self._held_reason,
+            halting=self.halting,
+        )
 
     def inherit(
         self,
@@ -349,7 +384,9 @@ class Run:
                     f"{claim.item}: saved work {commit[:12]} restored from its git view "
                     "(its lossless copy is on the machine that saved it)"
                 )
-        lane = _Lane(row=row, claim=claim, worktree=path, stage=stage)
+        lane = _Lane(
+            row=row, claim=claim, worktree=path, stage=stage, since=self.clock.now()
+        )
         if previous is not None:
             lane.resume = self._agent_session(previous)
         self._lanes[lane_id] = lane
@@ -482,7 +519,11 @@ class Run:
             self._log("stage-start", lane=lane.row.id, detail=name)
             self.say(f"{lane.row.item}: {name} started")
             base = await head(lane.worktree)
-            outcome = await self._call(lane, index)
+            lane.working, lane.since = name, self.clock.now()
+            try:
+                outcome = await self._call(lane, index)
+            finally:
+                lane.working = None
             if self._killed:
                 # A killed call is not a receipt: the stage runs again after a take-over.
                 self._log("killed-in-call", lane=lane.row.id, detail=name)
@@ -578,6 +619,7 @@ class Run:
         at = datetime.fromtimestamp(reset, UTC).isoformat(timespec="seconds")
         note = f"waiting for the usage window (resets at {at})"
         self.store.update_lane(lane.row.id, note=note)
+        lane.note = note
         self._log("usage-wait", lane=lane.row.id, detail=f"{stage}: resets at {at}")
         self.say(f"{lane.row.item}: {note}")
         # A wait, not a stop: it ends at the reset or when the run halts.
@@ -591,6 +633,7 @@ class Run:
             await self.clock.sleep_until(reset)
             tg.cancel_scope.cancel()
         self.store.update_lane(lane.row.id, note="")
+        lane.note = None
         self._log("usage-resumed", lane=lane.row.id, detail=stage)
 
     async def _lane(

@@ -7,6 +7,7 @@ spec's fixed vocabularies (spec 03, observable results): their values travel in 
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 from typing import final
 
 import attrs
@@ -18,10 +19,12 @@ __all__ = (
     "Event",
     "LaneRow",
     "LaneState",
+    "LaneStatistics",
     "QueueItem",
     "Receipt",
     "RunRow",
     "RunState",
+    "RunStatistics",
     "StaleClaim",
 )
 
@@ -216,3 +219,36 @@ class Event:
     """What happened (`run-start`, `claim`, `stage-start`, `receipt`, `saved`, ...)."""
     detail: str = ""
     """A line of detail."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class LaneStatistics:
+    """What one lane of a live run is doing now (`Run.statistics()`)."""
+
+    item: str
+    """The work item."""
+    lane: str
+    """The lane id."""
+    stage: str | None
+    """The stage its agent works on now; None between stages (opening, saving)."""
+    elapsed: float
+    """Seconds in that stage (between stages: since the last one started, or since
+    the lane opened)."""
+    log: Path
+    """The lane log its agents write to."""
+    note: str | None = None
+    """What the lane waits for (a usage window), if anything."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunStatistics:
+    """A live run's lanes and what holds it, for a view that refreshes."""
+
+    lanes: tuple[LaneStatistics, ...]
+    """The lanes open now, in the order they opened."""
+    held: str | None = None
+    """Why the run holds (a stop read that was not clear), if it does."""
+    halting: bool = False
+    """Whether it took a stop and is halting."""

@@ -36,6 +36,7 @@ __all__ = (
     "SetupRecord",
     "account_home",
     "load_setup",
+    "make_state_dir",
     "own_store",
     "person_uid_from",
     "save_setup",
@@ -94,6 +95,29 @@ def setup_path() -> Path:
 def own_store() -> Path:
     """The account's own store of stops, `<state dir>/stop/`."""
     return Path(own_store_text())
+
+
+def make_state_dir() -> Path:
+    """Make the account's state dir and what is missing above it, the home
+    `TETHER_HOME` names included, each level mode 0700; return it.
+
+    No set-up is one rule: `tether stop`, `tether lift` and `tether run` all make it
+    before they read, so on an account never set up the stop the person sets is the one
+    its runs read (`docs/recorded-stop.md`, "No set-up").
+
+    Raises:
+        OSError: it cannot be made (a file in the way, no right to write the parent).
+    """
+    where = Path(own_store_text()).parent
+    missing: list[Path] = []
+    level = where
+    while not level.is_dir() and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for level in reversed(missing):
+        # Each level owner-only (`Path.mkdir(parents=True)` gives parents the umask's).
+        level.mkdir(mode=0o700, exist_ok=True)
+    return where
 
 
 def account_home() -> Path:

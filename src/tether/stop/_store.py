@@ -28,6 +28,7 @@ from ..errors import StoreError
 from ._lifts import find_lift
 from ._memo import ReadMemo
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
+from ._reserve import keep_reserve
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
 from ._statx import root_mount
 from ._system import (
@@ -52,19 +53,18 @@ def _who(uid: int) -> str:
 
 
 def _ensure_own_store(person_uid: int) -> None:
-    """Make `<state>/stop/<uid>/` (mode 0700 levels) and its reserve (`_verbs`) when
-    the account's home exists."""
+    """Make `<state>/stop/<uid>/` (mode 0700 levels) and its reserve (`_reserve`) when
+    the folder it is made in exists: the account's home, or the state dir's parent
+    when the state dir is not under the home (`XDG_STATE_HOME` elsewhere)."""
     if person_uid != os.geteuid():
         return
     home = account_home()
     target = own_store() / str(person_uid)
-    try:
-        relative = target.relative_to(home)
-    except ValueError:
+    base = home if target.is_relative_to(home) else own_store().parent.parent
+    relative = target.relative_to(base)
+    if not os.path.isdir(base):
         return
-    if not os.path.isdir(home):
-        return
-    path = home
+    path = base
     for part in relative.parts:
         path = path / part
         try:
@@ -73,9 +73,7 @@ def _ensure_own_store(person_uid: int) -> None:
             continue
         except OSError:
             return
-    # Room for a stop before any tree can fill the file system (`_verbs`).
-    from ._reserve import keep_reserve
-
+    # Room for a stop before any tree can fill the file system.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -90,11 +88,12 @@ def _ensure_own_store(person_uid: int) -> None:
 def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
     """A reading of the account's own store where its folders are not there yet.
 
-    With the home there, a reading that would make the store (`made`: a run's, a
-    verb's) reads it; a display-only one (`tether status`) makes nothing and says what
-    a run would find: no stop, as nothing can stand in a folder that is not there. With
-    the home itself missing, nothing can be made: HOLD, saying the account was never
-    set up and what to run.
+    No set-up is one rule (`docs/recorded-stop.md`, "No set-up"): `tether stop` and
+    `tether run` make the own store, the home `TETHER_HOME` names included, before they
+    read. So a display-only reading (`tether status`, the hook: `made` false) of an
+    own store not made yet says what a run would find: no stop, as nothing can stand
+    in a folder that is not there. A reading that makes the store (`made`: a run's, a
+    verb's) and still finds no home holds: its home went, or could not be made.
     """
     if reading.outcome is not ReadOutcome.HOLD or place.folder is not None:
         return reading
@@ -103,7 +102,12 @@ def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
             reading  # only a missing folder, never a hung or broken one, is looked at
         )
     home = account_home()
-    if os.path.isdir(home) and not made and place.person_uid == os.geteuid():
+    there = os.path.isdir(home)
+    if (
+        (there or not os.path.lexists(home))
+        and not made
+        and place.person_uid == os.geteuid()
+    ):
         return attrs.evolve(
             reading,
             outcome=ReadOutcome.CLEAR,
@@ -119,8 +123,8 @@ def _unmade(reading: StopReading, place: Place, made: bool) -> StopReading:
     return attrs.evolve(
         reading,
         reason=(
-            f"this account was never set up ({home} does not exist): run "
-            "`tether setup` to make it, then `tether stop` sets a stop"
+            f"the account's home {home} is not there, so its own store of stops "
+            "cannot be looked at: `tether stop` or `tether run` makes it"
         ),
     )
 

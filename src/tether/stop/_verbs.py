@@ -42,7 +42,13 @@ from ._reserve import (
     write_all,
     write_in_reserve,
 )
-from ._setup import MAX_STOP_SIZE, STOP_NAME, SetupRecord, account_home, load_setup
+from ._setup import (
+    MAX_STOP_SIZE,
+    STOP_NAME,
+    SetupRecord,
+    load_setup,
+    make_state_dir,
+)
 from ._store import StopStore, _ensure_own_store
 
 __all__ = ("AGENT_MARKERS", "LiftResult", "check_caller", "lift_stop", "set_stop")
@@ -112,12 +118,15 @@ def _open_checked(
 ) -> int:
     """Walk to the person's uid directory as a read does; return its descriptor."""
     if record.folder is None:
-        home = account_home()
-        if not home.is_dir():
+        # No set-up: the own store is made here as `tether run` makes it, the home
+        # included, so the stop set is the one the account's runs read.
+        try:
+            make_state_dir()
+        except OSError as exc:
             raise StoreError(
-                f"{failed}: {home} does not exist, so this account was never set up: "
-                "run `tether setup` (it makes the folder), then try again"
-            )
+                f"{failed}: the account's own store {record.store_dir} cannot be "
+                f"made: {_errtext(exc)}"
+            ) from None
         _ensure_own_store(record.person_uid)
     try:
         folder_fd = open_folder(record.store_dir, record.person_uid, progress=progress)
