@@ -58,6 +58,12 @@ def test_a_valid_plan_reads_into_stages_and_items(tmp_path: Path) -> None:
         ("timeout = 30", "timeout = -1", ":11: stage[1].timeout:"),
         ("timeout = 30", "colour = 1", ":11: stage[1].colour: unknown field"),
         (
+            "timeout = 30",
+            "timout = 30",
+            ":11: stage[1].timout: unknown field; did you mean timeout?",
+        ),
+        ("lanes = 2", "lane = 2", ":2: lane: unknown field; did you mean lanes?"),
+        (
             'agent = ["true"]',
             'agent = ["x", "{who}"]',
             ":10: stage[1].agent: unknown placeholder {who}",

@@ -245,10 +245,14 @@ class _Reader:
     ) -> None:
         for key in data:
             if key not in known:
+                import difflib
+
                 allowed = ", ".join(sorted(known))
+                close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]}? " if close else ""
                 raise self.fail(
                     f"{prefix}{key}",
-                    f"unknown field; the fields are {allowed}",
+                    f"unknown field; {hint}the fields are {allowed}",
                     table=table,
                     index=index,
                 )
