@@ -127,6 +127,9 @@ def _one(
             ) as server,
         ):
             env = _env(preset, server, root)
+            env["TETHER_WRITABLE"] = str(
+                marks
+            )  # the stub's commands mark their moments
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tether", "run", str(plan)],
                 env=env,
