@@ -56,10 +56,16 @@ def test_a_failed_item_is_queued_again_by_retry_and_done_by_the_next_run(
     tmp_path: Path,
 ) -> None:
     repo = make_repo(tmp_path)
-    failing = write_plan(tmp_path, repo, items=["x"], stages=[("only", "exit 3")])
+    failing = write_plan(
+        tmp_path, repo, items=["x"], stages=[("only", "echo broken build >&2; exit 3")]
+    )
     first = tether("run", str(failing))
     assert first.returncode == 1
     assert "1 item(s) failed: x; once fixed, `tether queue retry x`" in first.stdout
+    # The failed line says how to read why; run as printed, it shows the agent's words.
+    why = first.stdout.split("; why: ", 1)[1].splitlines()[0]
+    assert why.startswith("tether logs run_")
+    assert "broken build" in tether(*why.split()[1:]).stdout
     again = tether("run", str(failing))
     assert "retry" not in again.stdout  # nothing failed in this run: it took nothing
     refused = tether("queue", "retry", "nope")

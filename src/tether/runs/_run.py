@@ -711,6 +711,9 @@ class Run:
                 self.store.update_lane(lane.row.id, saved=(ref, commit))
                 self._log("saved", lane=lane.row.id, detail=f"{ref} {commit}")
                 where += f"; what it left uncommitted is viewed at {ref}"
+        if lane.failed:
+            # Why it failed is in the lane's log: say how to read it.
+            where += f"; why: tether logs {self.id} {lane.row.item}"
         self.say(f"{lane.row.item}: {verdict}; {where}")
         del self._lanes[lane.row.id]
 
