@@ -81,6 +81,14 @@ supervisor, which must stay the namespace's first process to obey the host's ord
 report `pid` and `exit`; and it has no idmapped mounts, so a root caller's tree could
 not both run as an unprivileged uid and write files the caller owns. The wall is a
 dozen system calls here, with no second program to keep in step.
+
+Why no Landlock layer (Codex's Linux sandbox): inside the namespace it would forbid
+writes the read-only mounts forbid already, for the same paths, so it adds nothing the
+tests could show; its ABI grows by kernel version (5.13+, network rules 6.7+), and a
+ruleset the kernel cannot apply would have to fail or degrade in silence. Where it
+would help is the `subreaper` fallback, where no mount wall holds; namespaces are
+refused there mostly by the same hardening that leaves Landlock off, so it is not
+tried.
 """
 
 from __future__ import annotations
