@@ -86,9 +86,9 @@ Why no Landlock layer (Codex's Linux sandbox): inside the namespace it would for
 writes the read-only mounts forbid already, for the same paths, so it adds nothing the
 tests could show; its ABI grows by kernel version (5.13+, network rules 6.7+), and a
 ruleset the kernel cannot apply would have to fail or degrade in silence. Where it
-would help is the `subreaper` fallback, where no mount wall holds; namespaces are
-refused there mostly by the same hardening that leaves Landlock off, so it is not
-tried.
+would help is the `subreaper` fallback, where no mount wall holds (Ubuntu's restriction
+on unprivileged user namespaces leaves Landlock on): a Landlock wall for the fallback is
+not built yet, and docs/tools-process.md says what the fallback cannot hold.
 """
 
 from __future__ import annotations
