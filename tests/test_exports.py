@@ -86,3 +86,29 @@ def test_what_a_newcomer_needs_has_a_public_name() -> None:
     assert typing.get_origin(Approver) is collections.abc.Callable
     assert callable(McpTools.open)
     assert load_plugins().problems == ()
+
+
+def test_every_tether_error_is_drawn_in_the_error_tree() -> None:
+    """`tether.errors`' docstring draws the whole tree: every subclass of `TetherError`
+    defined anywhere in the package is named in it."""
+    import importlib
+    import pkgutil
+
+    import tether
+    from tether import errors
+
+    for found in pkgutil.walk_packages(tether.__path__, "tether."):
+        if found.name.endswith(("__main__", "._supervise")):
+            continue
+        importlib.import_module(found.name)
+
+    def subclasses(cls: type) -> set[type]:
+        direct = set(cls.__subclasses__())
+        return direct.union(*(subclasses(c) for c in direct))
+
+    ours = {
+        c for c in subclasses(errors.TetherError) if c.__module__.startswith("tether")
+    }
+    drawing = errors.__doc__ or ""
+    missing = sorted(c.__name__ for c in ours if f"── {c.__name__} " not in drawing)
+    assert missing == []

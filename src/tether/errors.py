@@ -11,9 +11,19 @@ TetherError(Exception)                 .code: ErrorCode, .exit_code: int
 │   ├── InvalidInput                   INVALID_INPUT (also a ValueError), with the field path
 │   └── DuplicateCallId                DUPLICATE_CALL_ID (also a RuntimeError)
 ├── UsageError                         API or CLI misuse (also a RuntimeError); exit code 2
+│   └── PlanError                      a plan file is bad (`tether.runs`): file, line, field
 ├── Refused                            a verb refused its caller; exit code 2
-└── StoreError                         a durable file failed a rule or could not be written
+├── StoreError                         a durable file failed a rule or could not be written
+├── BindingUnchecked                   the system binding exists but cannot be checked
+│                                      (`tether.stop`): every reading holds
+├── ModelError                         a model cannot be used (`tether.models`): no key, ...
+├── StaleClaim                         a claim was taken over by a newer epoch (`tether.runs`)
+├── GitFailed                          a git command of tether's failed (`tether.runs`)
+└── SaveFailed                         a lane could not be saved aside (`tether.runs`)
 ```
+
+The classes of the other packages are defined beside the code that raises them and
+drawn here; `tests/test_exports.py` checks that every subclass of `TetherError` is.
 
 Tool-side signals (`ToolFailed`, `PermissionDenied`, `GuardRefused`) are raised by tools
 and hosts; framework errors (`UsageError`, `StoreError`) by tether itself. The host

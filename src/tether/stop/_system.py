@@ -35,6 +35,7 @@ from typing import final
 import attrs
 
 from .._fs import write_atomic
+from ..errors import TetherError
 from ._bounded import Hung, Progress
 from ._folder import DIR_FLAGS, RuleBroken, open_folder
 from ._mounts import plan
@@ -72,7 +73,7 @@ _MAX_BYTES = 256 * 1024
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
-class BindingUnchecked(Exception):
+class BindingUnchecked(TetherError):
     """The system binding exists but cannot be checked; the message says why."""
 
 
