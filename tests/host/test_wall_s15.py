@@ -22,6 +22,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests.mounts import mounted
 
 from tether.host import ToolContext, run_command
 from tether.host._contain import (
@@ -579,16 +580,8 @@ async def test_S15_a_custom_tool_declares_what_its_program_may_write(
 @pytest.fixture
 def shared_fs(tmp_path: Path) -> Iterator[Path]:
     """A real 1 MiB tmpfs, unmounted afterwards."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    options = "size=1m,mode=0755"
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(shared)], check=True
-    )
-    try:
+    with mounted(tmp_path / "shared", options="size=1m,mode=0755") as shared:
         yield shared
-    finally:
-        subprocess.run(["umount", "-l", str(shared)], check=True)
 
 
 @pytest.mark.root
@@ -621,16 +614,8 @@ def closed_with_mounts(tmp_path: Path) -> Iterator[Path]:
     tmpfs; both unmounted afterwards."""
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
-    mounted: list[Path] = []
-    try:
-        for kind, where in (("ramfs", "ram"), ("tmpfs", "shared")):
-            (closed / where).mkdir()
-            subprocess.run(["mount", "-t", kind, kind, str(closed / where)], check=True)
-            mounted.append(closed / where)
+    with mounted(closed / "ram", "ramfs"), mounted(closed / "shared"):
         yield closed
-    finally:
-        for where in reversed(mounted):
-            subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 @pytest.mark.root

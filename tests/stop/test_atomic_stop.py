@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.mounts import mounted
 
 from tether.errors import Refused, StoreError
 from tether.stop import ReadOutcome, SetupRecord, StopStore, lift_stop, set_stop
@@ -92,16 +93,8 @@ def test_atomic_stop_lift_removes_the_stop_and_appends_who_and_when() -> None:
 @pytest.fixture
 def small_mount(tmp_path: Path) -> Iterator[Path]:
     """A real 64 KiB tmpfs with room for 16 files, unmounted afterwards."""
-    where = tmp_path / "mnt"
-    where.mkdir()
-    options = "size=64k,nr_inodes=16,mode=1777"
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=True
-    )
-    try:
+    with mounted(tmp_path / "mnt", options="size=64k,nr_inodes=16,mode=1777") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 def _fill_blocks(where: Path) -> None:
