@@ -38,7 +38,9 @@ async def test_a_second_stop_with_kill_ends_the_grace_window_at_once(
                     errors.append(exc)
 
             tg.start_soon(call)
-            await events.wait_started()
+            # Over stdio the lines arrive after `started`; output after the stop is not
+            # kept (S4), so stop once they are in.
+            await events.wait_for(lambda _event: "line 1" in events.progress())
             report = await session.abort(reason="first")
             [pending] = report.pending
             assert pending.why == "process: terminating, at most 30 s left"
