@@ -41,6 +41,8 @@ _POST_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 if TYPE_CHECKING:
     from typing import NamedTuple
 
+    from ._protected import Listing
+
     class _Answer(NamedTuple):
         allowed: bool
         message: str = ""
@@ -121,12 +123,15 @@ def _judge(raw: bytes, env: Mapping[str, str]) -> HookAnswer:
         return _refused("tether guard: the event has no tool_input object; blocked")
     if cwd is not None and not isinstance(cwd, str):
         return _refused("tether guard: the event's cwd is not a string; blocked")
+    from ._protected import listing
+
+    found = listing()  # read once: the stop's quick look and the guard use it
     run = env.get(_RUN)
     if run:
-        stopped = _stop_message(run, env.get(_LANE) or None)
+        stopped = _stop_message(run, env.get(_LANE) or None, found)
         if stopped is not None:
             return HookAnswer(allowed=False, message=stopped, stopped=True)
-    return _guarded(tool_name, tool_input, cwd or os.getcwd())
+    return _guarded(tool_name, tool_input, cwd or os.getcwd(), found[0])
 
 
 def _refused(message: str) -> HookAnswer:
@@ -148,20 +153,20 @@ def _run_halting(run: str) -> bool:
     return os.path.exists(halting_mark(run))
 
 
-def _stop_message(run: str, lane: str | None) -> str | None:
+def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
     """The message for an agent of `run` while a stop stands; None when none does.
 
     A run that took a stop says so with its halting mark (`halting_mark`); where no
-    honoured place holds a stop file (`stop_may_stand`: a few `lstat`s) none stands;
-    otherwise the stop is read as the run reads it (every place this account
-    honours, every check), display-only: the hook makes no folder. Only STOPPED refuses here: a run
-    that cannot read its stop (HOLD) holds by itself at its next step, and its agent's
-    calls still pass the guard.
+    honoured place of `found` holds a stop file (`stop_may_stand`: a few `lstat`s)
+    none stands; otherwise the stop is read as the run reads it (every place this
+    account honours, every check), display-only: the hook makes no folder. Only
+    STOPPED refuses here: a run that cannot read its stop (HOLD) holds by itself at
+    its next step, and its agent's calls still pass the guard.
     """
     if not _run_halting(run):
         from ._protected import stop_may_stand
 
-        if not stop_may_stand():
+        if not stop_may_stand(found=found):
             return None
         from ._read import ReadOutcome
         from ._store import StopStore
@@ -181,13 +186,14 @@ def _stop_message(run: str, lane: str | None) -> str | None:
     )
 
 
-def _guarded(tool_name: str, tool_input: Mapping[str, object], cwd: str) -> HookAnswer:
+def _guarded(
+    tool_name: str, tool_input: Mapping[str, object], cwd: str, protected: list[str]
+) -> HookAnswer:
     # The judgment without its public verdict (`_guard`, attrs) and the paths as text
     # (no pathlib): see `_judge` and `_protected`.
     from ._judge import Judge
-    from ._protected import protected_texts
 
-    reason = Judge(protected_texts()).refusal(tool_name, tool_input, cwd=cwd)
+    reason = Judge(protected).refusal(tool_name, tool_input, cwd=cwd)
     if reason is None:
         return _ALLOWED
     return _refused(f"tether guard refused this {tool_name} call: {reason}")

@@ -32,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ("protected_paths", "protected_texts", "stop_may_stand")
+__all__ = ("Listing", "listing", "protected_paths", "protected_texts", "stop_may_stand")
 
 
 def protected_paths(*, system_dir: Path | None = None) -> list[Path]:
@@ -53,10 +53,12 @@ def protected_paths(*, system_dir: Path | None = None) -> list[Path]:
 
 def protected_texts(*, system_dir: Path | None = None) -> list[str]:
     """`protected_paths()` as text (each `str()` of that path), without pathlib."""
-    return _listing(system_dir)[0]
+    return listing(system_dir)[0]
 
 
-def stop_may_stand(*, system_dir: Path | None = None) -> bool:
+def stop_may_stand(
+    *, system_dir: Path | None = None, found: Listing | None = None
+) -> bool:
     """False only where no place this account honours can hold a stop now.
 
     That is: the whole list was made (no record or binding failed to read), and in
@@ -65,12 +67,12 @@ def stop_may_stand(*, system_dir: Path | None = None) -> bool:
     only when that file is there, so the reader (spec 02, every check) would answer
     CLEAR or HOLD. Anything else, a file there or any error, answers True: read the
     stop with the whole reader. The per-call hook of a run's agent asks this first
-    (spec 05's bound on the hook).
+    (spec 05's bound on the hook), with the `listing()` its guard uses (`found`).
     """
     from ._mounts import plan
 
     try:
-        _, uid_dirs, whole = _listing(system_dir)
+        _, uid_dirs, whole = found if found is not None else listing(system_dir)
         if not whole:
             return True
         for uid_dir in uid_dirs:
@@ -87,9 +89,14 @@ def stop_may_stand(*, system_dir: Path | None = None) -> bool:
     return False
 
 
-def _listing(system_dir: Path | None) -> tuple[list[str], list[str], bool]:
+Listing = tuple[list[str], list[str], bool]
+"""The protected texts, the uid directories among them, and whether the list is whole
+(every record and binding was read)."""
+
+
+def listing(system_dir: Path | None = None) -> Listing:
     """The protected texts, the uid directories among them, and whether the list is
-    whole (every record and binding was read)."""
+    whole (every record and binding was read): read once per hook event."""
     found: list[str] = [setup_text()]
     uid_dirs: list[str] = []
     whole = True

@@ -19,6 +19,7 @@ import errno
 import os
 import stat
 
+from .._fs import write_atomic_at
 from ._setup import MAX_STOP_SIZE
 
 __all__ = (
@@ -111,18 +112,5 @@ def keep_reserve(uid_fd: int) -> None:
         pass
     except OSError:
         return
-    tmp = temp_name(RESERVE_NAME)
-    try:
-        fd = os.open(tmp, NEW_FILE, 0o600, dir_fd=uid_fd)
-    except OSError:
-        return
-    try:
-        try:
-            write_all(fd, b"\0" * MAX_STOP_SIZE)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, RESERVE_NAME, src_dir_fd=uid_fd, dst_dir_fd=uid_fd)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=uid_fd)
+    with contextlib.suppress(OSError):
+        write_atomic_at(uid_fd, RESERVE_NAME, b"\0" * MAX_STOP_SIZE, mode=0o600)
