@@ -20,22 +20,28 @@ from typing import Any, Final, cast, final
 import anyio
 import anyio.abc
 import attrs
-from acp import Agent, Client, RequestError
-from acp.agent.connection import AgentSideConnection
-from acp.schema import (
-    AudioContentBlock,
-    ClientCapabilities,
-    EmbeddedResourceContentBlock,
-    ImageContentBlock,
-    Implementation,
-    InitializeResponse,
-    LoadSessionResponse,
-    NewSessionResponse,
-    PromptResponse,
-    ResourceContentBlock,
-    TextContentBlock,
-    TextResourceContents,
-)
+
+from .. import _extras
+
+try:  # the SDK is an extra: without it, the line that says how to install it
+    from acp import Agent, Client, RequestError
+    from acp.agent.connection import AgentSideConnection
+    from acp.schema import (
+        AudioContentBlock,
+        ClientCapabilities,
+        EmbeddedResourceContentBlock,
+        ImageContentBlock,
+        Implementation,
+        InitializeResponse,
+        LoadSessionResponse,
+        NewSessionResponse,
+        PromptResponse,
+        ResourceContentBlock,
+        TextContentBlock,
+        TextResourceContents,
+    )
+except ImportError as error:
+    raise ImportError(_extras.missing("acp", "tether's ACP server")) from error
 
 from .._config import Config, load_config
 from .._threads import in_thread

@@ -39,7 +39,12 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
       "agent_servers": {"tether": {"type": "custom", "command": "tether",
         "args": ["acp", "--model", "openai:gpt-4.1-mini"]}}
     """
+    from .. import _extras
     from ..acp._early import answer_initialize
+    from ..errors import UsageError
+
+    if not _extras.installed("acp"):  # before the editor is told it has an agent
+        raise UsageError(_extras.missing("acp", "tether acp"))
 
     # The editor waits for this answer before it shows the agent (spec 05: 0.3 s);
     # the SDK, the models and the tools load after it.

@@ -9,6 +9,7 @@ import click
 from ._output import echo_json
 
 if TYPE_CHECKING:
+    from .._config import Config
     from ..host import PermissionRules, Tool
 
 __all__ = ("tools",)
@@ -47,24 +48,29 @@ def _permission(rules: PermissionRules, tool: Tool) -> dict[str, Any]:
 
 
 def _source(tool: Tool) -> str:
-    from ..tools import McpTool, PluginTool
+    from ..tools import PluginTool
 
-    if isinstance(tool, McpTool):
-        return f"mcp:{tool.server}"
+    server = getattr(tool, "server", None)  # an McpTool (the SDK may not be installed)
+    if isinstance(server, str):
+        return f"mcp:{server}"
     if isinstance(tool, PluginTool):
         return f"plugin:{tool.distribution or tool.entry_point}"
     return "built-in"
 
 
 async def _gather(startup_timeout: float) -> dict[str, Any]:
+    from .. import _extras
     from ..config import load_config
     from ..host import PermissionRules
-    from ..tools import McpTools, default_tools, load_plugins
+    from ..host.tools.generate_images import unavailable
+    from ..tools import default_tools, load_plugins
 
     config = load_config()
     rules = PermissionRules.from_config(config)
     served: list[Tool] = list(default_tools(config))
     problems: list[str] = []
+    if (why := unavailable(config)) is not None:
+        problems.append(why)
     plugins = load_plugins()
     problems += [str(p) for p in plugins.problems]
     taken = {t.name for t in served}
@@ -77,14 +83,11 @@ async def _gather(startup_timeout: float) -> dict[str, Any]:
     servers: dict[str, dict[str, Any]] = {
         str(name): {"tools": [], "problem": None} for name in config.mcp_servers
     }
-    async with McpTools.open(config, startup_timeout=startup_timeout) as mcp:
-        for problem in mcp.problems:
-            servers.setdefault(problem.server, {"tools": [], "problem": None})
-            servers[problem.server]["problem"] = problem.reason
-        for mcp_tool in mcp.tools:
-            servers.setdefault(mcp_tool.server, {"tools": [], "problem": None})
-            servers[mcp_tool.server]["tools"].append(mcp_tool.name)
-            served.append(mcp_tool)
+    if servers and not _extras.installed("mcp"):
+        for entry in servers.values():
+            entry["problem"] = _extras.missing("mcp", "an MCP server")
+    elif servers:
+        await _gather_mcp(config, startup_timeout, servers, served)
     rows = [
         {
             "name": t.name,
@@ -102,6 +105,25 @@ async def _gather(startup_timeout: float) -> dict[str, Any]:
         "problems": problems,
         "containment": _containment(),
     }
+
+
+async def _gather_mcp(
+    config: Config,
+    startup_timeout: float,
+    servers: dict[str, dict[str, Any]],
+    served: list[Tool],
+) -> None:
+    """Start the configured MCP servers; note each one's tools or problem."""
+    from ..tools import McpTools
+
+    async with McpTools.open(config, startup_timeout=startup_timeout) as mcp:
+        for problem in mcp.problems:
+            servers.setdefault(problem.server, {"tools": [], "problem": None})
+            servers[problem.server]["problem"] = problem.reason
+        for mcp_tool in mcp.tools:
+            servers.setdefault(mcp_tool.server, {"tools": [], "problem": None})
+            servers[mcp_tool.server]["tools"].append(mcp_tool.name)
+            served.append(mcp_tool)
 
 
 def _containment() -> dict[str, str] | None:

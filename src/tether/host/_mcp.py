@@ -52,12 +52,18 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import anyio
 import attrs
-import httpx2
-import jsonschema  # type: ignore[import-untyped]
-import mcp_types
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import get_default_environment, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+
+from .. import _extras
+
+try:  # the SDK is an extra: without it, the line that says how to install it
+    import httpx2
+    import jsonschema  # type: ignore[import-untyped]
+    import mcp_types
+    from mcp import Client, MCPError, StdioServerParameters
+    from mcp.client.stdio import get_default_environment, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+except ImportError as error:
+    raise ImportError(_extras.missing("mcp", "tether's MCP tools")) from error
 
 from .._env import TetherEnv
 from ..errors import InvalidInput, ToolFailed, UsageError

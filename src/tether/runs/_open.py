@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import _extras
 from .._config import load_config, paths
 from .._env import TetherEnv
 from ..errors import UsageError
@@ -46,12 +47,15 @@ def open_store(url: str) -> Store:
     """Open the store at `url` (a SQLite file path, `sqlite:///path`, or PostgreSQL).
 
     Raises:
-        UsageError: the URL names no backend, or is not a valid PostgreSQL URL.
+        UsageError: the URL names no backend, or is not a valid PostgreSQL URL, or
+            names PostgreSQL where the `postgres` extra is not installed.
         StoreError: the file breaks the owner-only rule or cannot be opened; the
             PostgreSQL server cannot be reached, refuses the login, or keeps a newer
             schema.
     """
     if is_postgres_url(url):
+        if not _extras.installed("postgres"):
+            raise UsageError(_extras.missing("postgres", "a postgresql:// store"))
         from ._postgres import PostgresStore  # psycopg is loaded only when used
 
         return PostgresStore.open(url)

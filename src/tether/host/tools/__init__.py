@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from ... import _extras
 from ..._config import Config, load_config
 from .._tool import Tool
 
@@ -14,7 +15,12 @@ __all__ = ("default_tools", "open_mcp_tools", "standard_tools")
 
 def default_tools(config: Config | None = None) -> list[Tool]:
     """Return the built-in tools: Read, Glob, Grep, WebFetch, Write, Edit, Bash,
-    GenerateImages (MCP and plugin tools are added by the runtime's host set-up)."""
+    GenerateImages (MCP and plugin tools are added by the runtime's host set-up).
+
+    GenerateImages is left out where it has no renderer: no `image_command` is
+    configured and the `images` extra (Pillow) is not installed; `standard_tools`
+    says so in its problems.
+    """
     from . import bash, edit, generate_images, glob, grep, read, webfetch, write
 
     cfg = config if config is not None else load_config()
@@ -25,10 +31,13 @@ def default_tools(config: Config | None = None) -> list[Tool]:
 
 
 def standard_tools(config: Config, problems: list[str]) -> list[Tool]:
-    """The built-in tools plus the plugin tools; skipped plugins go to `problems`."""
+    """The built-in tools plus the plugin tools; skipped ones go to `problems`."""
     from .._plugins import load_plugins
+    from .generate_images import unavailable
 
     tools = default_tools(config)
+    if (why := unavailable(config)) is not None:
+        problems.append(why)
     names = {t.name for t in tools}
     plugins = load_plugins()
     problems.extend(str(p) for p in plugins.problems)
@@ -53,6 +62,10 @@ async def open_mcp_tools(
     skipped.
     """
     if not config.mcp_servers:
+        yield []
+        return
+    if not _extras.installed("mcp"):
+        problems.append(_extras.missing("mcp", "the configured MCP servers"))
         yield []
         return
     from .._mcp import McpTools

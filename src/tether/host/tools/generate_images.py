@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 import pydantic
 
+from ... import _extras
 from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed, UsageError
@@ -172,6 +173,20 @@ def _size(path: Path) -> int:
         return 0
 
 
+def unavailable(config: Config) -> str | None:
+    """Why GenerateImages cannot be offered with `config`, or None if it can."""
+    if config.image_command is None and not _extras.installed("images"):
+        return _extras.missing(
+            "images", "GenerateImages' built-in renderer (or set image_command)"
+        )
+    return None
+
+
 def tools(config: Config) -> list[Tool]:
-    """Return the GenerateImages tool using `config.image_command` (None: built-in)."""
+    """Return the GenerateImages tool using `config.image_command` (None: built-in).
+
+    None where it has no renderer (`unavailable()` says why).
+    """
+    if unavailable(config) is not None:
+        return []
     return [GenerateImages(command=config.image_command)]
