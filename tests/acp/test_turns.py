@@ -59,15 +59,16 @@ async def test_session_load_replays_the_transcript_from_the_ledger(
 ) -> None:
     """A session closed with its editor is loaded by a new `tether acp`: the user's
     prompt, the agent's text and each tool call with its final status and result are
-    replayed as updates, and the session goes on (spec 04)."""
-    (workspace / "a.txt").write_text("alpha\n", encoding="utf-8")
+    replayed as updates, titled as they were live, and the session goes on (spec 04)."""
+    name = "a-file-whose-name-is-longer-than-a-title-keeps-" + "x" * 40 + ".txt"
+    (workspace / name).write_text("alpha\n", encoding="utf-8")
     model = write_script(
         tmp_path / "script.jsonl",
         [
             {
                 "text": "Reading.",
                 "tool_calls": [
-                    {"id": "m1", "name": "Read", "input": {"file_path": "a.txt"}}
+                    {"id": "m1", "name": "Read", "input": {"file_path": name}}
                 ],
             },
             {"text": "It says alpha."},
@@ -80,6 +81,9 @@ async def test_session_load_replays_the_transcript_from_the_ledger(
         live = [
             (u.session_update, getattr(u, "status", None))
             for _, u in ed.recorder.updates
+        ]
+        (live_title,) = [
+            u.title for _, u in ed.recorder.updates if u.session_update == "tool_call"
         ]
     async with embedded(later) as ed:
         await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
@@ -97,7 +101,8 @@ async def test_session_load_replays_the_transcript_from_the_ledger(
         assert replayed[0][1].content.text == "read a.txt"
         assert ed.recorder.text() == "Reading.It says alpha."
         start, end = replayed[2][1], replayed[3][1]
-        assert (start.title, start.kind) == ("Read: a.txt", "read")
+        assert (start.title, start.kind) == (live_title, "read")
+        assert start.title == f"Read: {name[:79]}…"
         assert end.status == "completed"
         assert "alpha" in end.content[0].content.text
         assert ("tool_call_update", "completed") in live

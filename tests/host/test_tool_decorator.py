@@ -11,6 +11,7 @@ from tests.host.support import make_ctx
 from tether import Runtime, StopClass, ToolContext, tool
 from tether.errors import ToolFailed, UsageError
 from tether.host import FunctionTool
+from tether.host._tool import call_title
 
 
 def test_a_tool_without_stop_class_is_mutating() -> None:
@@ -104,3 +105,20 @@ def test_duplicate_tool_names_name_only_the_duplicate(tmp_path: Path) -> None:
 
 
 pytestmark = pytest.mark.anyio
+
+
+def test_a_calls_title_is_its_tools_subject_then_a_common_field_then_json() -> None:
+    """One title wherever a call is shown: the subject field first, cut to 80."""
+
+    @tool(stop_class=StopClass.READ_ONLY, subject_field="query")
+    async def Find(ctx: ToolContext, query: str, path: str = ".") -> str:
+        return ""
+
+    assert Find.title({"path": "src", "query": "needle\nsecond line"}) == (
+        "Find: needle"
+    )
+    assert Find.title({"path": "src"}) == "Find: src"
+    assert call_title("Mcp", {"n": 1}) == 'Mcp: {"n": 1}'
+    assert call_title("Mcp", {}) == "Mcp"
+    long = call_title("Bash", {"command": "x" * 200})
+    assert long == "Bash: " + "x" * 79 + "…"

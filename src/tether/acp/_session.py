@@ -50,7 +50,6 @@ from ._updates import (
     call_progress,
     call_requested,
     call_started,
-    tool_title,
 )
 
 __all__ = ("AcpSession", "TurnFailed")
@@ -296,9 +295,10 @@ class AcpSession:
             args = call.input()
         except ValueError:
             args = {}
+        assert self.agent_session is not None
         return call_requested(
             call.call_id or call.id,
-            tool_title(call.name, args),
+            self.agent_session.agent.runtime.call_title(call.name, args),
             call.name,
             args,
             workspace=self.workspace,

@@ -33,7 +33,6 @@ __all__ = (
     "call_started",
     "status_of",
     "tool_kind",
-    "tool_title",
 )
 
 SessionUpdate: TypeAlias = (
@@ -54,9 +53,6 @@ _KINDS: Final[dict[str, AcpKind]] = {
     "Bash": "execute",
     "GenerateImages": "execute",
 }
-
-_SUBJECT: Final = ("file_path", "path", "pattern", "command", "url", "prompt")
-"""Input fields that name what a call works on, in the order a title prefers them."""
 
 _STATUS: Final[dict[CallState, AcpStatus]] = {
     CallState.REQUESTED: "pending",
@@ -80,18 +76,6 @@ def tool_kind(name: str, stop_class: StopClass | None = None) -> AcpKind:
     if stop_class is StopClass.READ_ONLY:
         return "read"
     return "other"
-
-
-def tool_title(name: str, input: Mapping[str, Any]) -> str:
-    """A one-line title: the tool and what it works on (`Bash: make test`)."""
-    for key in _SUBJECT:
-        value = input.get(key)
-        if isinstance(value, str) and value:
-            line = value.splitlines()[0] if value.strip() else value
-            if len(line) > 80:
-                line = line[:79] + "…"
-            return f"{name}: {line}"
-    return name
 
 
 def status_of(state: CallState) -> AcpStatus:

@@ -221,8 +221,45 @@ class Tool(abc.ABC):
         value = args.get(self.subject_field)
         return value if isinstance(value, str) else None
 
+    def title(self, args: Mapping[str, Any]) -> str:
+        """Return the call's one-line title (`Bash: make test`): see `call_title`."""
+        return call_title(self.name, args, self.subject_field)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.stop_class.name}>"
+
+
+TITLE_WIDTH = 80
+"""Characters of a call's subject its title keeps (the rest is cut to `…`)."""
+_SUBJECT_FIELDS = ("command", "file_path", "path", "pattern", "url", "prompt")
+"""Input fields that commonly name what a call works on, for tools without a subject
+field of their own (an MCP server's)."""
+
+
+def call_title(
+    name: str, args: Mapping[str, Any], subject_field: str | None = None
+) -> str:
+    """A call's one-line title: the tool and what it works on (`Bash: make test`).
+
+    The one source of titles, wherever a call is shown (the agent's events, chat, an
+    editor's ACP updates, a session loaded again): the tool's `subject_field` first,
+    then the common subject fields; an input with none of them is shown as JSON.
+    """
+    for field in (
+        (subject_field, *_SUBJECT_FIELDS) if subject_field else _SUBJECT_FIELDS
+    ):
+        value = args.get(field)
+        if isinstance(value, str) and value.strip():
+            return f"{name}: {_cut(value.strip().splitlines()[0])}"
+    if not args:
+        return name
+    import json  # only here: most calls have a subject
+
+    return f"{name}: {_cut(json.dumps(dict(args), default=str))}"
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1] + "…"
 
 
 def _error_path(loc: tuple[int | str, ...]) -> str:

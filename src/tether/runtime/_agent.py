@@ -45,11 +45,10 @@ render the events.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -106,8 +105,6 @@ __all__ = (
 
 HALT_REASON = "the person stopped the run"
 """The reason recorded on calls a run's stop kept from starting."""
-
-_TITLE_FIELDS = ("command", "file_path", "path", "pattern", "url", "prompt")
 
 
 def default_system(workspace: Path | str, *, today: datetime.date | None = None) -> str:
@@ -507,7 +504,7 @@ class AgentSession:
                 tool=call.name,
                 input=args or {},
                 stop_class=runtime.stop_class_of(call.name),
-                title=_title(call.name, args or {}),
+                title=runtime.call_title(call.name, args or {}),
             )
         )
         if args is None:
@@ -707,12 +704,3 @@ def _with_every_result(
             pending.extend(message.tool_calls)
     close_pending()
     return out
-
-
-def _title(tool: str, args: dict[str, Any]) -> str:
-    for field in _TITLE_FIELDS:
-        value = args.get(field)
-        if isinstance(value, str) and value:
-            line = value.splitlines()[0] if value.strip() else value
-            return f"{tool}: {line[:60]}"
-    return tool if not args else f"{tool}: {json.dumps(args)[:60]}"

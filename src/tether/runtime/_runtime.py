@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, final
+from typing import Any, Literal, final
 
 import anyio
 import anyio.abc
@@ -29,7 +29,7 @@ from ..host._core import HostCore
 from ..host._inprocess import InProcessHost
 from ..host._loadable import check_stdio_loadable
 from ..host._protocol import Approver, HostConnection
-from ..host._tool import StopClass, Tool, check_unique_names
+from ..host._tool import StopClass, Tool, call_title, check_unique_names
 from ..host.tools import open_mcp_tools, standard_tools
 from ._executor import Executor
 from ._ledger import Ledger
@@ -126,6 +126,7 @@ class Runtime:
         if host == "stdio" and not self._use_defaults:
             check_stdio_loadable(self.tools)
         self._classes = {t.name: t.stop_class for t in self.tools}
+        self._named = {t.name: t for t in self.tools}
         self.rules = _rules(permissions, self.config)
         if host == "stdio":
             _refuse_what_cannot_cross(guard, self.rules)
@@ -177,10 +178,16 @@ class Runtime:
                 continue
             self.tools.append(tool)
             self._classes[tool.name] = tool.stop_class
+            self._named[tool.name] = tool
 
     def stop_class_of(self, name: str) -> StopClass | None:
         """The stop class of a tool the runtime knows, or None."""
         return self._classes.get(name)
+
+    def call_title(self, name: str, args: Mapping[str, Any]) -> str:
+        """A call's one-line title (`Bash: make test`), by its tool's subject field."""
+        tool = self._named.get(name)
+        return tool.title(args) if tool is not None else call_title(name, args)
 
     def session(self) -> Session:
         """Start a session with a fresh id."""
