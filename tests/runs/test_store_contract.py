@@ -10,8 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tether.errors import StoreError
 from tether.runs import LaneRow, LaneState, Receipt, RunRow, RunState, StaleClaim, Store
 from tether.runs._sqlite import SqliteStore
+from tether.runs._values import LANE_MOVES_INTO
 
 from .conftest import Clock, StoreFactory
 
@@ -182,6 +184,59 @@ def test_runs_lanes_receipts_and_the_ledger_round_trip(store: Store) -> None:
         ("one", None, ""),
         ("two", "lane1", "d"),
     ]
+
+
+def _lane_in(store: Store, lane: str, path: list[LaneState]) -> None:
+    store.add_lane(
+        LaneRow(
+            id=lane,
+            run="run1",
+            item=lane,
+            state=LaneState.OPEN,
+            branch=f"tether/{lane}",
+            worktree=f"/w/{lane}",
+        )
+    )
+    for state in path:
+        store.update_lane(lane, state=state)
+
+
+def _lane(store: Store, lane: str) -> LaneRow:
+    return next(row for row in store.lanes("run1") if row.id == lane)
+
+
+def _paths_to(state: LaneState) -> list[LaneState]:
+    """The shortest legal path from open to `state` (open itself: none)."""
+    reached: dict[LaneState, list[LaneState]] = {LaneState.OPEN: []}
+    while state not in reached:
+        for to, froms in LANE_MOVES_INTO.items():
+            for before in list(reached):
+                if before in froms and to not in reached:
+                    reached[to] = [*reached[before], to]
+    return reached[state]
+
+
+def test_a_store_makes_exactly_the_lane_moves_lanestate_allows(store: Store) -> None:
+    """Every (from, to) pair: the legal moves are made, the rest refused unchanged."""
+    n = 0
+    for before in LaneState:
+        for to in LaneState:
+            n += 1
+            lane = f"l{n}"
+            _lane_in(store, lane, _paths_to(before))
+            if before in LANE_MOVES_INTO[to]:
+                store.update_lane(lane, state=to, note="moved")
+                assert _lane(store, lane).state is to
+            else:
+                with pytest.raises(StoreError, match=f"lane {lane} is {before.value}"):
+                    store.update_lane(lane, state=to, note="moved")
+                got = _lane(store, lane)
+                assert (got.state, got.note) == (before, None)
+    with pytest.raises(StoreError, match="not in the store"):
+        store.update_lane("nope", state=LaneState.DONE)
+    assert {LaneState.DONE, LaneState.HALTED}.isdisjoint(
+        set().union(*LANE_MOVES_INTO.values())
+    ), "done and halted are final"
 
 
 def test_the_store_file_is_owner_only_and_a_loose_one_is_refused(

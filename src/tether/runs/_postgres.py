@@ -35,6 +35,7 @@ from . import _rows as rows
 from ._store import crash_point, stale
 from ._url import has_password, redact
 from ._values import (
+    LANE_MOVES_INTO,
     Claim,
     Event,
     LaneRow,
@@ -43,6 +44,7 @@ from ._values import (
     Receipt,
     RunRow,
     RunState,
+    refused_move,
 )
 
 __all__ = ("SCHEMA_VERSION", "PostgresStore", "redact")
@@ -610,11 +612,20 @@ class PostgresStore:
         if not values:
             return
         sets = ", ".join(f"{column} = %({column})s" for column in values)
-        self._one(
+        where = "id = %(lane_id)s"
+        if state is not None:  # only a move LaneState allows (two writers, one lane)
+            values["froms"] = sorted(s.value for s in LANE_MOVES_INTO[state])
+            where += " AND state = ANY(%(froms)s)"
+        done = self._one(
             "record a lane",
-            f"UPDATE lanes SET {sets} WHERE id = %(lane_id)s RETURNING id",
+            f"UPDATE lanes SET {sets} WHERE {where} RETURNING id",
             {**values, "lane_id": lane},
         )
+        if state is not None and done is None:
+            row = self._one(
+                "read a lane", "SELECT state FROM lanes WHERE id = %(id)s", {"id": lane}
+            )
+            raise StoreError(refused_move(lane, row and row[0], state))
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

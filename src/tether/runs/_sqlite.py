@@ -24,6 +24,7 @@ from ..errors import StoreError
 from . import _rows as rows
 from ._store import crash_point, stale
 from ._values import (
+    LANE_MOVES_INTO,
     Claim,
     Event,
     LaneRow,
@@ -32,6 +33,7 @@ from ._values import (
     Receipt,
     RunRow,
     RunState,
+    refused_move,
 )
 
 __all__ = ("SqliteStore",)
@@ -474,10 +476,20 @@ class SqliteStore:
             args.append(note)
         if not sets:
             return
+        where, keys = "id = ?", [lane]
+        if state is not None:  # only a move LaneState allows (two writers, one lane)
+            froms = sorted(s.value for s in LANE_MOVES_INTO[state])
+            where += f" AND state IN ({', '.join('?' * len(froms))})"
+            keys += froms
         with self._write() as conn:
-            conn.execute(
-                f"UPDATE lanes SET {', '.join(sets)} WHERE id = ?", (*args, lane)
+            done = conn.execute(
+                f"UPDATE lanes SET {', '.join(sets)} WHERE {where}", (*args, *keys)
             )
+            if state is not None and done.rowcount == 0:
+                row = conn.execute(
+                    "SELECT state FROM lanes WHERE id = ?", (lane,)
+                ).fetchone()
+                raise StoreError(refused_move(lane, row and row[0], state))
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -15,6 +15,7 @@ import attrs
 from ..errors import TetherError
 
 __all__ = (
+    "LANE_MOVES_INTO",
     "Claim",
     "Event",
     "LaneRow",
@@ -26,6 +27,7 @@ __all__ = (
     "RunState",
     "RunStatistics",
     "StaleClaim",
+    "refused_move",
 )
 
 
@@ -60,11 +62,23 @@ ACTIVE_RUN_STATES = frozenset({RunState.RUNNING, RunState.HELD, RunState.HALTING
 
 
 class LaneState(enum.StrEnum):
-    """A lane's state.
+    """A lane's state; the moves it may make are `LANE_MOVES_INTO`, which the stores
+    hold.
 
-    Transitions: open <-> in-call; open -> saved (killed or found dead, claim still
-    held) -> halted (claim released) ; open -> held (save failed) -> halted (a retry
-    saved it); open -> done. No other transition happens.
+    ```
+    open <-> in-call                 an agent starts in it, and ends
+    open | in-call -> done           its last stage ended, or it failed (or its item
+                                     was found finished by the restart path)
+    open | in-call -> saved          saved aside (a halt, a kill, a fenced claim, the
+                                     restart path); its claim is still held
+    open | in-call -> held           its save failed: worktree and claim kept
+    held -> held | saved | done      a retry failed again, or saved it
+    saved -> halted                  its claim released
+    open | in-call | held -> halted  nothing to save: it never got a directory
+    ```
+
+    done and halted are final. A store refuses any other move (`StoreError`): two
+    processes acting on one lane at once cannot leave it in a state neither meant.
     """
 
     OPEN = "open"
@@ -79,6 +93,18 @@ class LaneState(enum.StrEnum):
     """Its save failed: worktree and claim kept."""
     DONE = "done"
     """Every stage ran; its branch is left for the person."""
+
+
+_ACTIVE = (LaneState.OPEN, LaneState.IN_CALL)
+LANE_MOVES_INTO: dict[LaneState, frozenset[LaneState]] = {
+    LaneState.OPEN: frozenset({LaneState.IN_CALL}),
+    LaneState.IN_CALL: frozenset({LaneState.OPEN}),
+    LaneState.DONE: frozenset({*_ACTIVE, LaneState.HELD}),
+    LaneState.SAVED: frozenset({*_ACTIVE, LaneState.HELD}),
+    LaneState.HELD: frozenset({*_ACTIVE, LaneState.HELD}),
+    LaneState.HALTED: frozenset({*_ACTIVE, LaneState.HELD, LaneState.SAVED}),
+}
+"""For each state a lane may be moved to, the states it may be moved from."""
 
 
 class StaleClaim(TetherError):
@@ -252,3 +278,10 @@ class RunStatistics:
     """Why the run holds (a stop read that was not clear), if it does."""
     halting: bool = False
     """Whether it took a stop and is halting."""
+
+
+def refused_move(lane: str, now: str | None, to: LaneState) -> str:
+    """The message of a lane move a store refused (`LANE_MOVES_INTO`)."""
+    if now is None:
+        return f"lane {lane} is not in the store: it cannot become {to.value}"
+    return f"lane {lane} is {now}: it cannot become {to.value} (see LaneState)"
