@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from tether.errors import StoreError
 from tether.runs import (
     Claim,
     LaneRow,
@@ -162,6 +163,11 @@ class ClaimMachine(RuleBasedStateMachine):
             return
         claim = self.claims[index % len(self.claims)]
         saved = (f"refs/tether/saved/{claim.run}/{claim.lane}", f"{index:040x}")
+        if claim.lane in self.saved:
+            # Saved already: a lane is saved once (LaneState); the record stays.
+            with pytest.raises(StoreError, match="is saved: it cannot become saved"):
+                self.store.update_lane(claim.lane, state=LaneState.SAVED, saved=saved)
+            return
         self.store.update_lane(claim.lane, state=LaneState.SAVED, saved=saved)
         self.saved[claim.lane] = saved
 

@@ -625,7 +625,7 @@ class PostgresStore:
             row = self._one(
                 "read a lane", "SELECT state FROM lanes WHERE id = %(id)s", {"id": lane}
             )
-            raise StoreError(refused_move(lane, row and row[0], state))
+            raise StoreError(refused_move(lane, row[0] if row else None, state))
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -489,7 +489,7 @@ class SqliteStore:
                 row = conn.execute(
                     "SELECT state FROM lanes WHERE id = ?", (lane,)
                 ).fetchone()
-                raise StoreError(refused_move(lane, row and row[0], state))
+                raise StoreError(refused_move(lane, row[0] if row else None, state))
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -1,0 +1,622 @@
+"""One lane's life in a run: opened from its claim, its stages, a usage wait, its end.
+
+A `Lane` works one claimed item: it opens the lane's repository (restoring saved work
+of an earlier lane), hands each stage to its agent with the stop read before every move,
+records a receipt per stage, and ends in one of the ways `LaneEnd` names — finished
+(done or failed), or, once the run takes a stop, saved aside and released (halted), held
+(its save kept failing), fenced (its claim went to a newer epoch) or killed.
+
+The states a lane's row goes through are `LaneState`, whose moves the stores hold
+(`LANE_MOVES_INTO`); `LaneEnd` is what the run counts for its exit code. What a lane
+needs of its run (the store, the plan, the stop's gate, the ledger, the registry of open
+lanes) is `LaneRun`; the run dispatches lanes, reads the stop between their moves and
+renews their claims (`_run.py`). Git work on a lane's repository is `_lanes.py`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+import attrs
+
+from .._threads import in_thread
+from ._agents import (
+    AgentOutcome,
+    expand,
+    run_command_agent,
+    timed_out_note,
+    usage_reset,
+    window_reset,
+)
+from ._builtin import run_builtin_agent
+from ._clock import RunClock
+from ._lanes import (
+    GitFailed,
+    SaveFailed,
+    branch_name,
+    bring_back,
+    commit_leftovers,
+    commits_since,
+    find_saves,
+    git,
+    has_commit,
+    head,
+    keep_view,
+    lane_dir,
+    make_view,
+    open_lane,
+    restore,
+    restore_copy,
+    save_dir,
+    save_lane,
+    saved_ref,
+)
+from ._plan import Plan
+from ._store import Store, crash_point
+from ._values import Claim, LaneRow, LaneState, Receipt, StaleClaim
+
+__all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save")
+
+
+class LaneEnd(enum.Enum):
+    """How a lane's work ended in this run."""
+
+    DONE = "done"
+    """Every stage ran; its item is finished."""
+    FAILED = "failed"
+    """A stage failed; its item is finished as failed."""
+    NOT_OPENED = "not-opened"
+    """Its repository could not be opened here; its claim is released for a peer."""
+    HALTED = "halted"
+    """The run took a stop: saved aside, then its claim released."""
+    HELD = "held"
+    """The run took a stop and its save kept failing: worktree and claim kept."""
+    FENCED = "fenced"
+    """Its claim went to a newer epoch; what it had is saved aside, nothing released."""
+    KILLED = "killed"
+    """Its agent was killed (a second Ctrl-C); saved aside, its claim left for the
+    restart path."""
+
+
+class LaneRun(Protocol):
+    """What a lane needs of the run it works in."""
+
+    @property
+    def id(self) -> str:
+        """The run's id."""
+
+    @property
+    def plan(self) -> Plan:
+        """What to do."""
+
+    @property
+    def store(self) -> Store:
+        """Claims and ledger."""
+
+    @property
+    def clock(self) -> RunClock:
+        """The wall clock usage windows are judged and waited on."""
+
+    @property
+    def poll(self) -> float:
+        """Seconds between reads of the stop (and between save retries)."""
+
+    @property
+    def save_retry(self) -> float:
+        """Seconds a failed save is retried before the lane is held."""
+
+    @property
+    def say(self) -> Callable[[str], None]:
+        """Where progress lines go."""
+
+    @property
+    def halting(self) -> bool:
+        """Whether the run took a stop."""
+
+    @property
+    def killed(self) -> bool:
+        """Whether the run's agents were killed (a second Ctrl-C)."""
+
+    @property
+    def halt(self) -> anyio.Event:
+        """Set when the run takes a stop; agents and waits end their part on it."""
+
+    @property
+    def windows(self) -> dict[str, float]:
+        """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
+
+    @property
+    def lanes(self) -> dict[str, Lane]:
+        """The run's open lanes, by lane id."""
+
+    def log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
+        """Record an event in the run's ledger."""
+
+    async def gate(self, move: str, lane: str | None = None) -> bool:
+        """Read the stop before `move`; wait out a HOLD; False once halting."""
+
+    def look_at_stop(self) -> None:
+        """Read the stop once and act on it (a stop that stands as a stage ends)."""
+
+    def log_path(self, lane: str) -> Path:
+        """The lane's log file."""
+
+    def brief(self, item: str) -> str:
+        """The item's brief."""
+
+
+@attrs.define(eq=False)
+class Lane:
+    """One claimed item's lane in a run (see the module docstring)."""
+
+    run: LaneRun
+    row: LaneRow
+    claim: Claim
+    worktree: Path
+    stage: int
+    """The index of the next stage to run."""
+    call: anyio.CancelScope | None = None
+    """The agent's call in flight (a kill cancels it), or None."""
+    fenced: bool = False
+    """Whether its claim went to a newer epoch (no renewal, receipt or release)."""
+    resume: tuple[str, str, Path] | None = None
+    """(stage, session id, transcript) of the builtin agent a take-over goes on with."""
+    since: float = 0.0
+    """Wall-clock seconds when the lane opened or its current stage started."""
+    working: str | None = None
+    """The stage its agent works on now (for the live view); None between stages."""
+    note: str | None = None
+    """What the lane waits for (a usage window), for the live view."""
+
+    @classmethod
+    async def work(
+        cls, run: LaneRun, claim: Claim, previous: LaneRow | None
+    ) -> LaneEnd:
+        """Open the lane for `claim` and work it to its end (see `LaneEnd`)."""
+        try:
+            lane = await cls._open(run, claim, previous)
+        except (GitFailed, SaveFailed) as exc:
+            run.log("lane-failed", lane=claim.lane, detail=str(exc))
+            run.say(f"{claim.item}: cannot open a lane: {exc}")
+            if any(row.id == claim.lane for row in run.store.lanes(run.id)):
+                run.store.update_lane(
+                    claim.lane, state=LaneState.HALTED, note=f"not opened: {exc}"
+                )
+            # Released for a peer (the machine that has its saved work, say).
+            with contextlib.suppress(StaleClaim):
+                run.store.release(claim)
+            return LaneEnd.NOT_OPENED
+        failed = await lane._stages()
+        if lane.fenced:
+            await lane._save()
+            return LaneEnd.FENCED
+        if run.halting and lane.stage < len(run.plan.stages) and not failed:
+            return await lane._halt()
+        return await lane._finish(failed=failed)
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    async def _open(cls, run: LaneRun, claim: Claim, previous: LaneRow | None) -> Lane:
+        lane_id = claim.lane
+        repo = run.plan.repo
+        path = lane_dir(run.id, lane_id)
+        branch = branch_name(claim.item)
+        stage = 0 if previous is None else previous.stage
+        commit = None if previous is None else previous.saved_commit
+        lossless = (
+            None if previous is None else await in_thread(lossless_save, previous)
+        )
+        if (
+            lossless is None
+            and commit is not None
+            and not await has_commit(repo, commit)
+        ):
+            assert previous is not None
+            ref = previous.saved_ref or saved_ref(previous.run, previous.id)
+            raise GitFailed(
+                f"its saved work {commit[:12]} ({ref}) is not in {repo}: it was "
+                "saved on another machine; fetch it into this repository with "
+                "`git fetch REMOTE '+refs/tether/saved/*:refs/tether/saved/*'`, "
+                "or let that machine take the item"
+            )
+        row = LaneRow(
+            id=lane_id,
+            run=run.id,
+            item=claim.item,
+            state=LaneState.OPEN,
+            branch=branch,
+            worktree=str(path),
+            stage=stage,
+        )
+        # Recorded before its directory exists: a crash from here on leaves a lane the
+        # restart path finds (with nothing in it, or a whole directory to save).
+        run.store.add_lane(row)
+        run.log("lane-open", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}")
+        crash_point("lane")
+        if lossless is not None:
+            await restore_copy(lossless, path)
+            run.log("restored", lane=lane_id, detail=f"{commit} from {lossless}")
+            run.say(f"{claim.item}: saved work {(commit or '')[:12]} restored")
+        else:
+            await open_lane(repo, path, branch)
+            if commit is not None:
+                await restore(path, commit)
+                run.log("restored", lane=lane_id, detail=f"{commit} (its view only)")
+                run.say(
+                    f"{claim.item}: saved work {commit[:12]} restored from its git view "
+                    "(its lossless copy is on the machine that saved it)"
+                )
+        lane = cls(
+            run=run,
+            row=row,
+            claim=claim,
+            worktree=path,
+            stage=stage,
+            since=run.clock.now(),
+        )
+        if previous is not None:
+            lane.resume = _agent_session(run.store, previous)
+        run.lanes[lane_id] = lane
+        return lane
+
+    # -- the stages ----------------------------------------------------------------
+    async def _stages(self) -> bool:
+        """Run the stages from `self.stage` on; True when one failed."""
+        run = self.run
+        lane_id = self.row.id
+        index = self.stage
+        while index < len(run.plan.stages):
+            stage = run.plan.stages[index]
+            name = stage.name
+            if not await run.gate(f"hand out {name}", lane_id):
+                return False
+            if not await run.gate(f"start agent for {name}", lane_id):
+                return False
+            if stage.model is not None and stage.agent is None:
+                reset = run.windows.get(stage.model, 0.0)
+                if reset > run.clock.now():
+                    # Spec 03: at 95 % of its window a model account waits for the
+                    # reset; the run never moves onto another key.
+                    await self._wait_usage(name, reset)
+                    if run.halting:
+                        return False
+                    continue
+            run.store.update_lane(lane_id, state=LaneState.IN_CALL)
+            run.log("stage-start", lane=lane_id, detail=name)
+            run.say(f"{self.row.item}: {name} started")
+            base = await head(self.worktree)
+            self.working, self.since = name, run.clock.now()
+            try:
+                outcome = await self._call(index)
+            finally:
+                self.working = None
+            if run.killed:
+                # A killed call is not a receipt: the stage runs again after a take-over.
+                run.log("killed-in-call", lane=lane_id, detail=name)
+                return False
+            # While halting, the lane is saved as it is (spec 03: its branch untouched);
+            # a stop that stands as the stage ends counts.
+            if not run.halting:
+                run.look_at_stop()
+            await self._keep_stage_work(name, commit=stage.commit and not run.halting)
+            commits: tuple[str, ...] = ()
+            with contextlib.suppress(GitFailed):
+                commits = await commits_since(self.worktree, base)
+            receipt = Receipt(
+                run=run.id,
+                lane=lane_id,
+                item=self.row.item,
+                stage=name,
+                exit_status=outcome.exit_status,
+                log_tail=outcome.log_tail,
+                commits=commits,
+            )
+            try:
+                run.store.record_receipt(self.claim, receipt)
+            except StaleClaim as exc:
+                self.fenced = True
+                run.log("fenced", lane=lane_id, detail=str(exc))
+                return False
+            crash_point("receipt")
+            run.log(
+                "receipt", lane=lane_id, detail=f"{name} exit {outcome.exit_status}"
+            )
+            if outcome.stopped:
+                # The stage did not finish: it runs again (resumed) after a take-over.
+                run.say(f"{self.row.item}: {name} {outcome.note}")
+                return False
+            if stage.model is not None and outcome.rate_limits:
+                window = window_reset(outcome.rate_limits, run.clock.now())
+                if window is not None:
+                    run.windows[stage.model] = window
+            limited = usage_reset(stage, outcome, run.clock.now())
+            if limited is not None:
+                # Spec 03: a usage limit is a wait, not a stop: nothing is saved or
+                # released; the same stage runs again at the reset.
+                run.store.update_lane(lane_id, state=LaneState.OPEN)
+                await self._wait_usage(name, limited)
+                if run.halting:
+                    return False
+                continue
+            index += 1
+            self.stage = index
+            run.store.update_lane(lane_id, state=LaneState.OPEN, stage=self.stage)
+            how = (
+                timed_out_note(outcome.timed_out)
+                if outcome.timed_out is not None
+                else f"exit {outcome.exit_status}"
+            )
+            run.say(
+                f"{self.row.item}: {name} ended, {how}, "
+                f"{len(commits)} commit{'' if len(commits) == 1 else 's'}"
+            )
+            if outcome.exit_status != 0:
+                return True
+        return False
+
+    async def _call(self, index: int) -> AgentOutcome:
+        run = self.run
+        stage = run.plan.stages[index]
+        brief = run.brief(self.row.item)
+        log = run.log_path(self.row.id)
+
+        def on_call(call: anyio.CancelScope | None) -> None:
+            self.call = call
+            if call is not None:
+                crash_point("stage")
+
+        if stage.agent is None:
+            assert stage.model is not None  # the plan requires a model for builtin
+            transcript = log.with_suffix(".transcript")
+            resume: str | None = None
+            if self.resume is not None and self.resume[0] == stage.name:
+                # A take-over goes on with the agent's own conversation, from a copy.
+                _, resume, earlier = self.resume
+                await in_thread(shutil.copyfile, earlier, transcript)
+            self.resume = None
+            outcome = await run_builtin_agent(
+                stage.model,
+                brief,
+                cwd=self.worktree,
+                log=log,
+                on_call=on_call,
+                halt=run.halt,
+                transcript=transcript,
+                resume=resume,
+            )
+            if outcome.session_id is not None:
+                run.log(
+                    "agent-session",
+                    lane=self.row.id,
+                    detail=f"{stage.name} {outcome.session_id} {transcript}",
+                )
+            return outcome
+        values = {"brief": brief, "lane": self.row.id, "item": self.row.item}
+        if stage.preset is not None:
+            from ._presets import PresetCall, previous_session
+
+            name = stage.name
+
+            def on_session(session: str) -> None:
+                # Recorded for a take-over, which resumes this session.
+                run.log("agent-session", lane=self.row.id, detail=f"{name} {session}")
+
+            return await PresetCall(
+                stage=attrs.evolve(stage, args=tuple(expand(stage.args, values))),
+                brief=brief,
+                cwd=self.worktree,
+                log=log,
+                run_id=run.id,
+                lane=self.row.id,
+                item=self.row.item,
+                halted=run.halt,
+                on_call=on_call,
+                on_session=on_session,
+                # Spec 03: a take-over resumes the agent's own session.
+                resume=previous_session(
+                    run.store,
+                    run=run.id,
+                    item=self.row.item,
+                    stage=stage,
+                    index=index,
+                ),
+            ).run()
+        return await run_command_agent(
+            expand(stage.agent, values),
+            cwd=self.worktree,
+            log=log,
+            run=run.id,
+            lane=self.row.id,
+            item=self.row.item,
+            timeout=stage.timeout,
+            on_call=on_call,
+            writable=stage.writable,
+            pass_env=stage.env,
+        )
+
+    async def _keep_stage_work(self, stage: str, *, commit: bool) -> None:
+        """What a stage left: committed onto the lane's branch (unless the stage says
+        `commit = "never"`), and the branch brought into the person's repository."""
+        if commit:
+            try:
+                made = await commit_leftovers(self.worktree, stage)
+            except GitFailed as exc:
+                self.run.log("commit-failed", lane=self.row.id, detail=str(exc))
+                self.run.say(f"{self.row.item}: its work stays uncommitted: {exc}")
+            else:
+                if made is not None:
+                    self.run.log(
+                        "committed", lane=self.row.id, detail=f"{stage} {made}"
+                    )
+        await self._bring_back()
+
+    async def _bring_back(self) -> bool:
+        try:
+            await bring_back(self.run.plan.repo, self.worktree, self.row.branch)
+        except GitFailed as exc:
+            self.run.log("branch-not-brought", lane=self.row.id, detail=str(exc))
+            self.run.say(
+                f"{self.row.item}: its branch {self.row.branch} could not be brought "
+                f"into {self.run.plan.repo}: {exc}; the work stays in {self.worktree}"
+            )
+            return False
+        return True
+
+    async def _wait_usage(self, stage: str, reset: float) -> None:
+        run = self.run
+        at = datetime.fromtimestamp(reset, UTC).isoformat(timespec="seconds")
+        note = f"waiting for the usage window (resets at {at})"
+        run.store.update_lane(self.row.id, note=note)
+        self.note = note
+        run.log("usage-wait", lane=self.row.id, detail=f"{stage}: resets at {at}")
+        run.say(f"{self.row.item}: {note}")
+        # A wait, not a stop: it ends at the reset or when the run halts.
+        async with anyio.create_task_group() as tg:
+
+            async def halted() -> None:
+                await run.halt.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(halted)
+            await run.clock.sleep_until(reset)
+            tg.cancel_scope.cancel()
+        run.store.update_lane(self.row.id, note="")
+        self.note = None
+        run.log("usage-resumed", lane=self.row.id, detail=stage)
+
+    # -- the end -------------------------------------------------------------------
+    async def _finish(self, *, failed: bool) -> LaneEnd:
+        run = self.run
+        lane_id = self.row.id
+        try:
+            run.store.finish(self.claim, failed=failed)
+        except StaleClaim as exc:
+            run.log("fenced", lane=lane_id, detail=str(exc))
+            return LaneEnd.FENCED
+        crash_point("finished")
+        run.store.update_lane(
+            lane_id, state=LaneState.DONE, note="failed" if failed else None
+        )
+        verdict = "failed" if failed else "done"
+        run.log("lane-done", lane=lane_id, detail=verdict)
+        # The lane's directory stays as it is (ignored build outputs and all) until
+        # `tether lanes prune`: nothing of it is deleted without a lossless copy.
+        brought = await self._bring_back()
+        where = (
+            f"its branch {self.row.branch} holds its work"
+            if brought
+            else f"its work is in {self.worktree}"
+        )
+        try:
+            dirty = await git("status", "--porcelain", cwd=self.worktree)
+        except GitFailed as exc:
+            run.log("save-failed", lane=lane_id, detail=str(exc))
+            dirty = ""
+        if dirty:
+            try:
+                commit = await make_view(
+                    run.plan.repo, self.worktree, message=f"{run.id} {lane_id}"
+                )
+                ref = await keep_view(run.plan.repo, commit, saved_ref(run.id, lane_id))
+            except GitFailed as exc:
+                run.log("save-failed", lane=lane_id, detail=str(exc))
+            else:
+                run.store.update_lane(lane_id, saved=(ref, commit))
+                run.log("saved", lane=lane_id, detail=f"{ref} {commit}")
+                where += f"; what it left uncommitted is viewed at {ref}"
+        if failed:
+            # Why it failed is in the lane's log: say how to read it.
+            where += f"; why: tether logs {run.id} {self.row.item}"
+        run.say(f"{self.row.item}: {verdict}; {where}")
+        del run.lanes[lane_id]
+        return LaneEnd.FAILED if failed else LaneEnd.DONE
+
+    async def _save(self) -> str | None:
+        run = self.run
+        try:
+            save = await save_lane(
+                run.plan.repo,
+                self.worktree,
+                run=run.id,
+                lane_id=self.row.id,
+                message=f"{run.id} {self.row.id}",
+            )
+        except SaveFailed as exc:
+            run.log("save-failed", lane=self.row.id, detail=str(exc))
+            return None
+        run.store.update_lane(
+            self.row.id, state=LaneState.SAVED, saved=(save.ref, save.commit)
+        )
+        run.log("saved", lane=self.row.id, detail=f"{save.ref} {save.commit}")
+        return save.commit
+
+    async def _halt(self) -> LaneEnd:
+        """Steps 3 and 4 of the halt for a lane whose agent is gone."""
+        assert self.call is None  # spec 03: its process tree is checked empty first
+        run = self.run
+        lane_id = self.row.id
+        commit = await self._save()
+        if run.killed:
+            return LaneEnd.KILLED  # its claim is left for the restart path
+        if commit is None:
+            run.store.update_lane(lane_id, state=LaneState.HELD, note="save failed")
+            run.say(f"{self.row.item}: holding the lane and its claim: its save failed")
+            with anyio.move_on_after(run.save_retry):
+                while commit is None:
+                    await anyio.sleep(run.poll)
+                    commit = await self._save()
+            if commit is None:
+                events = [e for e in run.store.events(run.id) if e.lane == lane_id]
+                why = next(
+                    (e.detail for e in reversed(events) if e.kind == "save-failed"), ""
+                )
+                run.store.update_lane(lane_id, state=LaneState.HELD, note=why)
+                run.log("held", lane=lane_id, detail=why)
+                run.say(f"{self.row.item}: held: {why}")
+                return LaneEnd.HELD
+            if run.killed:
+                return LaneEnd.KILLED
+        run.say(f"{self.row.item}: saved aside as {commit[:12]}")
+        crash_point("save-release")
+        try:
+            run.store.release(self.claim)
+        except StaleClaim as exc:
+            run.log("fenced", lane=lane_id, detail=str(exc))
+            return LaneEnd.FENCED
+        run.log("released", lane=lane_id, detail=self.row.item)
+        crash_point("released")
+        run.store.update_lane(lane_id, state=LaneState.HALTED)
+        run.log("lane-halted", lane=lane_id)
+        del run.lanes[lane_id]
+        return LaneEnd.HALTED
+
+
+def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | None:
+    """The builtin agent's session the previous lane of the item left, if any."""
+    found = None
+    for event in store.events(previous.run):
+        if event.lane == previous.id and event.kind == "agent-session":
+            stage, _, rest = event.detail.partition(" ")
+            session, _, transcript = rest.partition(" ")
+            found = (stage, session, Path(transcript))
+    if found is None or not found[2].is_file():
+        return None
+    return found
+
+
+def lossless_save(lane: LaneRow) -> Path | None:
+    """The lossless copy of a lane's save on this machine: the one its view names, else
+    its newest; None when it was saved elsewhere (only its git view reaches here)."""
+    if lane.saved_commit is not None:
+        exact = save_dir(lane.run, lane.id, lane.saved_commit)
+        if exact.is_dir():
+            return exact
+    found = find_saves(lane.run, lane.id)
+    return found[0] if found else None
