@@ -1,0 +1,141 @@
+"""Write `docs/rules.md` from the manifest: `python -m tests.spec.render`.
+
+The page defines every id the code cites, each under an anchor of its own: the spec's
+chapters (`spec-02`), the rules of the manifest (`s13b`, `folder-rule`), the rows of the
+stop folder's checklist (`row-d9`) and the style points (`style-18`). Its rule lines are
+the manifest's own (`_rules.py`); the paragraphs come from `_requires.py` and
+`_chapters.py`. `test_rules_doc.py` fails when the page on disk differs from this output.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from ._chapters import CHAPTERS, ROWS, STYLE
+from ._requires import REQUIRES
+from ._rules import RULES
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+COMMAND = "python -m tests.spec.render"
+
+_HEAD = f"""\
+# The rules the code cites
+
+Comments, docstrings and tests of tether cite the rules they keep. This page defines every
+id they cite, each under an anchor of its own:
+
+| cited as | defined at |
+|---|---|
+| `S5`, `S13b` (spec 01's rules) | [S5](#s5), [S13b](#s13b) |
+| `spec 02` (a chapter of the spec) | [spec 02](#spec-02) |
+| `@pytest.mark.rule("hold")` (a named rule) | [hold](#hold) |
+| `row D9` (the stop folder's checklist of bad inputs) | [row D9](#row-d9) |
+| `style 18`, `style point 18` (the code style) | [style 18](#style-18) |
+
+A citation keeps its short form in the code (`S13b`, `spec 02`): it is unambiguous, and
+this page resolves it. Each rule's line in bold is the manifest's (`tests/spec/_rules.py`),
+where every rule needs a test marked `@pytest.mark.rule(id)`.
+
+This page is generated: edit `tests/spec/_rules.py`, `tests/spec/_requires.py` or
+`tests/spec/_chapters.py`, then run `{COMMAND}`.
+`tests/spec/test_rules_doc.py` fails while the page is out of date, and when the code
+cites an id defined nowhere here.
+"""
+
+
+def _wrap(text: str) -> str:
+    """A paragraph wrapped as the other pages are, at 90 columns."""
+    return textwrap.fill(text, 90, break_long_words=False, break_on_hyphens=False)
+
+
+def _check_both_ways() -> None:
+    """Every rule of the manifest has its paragraph, and every paragraph its rule."""
+    unexplained = sorted(set(RULES) - set(REQUIRES))
+    stray = sorted(set(REQUIRES) - set(RULES))
+    if unexplained or stray:
+        raise ValueError(
+            f"tests/spec/_requires.py: rules without a paragraph {unexplained}, "
+            f"paragraphs of no rule {stray}"
+        )
+    chapters = {chapter for chapter, _ in REQUIRES.values()}
+    if not chapters <= set(CHAPTERS):
+        raise ValueError(f"unknown chapters: {sorted(chapters - set(CHAPTERS))}")
+
+
+def _rule(rule: str) -> list[str]:
+    _, requires = REQUIRES[rule]
+    return [
+        f'### <a id="{rule.lower()}"></a>{rule}',
+        "",
+        _wrap(f"**{RULES[rule]}.**"),
+        "",
+        _wrap(requires),
+        "",
+    ]
+
+
+def _chapter(number: str) -> list[str]:
+    title, covers = CHAPTERS[number]
+    lines = [
+        f'## <a id="spec-{number}"></a>spec {number}: {title}',
+        "",
+        _wrap(covers),
+        "",
+    ]
+    for rule in RULES:
+        if REQUIRES[rule][0] == number:
+            lines += _rule(rule)
+    return lines
+
+
+def _rows() -> list[str]:
+    lines = [
+        '## <a id="checklist"></a>The stop folder\'s checklist of bad inputs',
+        "",
+        _wrap(
+            "The bad inputs and attacks the recorded stop (spec 02) is tested against, "
+            "by row: A the shared folder and its parents, B the uid directory, C the "
+            "stop entry, D time, configuration, process and environment. The rows the "
+            "code cites:"
+        ),
+        "",
+    ]
+    for row, (bad, does) in ROWS.items():
+        lines += [
+            f'### <a id="row-{row.lower()}"></a>row {row}',
+            "",
+            _wrap(f"**The bad input:** {bad}"),
+            "",
+            _wrap(f"**What tether does:** {does}"),
+            "",
+        ]
+    return lines
+
+
+def _style() -> list[str]:
+    lines = [
+        '## <a id="style"></a>Points of the code style',
+        "",
+        "The numbered points of the project's code style that the code cites:",
+        "",
+    ]
+    for number, (point, asks) in STYLE.items():
+        lines += [f'### <a id="style-{number}"></a>style {number}', "", f"**{point}**"]
+        lines += ["", _wrap(asks), ""]
+    return lines
+
+
+def render() -> str:
+    """The whole page, as `docs/rules.md` must read."""
+    _check_both_ways()
+    lines = [_HEAD]
+    for number in CHAPTERS:
+        lines += _chapter(number)
+    lines += _rows() + _style()
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":
+    PAGE.write_text(render(), encoding="utf-8")
+    print(f"wrote {PAGE}")
