@@ -1,8 +1,7 @@
-"""The other things the code cites, defined for `docs/rules.md`: the spec's chapters,
-rows of the stop folder's checklist of bad inputs, and numbered points of the code style.
+"""The spec's chapters, 00 to 05, for `docs/rules.md`: what each one covers.
 
-A citation in `src/` or `tests/` that names none of these (nor a rule of the manifest)
-fails `test_rules_doc.py`; add its definition here and regenerate the page.
+A citation of a chapter (`spec 02`) resolves to its section of the page; the rules of
+each chapter follow it there (`_requires.py` says which chapter a rule is of).
 """
 
 from __future__ import annotations
@@ -67,70 +66,3 @@ CHAPTERS: dict[str, tuple[str, str]] = {
     ),
 }
 """Chapter number: (title, what the chapter covers)."""
-
-ROWS: dict[str, tuple[str, str]] = {
-    "A16": (
-        "An access control list grants another account write to the folder or a "
-        "parent, with no write bit in the mode.",
-        "On Linux an ACL shows in the group bits of the mode (its mask), so the folder "
-        "rule's group-write check sees it and the reading holds.",
-    ),
-    "A17": (
-        "`/` itself is writable by others without the sticky bit, or is not owned by "
-        "root.",
-        "`/` is judged like every other parent in the chain: the reading holds.",
-    ),
-    "C16": (
-        "The stop is removed between the moment it is opened and the moment its "
-        "descriptor is judged.",
-        "It existed when it was opened, so that reading is `STOPPED`; the next reading "
-        "sees it gone.",
-    ),
-    "C17": (
-        "The person removes the stop: an ordinary lift.",
-        "The next clear reading is `CLEAR`, and a stop seen before is reported as "
-        "lifted by the person, with the time.",
-    ),
-    "C18": (
-        "The stop appears and disappears again and again.",
-        "Each reading is judged on its own, never from the memory of earlier ones, and "
-        "every change is reported.",
-    ),
-    "D9": (
-        "The reader's view is changed: it is moved into another mount namespace where "
-        "something else is mounted over the folder, or runs inside the agents' "
-        "sandbox.",
-        "A run pins its mount namespace (and the identity of `/`'s mount where the "
-        "kernel gives one) at its start; a reading from another namespace or root "
-        "holds.",
-    ),
-    "D12": (
-        "On the writer's side, the stop's name in the uid directory is already taken "
-        "by something that is not the person's stop (a file of another owner, a FIFO, a "
-        "link, a directory).",
-        "`tether stop` replaces what it can remove, says so, and writes the stop "
-        "atomically; a directory with entries is left alone and the stop fails loudly.",
-    ),
-}
-"""Checklist row: (the bad input, what tether does about it)."""
-
-STYLE: dict[int, tuple[str, str]] = {
-    4: (
-        "Layering goes one way, and a test enforces it.",
-        "Base modules, then `stop`, `host`, `models`, `runtime`, `runs` and `acp`, "
-        "`testing`, `cli`: a module imports only from its own layer or below, and "
-        "`tests/test_layering.py` parses the imports to fail on an upward one.",
-    ),
-    17: (
-        "Every abort records who asked and why.",
-        "An abort carries its source (user, turn, deadline, shutdown, halt) and an "
-        "optional reason; the report, the ledger and the printed form show them.",
-    ),
-    18: (
-        "Asked for and taken effect are two different facts.",
-        "A call is `ABORTING` until its host confirms and `ABORTED` after; a report "
-        "says settled only when the ledger does, and each unfinished call says why it "
-        "is still running.",
-    ),
-}
-"""Style point number: (the point, what it asks of the code)."""

@@ -4,11 +4,12 @@ One pattern per citation form, each giving the anchor the id has in `docs/rules.
 
 - a rule of spec 01: `S5`, `S13b` -> `s5`, `s13b`;
 - a chapter of the spec: `spec 02`, `Spec 02`, `spec/02` -> `spec-02`;
-- checklist rows: `row D9`, `Row D12`, `rows C16 and C18` -> `row-d9`, ...;
+- checklist rows: `row D9`, `Row D12`, `rows C16 and C18`, and a row id alone in
+  parentheses, `(A16)` (the checklist's letters are A to D) -> `row-d9`, ...;
 - style points: `style 18`, `style point 4` -> `style-18`, `style-4`.
 
 Named rules are cited through `pytest.mark.rule(...)`, which `test_rules_coverage.py`
-reads; a bare row id (`D9`) is no citation, since it could be anything.
+reads; a bare row id in running text (`D9`) is no citation, since it could be anything.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _FORMS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(rf"\brows? ({_ROW}(?:(?:, | and | or |/){_ROW})*)\b", re.IGNORECASE),
         "row-{}",
     ),
+    (re.compile(r"\(([A-D]\d{1,2})\)"), "row-{}"),
     (
         re.compile(r"\bstyle(?: points?)? (\d+(?:(?:, | and )\d+)*)\b", re.IGNORECASE),
         "style-{}",

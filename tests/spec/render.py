@@ -3,8 +3,8 @@
 The page defines every id the code cites, each under an anchor of its own: the spec's
 chapters (`spec-02`), the rules of the manifest (`s13b`, `folder-rule`), the rows of the
 stop folder's checklist (`row-d9`) and the style points (`style-18`). Its rule lines are
-the manifest's own (`_rules.py`); the paragraphs come from `_requires.py` and
-`_chapters.py`. `test_rules_doc.py` fails when the page on disk differs from this output.
+the manifest's own (`_rules.py`); the rest comes from `_requires.py`, `_chapters.py`,
+`_checklist.py` and `_style.py`. `test_rules_doc.py` fails when the page on disk differs from this output.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from ._chapters import CHAPTERS, ROWS, STYLE
+from ._chapters import CHAPTERS
+from ._checklist import ROWS
 from ._requires import REQUIRES
 from ._rules import RULES
+from ._style import STYLE
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 COMMAND = "python -m tests.spec.render"
@@ -37,8 +39,8 @@ A citation keeps its short form in the code (`S13b`, `spec 02`): it is unambiguo
 this page resolves it. Each rule's line in bold is the manifest's (`tests/spec/_rules.py`),
 where every rule needs a test marked `@pytest.mark.rule(id)`.
 
-This page is generated: edit `tests/spec/_rules.py`, `tests/spec/_requires.py` or
-`tests/spec/_chapters.py`, then run `{COMMAND}`.
+This page is generated: edit the modules beside `tests/spec/_rules.py` (`_requires.py`,
+`_chapters.py`, `_checklist.py`, `_style.py`), then run `{COMMAND}`.
 `tests/spec/test_rules_doc.py` fails while the page is out of date, and when the code
 cites an id defined nowhere here.
 """
@@ -89,6 +91,12 @@ def _chapter(number: str) -> list[str]:
     return lines
 
 
+def _cell(text: str) -> str:
+    if "|" in text:
+        raise ValueError(f"a table cell cannot hold `|`: {text!r}")
+    return text
+
+
 def _rows() -> list[str]:
     lines = [
         '## <a id="checklist"></a>The stop folder\'s checklist of bad inputs',
@@ -96,34 +104,32 @@ def _rows() -> list[str]:
         _wrap(
             "The bad inputs and attacks the recorded stop (spec 02) is tested against, "
             "by row: A the shared folder and its parents, B the uid directory, C the "
-            "stop entry, D time, configuration, process and environment. The rows the "
-            "code cites:"
+            "stop entry, D time, configuration, process and environment. `tests/stop/` "
+            "builds them for real (`test_read_table.py`, `test_checklist_rows.py`)."
         ),
         "",
+        "| row | the bad input | what tether does |",
+        "|---|---|---|",
     ]
     for row, (bad, does) in ROWS.items():
-        lines += [
-            f'### <a id="row-{row.lower()}"></a>row {row}',
-            "",
-            _wrap(f"**The bad input:** {bad}"),
-            "",
-            _wrap(f"**What tether does:** {does}"),
-            "",
-        ]
-    return lines
+        anchor = f'<a id="row-{row.lower()}"></a>{row}'
+        lines.append(f"| {anchor} | {_cell(bad)} | {_cell(does)} |")
+    return [*lines, ""]
 
 
 def _style() -> list[str]:
     lines = [
         '## <a id="style"></a>Points of the code style',
         "",
-        "The numbered points of the project's code style that the code cites:",
+        "The numbered points of the project's code style, each in a line:",
         "",
+        "| point | what it asks |",
+        "|---|---|",
     ]
-    for number, (point, asks) in STYLE.items():
-        lines += [f'### <a id="style-{number}"></a>style {number}', "", f"**{point}**"]
-        lines += ["", _wrap(asks), ""]
-    return lines
+    for number, asks in STYLE.items():
+        anchor = f'<a id="style-{number}"></a>{number}'
+        lines.append(f"| {anchor} | {_cell(asks)} |")
+    return [*lines, ""]
 
 
 def render() -> str:

@@ -30,11 +30,12 @@ def test_every_rule_of_the_manifest_has_its_anchor() -> None:
 
 def test_the_scan_finds_citations_in_every_form() -> None:
     """Each citation form gives its anchor; lists give one anchor per id; a bare row id,
-    a word that only starts like one and a rule name in prose cite nothing."""
+    a word that only starts like one, a parenthesised id of no checklist letter (X1) and
+    a rule name in prose cite nothing."""
     text = (
         "S5 and S13b (S1-S12); spec 02, Spec 01 and spec/03-runs.md; "
-        "Row D9, row C17 and rows A16, A17 and C18; style 18, style point 4, "
-        "style points 4 and 17. Bare D12, PS1, S_IFDIR, arrows B2, the hold rule."
+        "Row D9, row C17 and rows A16, A17 and C18; ACLs (B6); style 18, style point 4, "
+        "style points 4 and 17. Bare D12, (X1), PS1, S_IFDIR, arrows B2, the hold rule."
     )
     assert cited(text) == {
         "s5",
@@ -49,6 +50,7 @@ def test_the_scan_finds_citations_in_every_form() -> None:
         "row-a16",
         "row-a17",
         "row-c18",
+        "row-b6",
         "style-18",
         "style-4",
         "style-17",
