@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
-from tests.cli._run import tether
+from tests.cli._run import TETHER, tether
 from tests.cli.test_verbs_pty import _env, _in_pty
 
 _ESC = "\x1b["
@@ -37,7 +36,7 @@ def test_a_closed_pipe_ends_quietly_with_exit_0(args: tuple[str, ...]) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte
     proc = subprocess.run(
-        [sys.executable, "-m", "tether", *args],
+        [*TETHER, *args],
         stdout=write_end,
         stderr=subprocess.PIPE,
         text=True,
