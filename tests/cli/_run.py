@@ -1,8 +1,9 @@
 """Run `tether` as users do: a real process, its exit code, its stdout and stderr; or a
 click command in this process (`invoke`), for views that need no process of their own.
 
-The one place tests start `python -m tether`; a pseudo-terminal run (`tests/pty_run.py`)
-takes `TETHER` as its command line.
+The one place tests start `python -m tether`: to its end (`tether`), on a pseudo-terminal
+as a person types it (`tether_in_pty`), or from `TETHER`, its command line, where a test
+needs the process itself.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import click
 from click.testing import CliRunner, Result
+from tests.pty_run import run_in_pty
 
 from tether.stop import AGENT_MARKERS
 
@@ -50,6 +52,12 @@ def tether(
         env={**base, **(env or {})},
         check=False,
     )
+
+
+def tether_in_pty(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run `python -m tether ARGS` on a pseudo-terminal (stdin, stdout and stderr) in
+    `env`, by default a person's (`person_env`); return its exit code and output."""
+    return run_in_pty([*TETHER, *args], env=env if env is not None else person_env())
 
 
 def invoke(command: click.Command, *args: str) -> Result:

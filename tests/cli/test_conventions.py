@@ -9,8 +9,7 @@ import os
 import subprocess
 
 import pytest
-from tests.cli._run import TETHER, tether
-from tests.cli.test_verbs_pty import _env, _in_pty
+from tests.cli._run import TETHER, person_env, tether, tether_in_pty
 
 _ESC = "\x1b["
 
@@ -18,10 +17,12 @@ _ESC = "\x1b["
 def test_no_color_turns_off_every_style_on_a_terminal() -> None:
     """On a terminal `tether status` is styled (bold, colour); with NO_COLOR=1 not even
     bold is left."""
-    code, styled = _in_pty("status", env=_env(TERM="xterm-256color"))
+    code, styled = tether_in_pty("status", env=person_env(TERM="xterm-256color"))
     assert code == 0, styled
     assert _ESC in styled
-    code, plain = _in_pty("status", env=_env(TERM="xterm-256color", NO_COLOR="1"))
+    code, plain = tether_in_pty(
+        "status", env=person_env(TERM="xterm-256color", NO_COLOR="1")
+    )
     assert code == 0, plain
     assert _ESC not in plain
     assert "CLEAR" in plain

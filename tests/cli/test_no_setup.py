@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli._run import TETHER, person_env
-from tests.pty_run import run_in_pty
+from tests.cli._run import tether_in_pty
 from tests.runs.support import (
     WAIT_FOR_GO,
     close_opened,
@@ -38,7 +37,7 @@ def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 def _verb(*args: str) -> tuple[int, str]:
     """`tether ARGS` as the person types it: on a terminal, no agent markers."""
-    return run_in_pty([*TETHER, *args], env=person_env())
+    return tether_in_pty(*args)
 
 
 def _outcome() -> str:

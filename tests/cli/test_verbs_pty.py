@@ -10,18 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cli._run import TETHER, person_env, tether
-from tests.pty_run import run_in_pty
+from tests.cli._run import person_env, tether, tether_in_pty
 
 from tether.stop import SetupRecord, StopStore
 from tether.stop._setup import save_setup
 
 _env = person_env
-
-
-def _in_pty(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run `python -m tether ARGS` with a pseudo-terminal on stdin, stdout and stderr."""
-    return run_in_pty([*TETHER, *args], env=env if env is not None else _env())
+_in_pty = tether_in_pty
 
 
 def _plain(*args: str) -> subprocess.CompletedProcess[str]:
