@@ -11,6 +11,7 @@ from pathlib import Path
 from ._citations import citations, cited, defined
 from ._rules import RULES
 from .render import COMMAND, PAGE, render
+from .test_rules_coverage import marked_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,10 +76,14 @@ def test_an_undefined_citation_is_found(tmp_path: Path) -> None:
 
 def test_every_id_cited_in_src_and_tests_is_defined() -> None:
     """Every S-id, spec chapter, checklist row and style point cited anywhere in `src/`
-    and `tests/` has its anchor in `docs/rules.md`."""
+    and `tests/`, and every rule a `rule` marker names, has its anchor in
+    `docs/rules.md`."""
     found = citations(ROOT / "src", ROOT / "tests")
+    for rule, where in marked_rules(ROOT / "tests").items():
+        found.setdefault(rule.lower(), []).extend(where)
     undefined = {a: found[a] for a in sorted(set(found) - defined(render()))}
     assert not undefined, (
-        "cited but defined nowhere: add each to tests/spec/_requires.py or "
-        f"tests/spec/_chapters.py and run `{COMMAND}`: {undefined}"
+        "cited but defined nowhere: define each in tests/spec/ (_rules.py and "
+        "_requires.py, _chapters.py, _checklist.py or _style.py), then run "
+        f"`{COMMAND}`: {undefined}"
     )
