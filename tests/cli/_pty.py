@@ -9,10 +9,11 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
+
+from tests.cli._run import TETHER
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -35,7 +36,7 @@ class Pty:
             **(env or {}),
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether", *args],
+            [*TETHER, *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from tests.cli._pty import Pty
+from tests.cli._run import tether
 
 SCRIPT = "\n".join(
     [
@@ -62,14 +62,7 @@ def test_chat_a_turn_a_stop_the_report_and_an_exit(
 
 def test_chat_refuses_without_a_model_in_one_line(tmp_path: Path) -> None:
     """No --model and none configured: exit 2 with one line that says what to pass."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "chat"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = tether("chat", cwd=tmp_path, timeout=30)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         "tether: no model: pass --model openai:<model> or --model scripted:<file>,"
@@ -121,14 +114,13 @@ def test_chat_ctrl_c_at_the_empty_prompt_exits_and_resume_continues(
 def test_chat_refuses_without_a_terminal(chat_dir: Path) -> None:
     """Without a terminal on stdin, chat refuses (exit 2, one line) and names the ways
     programs drive sessions."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "chat", "--model", "scripted:moves.jsonl"],
+    done = tether(
+        "chat",
+        "--model",
+        "scripted:moves.jsonl",
         cwd=chat_dir,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
         timeout=30,
-        check=False,
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [

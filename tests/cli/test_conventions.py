@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
-from tests.cli._run import tether
-from tests.cli.test_verbs_pty import _env, _in_pty
+from tests.cli._run import TETHER, person_env, tether, tether_in_pty
 
 _ESC = "\x1b["
 
@@ -19,10 +17,12 @@ _ESC = "\x1b["
 def test_no_color_turns_off_every_style_on_a_terminal() -> None:
     """On a terminal `tether status` is styled (bold, colour); with NO_COLOR=1 not even
     bold is left."""
-    code, styled = _in_pty("status", env=_env(TERM="xterm-256color"))
+    code, styled = tether_in_pty("status", env=person_env(TERM="xterm-256color"))
     assert code == 0, styled
     assert _ESC in styled
-    code, plain = _in_pty("status", env=_env(TERM="xterm-256color", NO_COLOR="1"))
+    code, plain = tether_in_pty(
+        "status", env=person_env(TERM="xterm-256color", NO_COLOR="1")
+    )
     assert code == 0, plain
     assert _ESC not in plain
     assert "CLEAR" in plain
@@ -37,7 +37,7 @@ def test_a_closed_pipe_ends_quietly_with_exit_0(args: tuple[str, ...]) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte
     proc = subprocess.run(
-        [sys.executable, "-m", "tether", *args],
+        [*TETHER, *args],
         stdout=write_end,
         stderr=subprocess.PIPE,
         text=True,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.cli._run import tether
 
 
 @pytest.mark.parametrize("host", ["inprocess", "stdio"])
@@ -52,13 +53,7 @@ def test_the_unattended_demo_halts_lifts_takes_over_and_finishes() -> None:
     """`tether demo`: a stop halts the run (exit 3) with the work saved aside and the
     claims released, a lift leaves it halted, a take-over restores and finishes; exit 0
     offline, well under a minute."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "tether", "demo", "--busy", "0.5"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = tether("demo", "--busy", "0.5")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "demo: the run exited 3 (halted)" in out

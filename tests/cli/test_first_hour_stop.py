@@ -7,29 +7,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli._run import tether
 
-from tether.stop import AGENT_MARKERS, StopStore, set_stop, stop_reason
+from tether.stop import StopStore, set_stop, stop_reason
 from tether.stop._reason import REASON_LIMIT
 from tether.stop._setup import STOP_NAME
 
-_MARKERS = ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", *AGENT_MARKERS)
-
 
 def _tether(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in _MARKERS}
-    env["TETHER_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "tether", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
+    """`tether ARGS` as a person's shell runs it, with no terminal, in `home`."""
+    return tether(
+        *args, env={"TETHER_HOME": str(home)}, stdin=subprocess.DEVNULL, person=True
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.cli._run import TETHER, tether
 
 from tether.stop import protected_paths
 
@@ -20,7 +21,7 @@ from tether.stop import protected_paths
 def run_hook(payload: bytes, *, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     """Run the hook the way Claude Code does: a fresh process, the event on stdin."""
     return subprocess.run(
-        [sys.executable, "-m", "tether", "guard", "--claude-hook"],
+        [*TETHER, "guard", "--claude-hook"],
         input=payload,
         capture_output=True,
         cwd=cwd,
@@ -134,13 +135,7 @@ def test_hook_fails_closed_on_malformed_input(
 
 def test_hook_help_shows_the_settings_entry() -> None:
     """`--help` documents the hook and shows a `.claude/settings.json` entry to copy."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "guard", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = tether("guard", "--help")
     assert done.returncode == 0, done.stderr
     assert "--claude-hook" in done.stdout
     assert '"PreToolUse"' in done.stdout
@@ -150,13 +145,7 @@ def test_hook_help_shows_the_settings_entry() -> None:
 
 def test_guard_without_a_mode_is_a_usage_error() -> None:
     """Without `--claude-hook` the command says how to call it and exits 2."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "guard"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = tether("guard")
     assert done.returncode == 2
     assert "--claude-hook" in done.stderr
 
@@ -164,13 +153,7 @@ def test_guard_without_a_mode_is_a_usage_error() -> None:
 def test_print_hook_config_names_the_absolute_tether_and_walls_the_stop() -> None:
     """The printed settings run the guard by an absolute path, and deny sandboxed
     writes to every stop directory and the setup record (`//` is Claude Code's root)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "guard", "--print-hook-config"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = tether("guard", "--print-hook-config")
     assert done.returncode == 0, done.stderr
     config = json.loads(done.stdout)
     [entry] = config["hooks"]["PreToolUse"]
@@ -356,7 +339,7 @@ def test_hook_tells_a_run_agent_to_end_its_turn_while_a_stop_stands(
 
     def hook() -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
-            [sys.executable, "-m", "tether", "guard", "--claude-hook"],
+            [*TETHER, "guard", "--claude-hook"],
             input=payload,
             capture_output=True,
             cwd=workspace,

@@ -5,13 +5,11 @@ a run honours. Real processes, a real pseudo-terminal for the verbs, real git.""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.pty_run import run_in_pty
+from tests.cli._run import tether_in_pty
 from tests.runs.support import (
     WAIT_FOR_GO,
     close_opened,
@@ -26,9 +24,6 @@ from tests.runs.support import (
 from tests.waiting import wait_until
 
 from tether.runs import LaneState
-from tether.stop import AGENT_MARKERS
-
-_MARKERS = ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", *AGENT_MARKERS)
 
 
 @pytest.fixture
@@ -42,8 +37,7 @@ def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 def _verb(*args: str) -> tuple[int, str]:
     """`tether ARGS` as the person types it: on a terminal, no agent markers."""
-    env = {k: v for k, v in os.environ.items() if k not in _MARKERS}
-    return run_in_pty([sys.executable, "-m", "tether", *args], env=env)
+    return tether_in_pty(*args)
 
 
 def _outcome() -> str:

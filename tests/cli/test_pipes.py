@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli._run import TETHER
 
 from tether.cli._app import COMMANDS
 
@@ -29,7 +29,7 @@ PRINTING = [
 def test_a_pipe_closed_early_ends_the_command_quietly(
     args: list[str], tmp_path: Path
 ) -> None:
-    command = shlex.join([sys.executable, "-m", "tether", *args])
+    command = shlex.join([*TETHER, *args])
     done = subprocess.run(
         [
             "bash",

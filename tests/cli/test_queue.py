@@ -3,18 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-
-def _tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.cli._run import tether as _tether
 
 
 def test_queue_add_then_list_shows_the_item_and_a_repeat_is_refused() -> None:

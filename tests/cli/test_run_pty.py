@@ -10,12 +10,12 @@ import os
 import re
 import select
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
 
 import pytest
+from tests.cli._run import TETHER
 from tests.runs.support import (
     WAIT_FOR_GO,
     git,
@@ -43,7 +43,7 @@ class Terminal:
     def __init__(self, *args: str, env: dict[str, str], term: str = "dumb") -> None:
         self.master, slave = os.openpty()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether", *args],
+            [*TETHER, *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,

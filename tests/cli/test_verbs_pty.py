@@ -6,46 +6,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from tests.pty_run import run_in_pty
+from tests.cli._run import person_env, tether, tether_in_pty
 
-from tether.stop import AGENT_MARKERS, SetupRecord, StopStore
+from tether.stop import SetupRecord, StopStore
 from tether.stop._setup import save_setup
 
-_MARKERS_UNSET = ("CLAUDECODE", "CODEX_SANDBOX", "TETHER_AGENT", *AGENT_MARKERS)
+_env = person_env
+_in_pty = tether_in_pty
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _MARKERS_UNSET}
-    env.update(extra)
-    return env
-
-
-def _in_pty(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run `python -m tether ARGS` with a pseudo-terminal on stdin, stdout and stderr."""
-    return run_in_pty(
-        [sys.executable, "-m", "tether", *args],
-        env=env if env is not None else _env(),
-    )
-
-
-def _plain(
-    *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
+def _plain(*args: str) -> subprocess.CompletedProcess[str]:
     """Run `python -m tether ARGS` with no terminal at all."""
-    return subprocess.run(
-        [sys.executable, "-m", "tether", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env if env is not None else _env(),
-        timeout=30,
-        check=False,
-    )
+    return tether(*args, stdin=subprocess.DEVNULL, timeout=30, person=True)
 
 
 def _status() -> dict[str, object]:

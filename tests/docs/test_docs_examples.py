@@ -18,6 +18,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from tests.cli._run import tether
 from tests.docs._blocks import Block, all_blocks, blocks, documents
 
 _RUN_TOP_LEVEL_AWAIT = """\
@@ -112,14 +113,7 @@ def _run_shell(block: Block, folder: Path) -> None:
             f"{block.where}: `{shlex.join(words)}` cannot run offline in a test; "
             "mark the block <!-- docs-test: skip (why) -->"
         )
-        proc = subprocess.run(
-            [sys.executable, "-m", "tether", *words[1:]],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = tether(*words[1:], cwd=folder)
         usage = [u for u in _CLICK_USAGE if u in proc.stderr]
         assert not (proc.returncode == 2 and usage), (
             f"{block.where}: `{shlex.join(words)}` is not a valid command: {proc.stderr}"

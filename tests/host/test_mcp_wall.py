@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+from tests.waiting import await_until, wait_until
 
 from tether._config import Config
 from tether.host import ToolContext
@@ -64,16 +64,6 @@ def _marked(marker: str) -> list[psutil.Process]:
         for proc in psutil.process_iter(["cmdline"])
         if marker in (proc.info["cmdline"] or [])
     ]
-
-
-def _gone(marker: str, within: float) -> bool:
-    """Whether no process carries `marker` within `within` seconds (a bounded wait)."""
-    deadline = time.monotonic() + within
-    while _marked(marker):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.mark.anyio
@@ -128,7 +118,7 @@ async def test_S15_an_mcp_server_and_what_it_starts_end_with_the_session(
     async with _open(entry, workspace) as (_, tools):
         await _call(tools, workspace, "spawn", marker=marker)
         assert _marked(marker)
-    assert _gone(marker, within=10.0)
+    await await_until(lambda: not _marked(marker), what=f"no process marked {marker}")
 
 
 def test_S15_an_mcp_server_dies_with_its_host_killed(tmp_path: Path) -> None:
@@ -161,7 +151,9 @@ def test_S15_an_mcp_server_dies_with_its_host_killed(tmp_path: Path) -> None:
             assert _marked(marker)
             host.send_signal(signal.SIGKILL)
             host.wait(timeout=10)
-            assert _gone(marker, within=5.0)
+            wait_until(
+                lambda: not _marked(marker), what=f"no process marked {marker}", bound=5
+            )
         finally:
             host.kill()
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.cli._run import invoke
 
 from tether._config import Config
 from tether.errors import UsageError
@@ -334,15 +335,13 @@ def _write_config(home: Path, text: str) -> Path:
 
 def test_cli_shows_rules_and_defaults(tether_home: Path) -> None:
     """`tether permissions` lists each rule under its list, and the defaults by class."""
-    from click.testing import CliRunner
-
     from tether.cli.permissions import permissions
 
     source = _write_config(
         tether_home,
         '[permissions]\nallow = ["Read", "Bash(git status:*)"]\ndeny = ["Bash(rm:*)"]\n',
     )
-    result = CliRunner().invoke(permissions, [], catch_exceptions=False)
+    result = invoke(permissions)
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[:7] == [
         f"Rules from {source}",
@@ -354,7 +353,7 @@ def test_cli_shows_rules_and_defaults(tether_home: Path) -> None:
         "  Read",
     ]
     assert "  read_only  allow" in result.output
-    as_json = CliRunner().invoke(permissions, ["--json"], catch_exceptions=False)
+    as_json = invoke(permissions, "--json")
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.output) == {
         "allow": ["Read", "Bash(git status:*)"],
@@ -372,11 +371,9 @@ def test_cli_shows_rules_and_defaults(tether_home: Path) -> None:
 
 def test_cli_without_config_shows_defaults() -> None:
     """With no config file the view says so and the source is null."""
-    from click.testing import CliRunner
-
     from tether.cli.permissions import permissions
 
-    result = CliRunner().invoke(permissions, ["--json"], catch_exceptions=False)
+    result = invoke(permissions, "--json")
     assert result.exit_code == 0, result.output
     view = json.loads(result.output)
     assert (view["allow"], view["source"]) == ([], None)
@@ -384,71 +381,52 @@ def test_cli_without_config_shows_defaults() -> None:
 
 def test_cli_check_decides_a_call(tether_home: Path, workspace: Path) -> None:
     """`--check TOOL INPUT_JSON` prints the decision for that hypothetical call."""
-    from click.testing import CliRunner
-
     from tether.cli.permissions import permissions
 
     _write_config(tether_home, '[permissions]\nallow = ["Bash(git status:*)"]\n')
-    runner = CliRunner()
-    ok = runner.invoke(
-        permissions,
-        ["--check", "Bash", '{"command": "git status -s"}'],
-        catch_exceptions=False,
-    )
+    ok = invoke(permissions, "--check", "Bash", '{"command": "git status -s"}')
     assert ok.output == (
         'Bash {"command": "git status -s"} (process): allow '
         "(allow rule Bash(git status:*))\n"
     )
-    compound = runner.invoke(
-        permissions,
-        ["--json", "--check", "Bash", '{"command": "git status; rm -rf x"}'],
-        catch_exceptions=False,
+    compound = invoke(
+        permissions, "--json", "--check", "Bash", '{"command": "git status; rm -rf x"}'
     )
     shown = json.loads(compound.output)
     assert (shown["decision"], shown["rules"]) == ("ask", [])
     assert shown["why"] == "default for process: no rule matches"
-    outside = runner.invoke(
+    outside = invoke(
         permissions,
-        [
-            "--check",
-            "Read",
-            '{"file_path": "/etc/hostname"}',
-            "--workspace",
-            str(workspace),
-        ],
-        catch_exceptions=False,
+        "--check",
+        "Read",
+        '{"file_path": "/etc/hostname"}',
+        "--workspace",
+        str(workspace),
     )
     assert outside.output.endswith(
         "(read_only): ask (outside the workspace, and no allow rule names the path)\n"
     )
-    mcp = runner.invoke(permissions, ["--check", "mcp__x__y"], catch_exceptions=False)
+    mcp = invoke(permissions, "--check", "mcp__x__y")
     assert mcp.output == (
         "mcp__x__y {} (extension): ask (default for extension: no rule matches)\n"
     )
     with pytest.raises(UsageError, match="unknown tool"):
-        runner.invoke(permissions, ["--check", "Nope"], catch_exceptions=False)
+        invoke(permissions, "--check", "Nope")
     with pytest.raises(UsageError, match="JSON"):
-        runner.invoke(permissions, ["--check", "Bash", "{nope"], catch_exceptions=False)
+        invoke(permissions, "--check", "Bash", "{nope")
 
 
 def test_cli_check_refuses_input_the_tool_would_refuse(tether_home: Path) -> None:
     """`{"cmd": "ls"}` is no Bash call: `--check` says which field is wrong and what the
     tool takes, instead of answering `ask` for a call that could never run."""
-    from click.testing import CliRunner
-
     from tether.cli.permissions import permissions
 
-    runner = CliRunner()
     with pytest.raises(UsageError, match=r"does not fit Bash's input.*takes command"):
-        runner.invoke(
-            permissions, ["--check", "Bash", '{"cmd": "ls"}'], catch_exceptions=False
-        )
+        invoke(permissions, "--check", "Bash", '{"cmd": "ls"}')
 
 
 def test_cli_check_names_the_rule_that_decided(tether_home: Path) -> None:
     """The answer names the deny rule that won, and every allow rule a compound used."""
-    from click.testing import CliRunner
-
     from tether.cli.permissions import permissions
 
     _write_config(
@@ -456,17 +434,16 @@ def test_cli_check_names_the_rule_that_decided(tether_home: Path) -> None:
         '[permissions]\nallow = ["Bash(git status:*)", "Bash(git diff:*)"]\n'
         'deny = ["Bash(rm:*)"]\n',
     )
-    runner = CliRunner()
-    denied = runner.invoke(
-        permissions,
-        ["--json", "--check", "Bash", '{"command": "git status; sudo rm x"}'],
-        catch_exceptions=False,
+    denied = invoke(
+        permissions, "--json", "--check", "Bash", '{"command": "git status; sudo rm x"}'
     )
     assert json.loads(denied.output)["rules"] == ["Bash(rm:*)"]
-    both = runner.invoke(
+    both = invoke(
         permissions,
-        ["--json", "--check", "Bash", '{"command": "git status && git diff"}'],
-        catch_exceptions=False,
+        "--json",
+        "--check",
+        "Bash",
+        '{"command": "git status && git diff"}',
     )
     shown = json.loads(both.output)
     assert shown["decision"] == "allow"
@@ -475,13 +452,11 @@ def test_cli_check_names_the_rule_that_decided(tether_home: Path) -> None:
 
 def test_cli_malformed_config_rule(tether_home: Path) -> None:
     """A malformed rule in the config is a usage error naming it."""
-    from click.testing import CliRunner
-
     from tether.cli.permissions import permissions
 
     _write_config(tether_home, '[permissions]\nask = ["Bash("]\n')
     with pytest.raises(UsageError, match=r"permissions\.ask.*'Bash\('"):
-        CliRunner().invoke(permissions, [], catch_exceptions=False)
+        invoke(permissions)
 
 
 _SAFE = ["git status", "git status -s", "git diff", "git diff --stat"]

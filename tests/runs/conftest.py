@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.clocks import Clock
 
 from tether.runs import Store
 from tether.runs._sqlite import SqliteStore
@@ -15,16 +16,6 @@ from . import pg
 
 StoreFactory = Callable[[], Store]
 """Opens one more connection to the same store (a second run, another machine)."""
-
-
-class Clock:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

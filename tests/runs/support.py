@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.cli._run import TETHER
+from tests.cli._run import tether as run_tether
 
 from tether.runs import Store
 from tether.runs._open import default_store_path
@@ -90,7 +92,7 @@ def _declared(env: dict[str, str]) -> dict[str, str]:
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """Start `tether ARGS` as a process of its own, output captured."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether", *args],
+        [*TETHER, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -103,14 +105,8 @@ def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str
 def tether(
     *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **_declared(env or {})},
-    )
+    """Run `tether ARGS` to its end, its agents' marks folder declared writable."""
+    return run_tether(*args, env=_declared(env or {}), timeout=120)
 
 
 def open_default_store() -> Store:

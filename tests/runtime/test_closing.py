@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from tests.cli._run import TETHER
 from tests.runtime.support import HeldWrite
 
 from tether import Runtime, ToolAborted
@@ -120,7 +120,7 @@ async def test_the_stdio_host_whose_runtime_is_gone_finishes_a_started_write(
     (its end of stdin closed): after the drain bound the host says that it waits for the
     write, lets it end with its real result, then exits."""
     argv = [
-        *(sys.executable, "-m", "tether", "host", "--stdio", "--no-guard"),
+        *(*TETHER, "host", "--stdio", "--no-guard"),
         *("--workspace", str(workspace), "--eof-drain", "0.05"),
         *("--tool", "tests.runtime.support:HeldWrite"),
         *("--rules", json.dumps({"allow": ["HeldWrite"]})),

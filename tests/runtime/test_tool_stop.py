@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from tether.runtime import (
     ToolProgress,
     TurnSettled,
 )
-from tether.testing import event_log
+from tether.testing import event_log, stop_once_started
 
 pytestmark = pytest.mark.anyio
 
@@ -38,22 +37,11 @@ async def test_s5_abort_releases_call_whose_token_never_fires(
     """S5: a read-only tool that ignores its token and every cancellation is released."""
     async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
-        outcome: list[BaseException] = []
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-
-            async def call() -> None:
-                try:
-                    await turn.call("Stuck", {"seconds": 1.5})
-                except ToolAborted as exc:
-                    outcome.append(exc)
-
-            tg.start_soon(call)
-            await events.wait_started()
-            report = await session.abort()
-        assert report.settled
-        assert report.pending == ()
-        assert isinstance(outcome[0], ToolAborted)
-        assert outcome[0].code is ErrorCode.TOOL_ABORTED
+        stopped = await stop_once_started(session, events, "Stuck", {"seconds": 1.5})
+        assert stopped.report.settled
+        assert stopped.report.pending == ()
+        assert isinstance(stopped.outcome, ToolAborted)
+        assert stopped.outcome.code is ErrorCode.TOOL_ABORTED
         [record] = session.ledger_calls()
         assert record.state is CallState.ABORTED
         assert record.code is ErrorCode.TOOL_ABORTED
@@ -67,19 +55,8 @@ async def test_s2_losing_the_race_abandons_the_wait_and_tells_the_host(
     marker = workspace / "told"
     async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-            errors: list[ToolAborted] = []
-
-            async def call() -> None:
-                try:
-                    await turn.call("Hang", {"marker": "told"})
-                except ToolAborted as exc:
-                    errors.append(exc)
-
-            tg.start_soon(call)
-            await events.wait_started()
-            await session.abort()
-        assert errors
+        stopped = await stop_once_started(session, events, "Hang", {"marker": "told"})
+        assert isinstance(stopped.outcome, ToolAborted)
         await await_until(marker.exists, what="the host's cancel handler ran")
         assert marker.read_text(encoding="utf-8") == "cancelled"
 
@@ -91,28 +68,16 @@ async def test_s3_late_result_of_abandoned_call_changes_nothing(
     """S3: the late result of an abandoned call gives no second result and no ledger change."""
     async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
-        results: list[object] = []
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-
-            async def call() -> None:
-                try:
-                    results.append(
-                        await turn.call("Stuck", {"seconds": 0.4, "ticks": 0.02})
-                    )
-                except ToolAborted as exc:
-                    results.append(exc)
-
-            tg.start_soon(call)
-            await events.wait_started()
-            await session.abort()
-        await session.settled()
+        stopped = await stop_once_started(
+            session, events, "Stuck", {"seconds": 0.4, "ticks": 0.02}
+        )
         before = session.ledger_calls()
         await await_until(
             lambda: rt.statistics().late_results >= 1, what="the late result"
         )
         assert session.ledger_calls() == before
-        assert len(results) == 1
-        assert isinstance(results[0], ToolAborted)
+        # One outcome only (stop_once_started holds exactly one): the abort's.
+        assert isinstance(stopped.outcome, ToolAborted)
         events.drain()
         after_settle = events.seen[
             next(i for i, e in enumerate(events.seen) if isinstance(e, TurnSettled)) :
@@ -237,20 +202,9 @@ async def test_process_call_that_obeys_returns_its_partial_output(
 ) -> None:
     """A PROCESS call that ends on termination within grace carries its full output."""
     async with make_runtime(grace=5.0) as rt, event_log(rt) as events:
-        session = rt.session()
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-            got: list[ToolAborted] = []
-
-            async def call() -> None:
-                try:
-                    await turn.call("Obedient", {})
-                except ToolAborted as exc:
-                    got.append(exc)
-
-            tg.start_soon(call)
-            await events.wait_started()
-            await session.abort()
-        assert got[0].partial_output == "line 0\nline 1\nterminated\n"
+        stopped = await stop_once_started(rt.session(), events, "Obedient")
+        assert isinstance(stopped.outcome, ToolAborted)
+        assert stopped.outcome.partial_output == "line 0\nline 1\nterminated\n"
 
 
 @pytest.mark.rule("S9")
@@ -443,16 +397,7 @@ async def test_s1_every_stop_class_reaches_a_final_state(
     """S1: a running call of each stop class reaches the final state its class promises."""
     async with make_runtime() as rt, event_log(rt) as events:
         session = rt.session()
-        async with anyio.create_task_group() as tg, session.turn() as turn:
-
-            async def call() -> None:
-                with contextlib.suppress(ToolAborted):
-                    await turn.call(name, args)
-
-            tg.start_soon(call)
-            await events.wait_started()
-            await session.abort()
-        await session.settled()
+        await stop_once_started(session, events, name, args)
         [record] = session.ledger_calls()
         assert record.state is expected
         assert record.settled

@@ -1,4 +1,7 @@
-"""The manifest of spec rules; every rule needs a test marked `@pytest.mark.rule(id)`."""
+"""The manifest of spec rules; every rule needs a test marked `@pytest.mark.rule(id)`.
+
+`docs/rules.md` shows each line here under the rule's anchor: `python -m tests.spec.render`.
+"""
 
 from __future__ import annotations
 

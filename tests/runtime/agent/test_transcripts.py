@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.agent.conftest import call
+from tests.runtime.agent.conftest import call
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Agent, Runtime

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.agent.conftest import Harness, call
+from tests.runtime.agent.conftest import Harness, call
 
 from tether import tool
 from tether.host import StopClass, ToolContext

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.agent.conftest import call
+from tests.runtime.agent.conftest import call
 
 from tether import tool
 from tether.host import StopClass, ToolContext

@@ -88,6 +88,13 @@ class Harness:
         return [m.to_json() for m in self.model.requests[-1].messages]
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """The agent loop's tests run on asyncio only (the runtime's own tests, one folder
+    up, cover trio as well)."""
+    return "asyncio"
+
+
 @pytest.fixture(params=["inprocess", "stdio"])
 def host_kind(request: pytest.FixtureRequest) -> str:
     """A test using this runs against the in-process host and `tether host --stdio`."""

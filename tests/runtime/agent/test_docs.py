@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).parent.parent.parent / "docs" / "agent.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "agent.md"
 
 
 def test_the_agent_example_runs_as_printed(tmp_path: Path) -> None:
