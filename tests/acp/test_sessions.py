@@ -163,7 +163,7 @@ async def test_the_editor_is_told_when_a_configured_mcp_server_does_not_start(
 async def test_a_sessions_requests_carry_the_system_message(
     source: str, workspace: Path, tether_home: Path
 ) -> None:
-    """Issue 21: requests carried no system message. An ACP session's names its `cwd`
+    """Requests carry a system message: an ACP session's names its `cwd`
     and the date, or is `system` of the config's `[model]` table."""
     if source == "config":
         config = tether_home / "config" / "config.toml"

@@ -60,7 +60,7 @@ def _one_turn(
 def test_chat_shows_it_waits_for_the_model_and_each_retry_then_clears_it(
     tmp_path: Path,
 ) -> None:
-    """Regression (issue 21): a request whose endpoint was busy left the screen blank
+    """A request whose endpoint is busy does not leave the screen blank
     while the retries ran. A status line says the model is waited for, then names the
     retry and why; it is cleared from the screen when the answer starts."""
     replies = [error_reply(503, "busy", retry_after_ms=20), text_reply("Hello late.")]
@@ -86,7 +86,7 @@ def _config(tether_home: Path, text: str) -> None:
 def test_the_request_carries_the_system_message(
     source: str, tmp_path: Path, tether_home: Path
 ) -> None:
-    """Issue 21: requests carried no system message. With none given it names the
+    """Requests carry a system message. With none given it names the
     workspace and the date; `--system` wins over `system` in the config's `[model]`
     table; `--system ""` sends none. The resume hint repeats a `--system` given (the
     transcript does not keep the system message)."""
@@ -130,7 +130,7 @@ def test_the_request_carries_the_system_message(
 def test_the_resume_hint_resumes_with_its_model_and_no_config_file(
     tmp_path: Path, tether_home: Path
 ) -> None:
-    """Regression (issue 21): the exit line's hint left out the `--model` in use, so
+    """The exit line's hint keeps the `--model` in use, or
     without a config file it could not resume. Run as printed (the endpoint in the
     environment), it continues the session: the next request carries the first turn."""
     replies = [text_reply("First answer."), text_reply("Second answer.")]

@@ -31,7 +31,7 @@ def _tree(root: Path) -> list[str]:
 def test_status_of_a_home_that_does_not_exist_reads_clear_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
-    """No set-up is one rule (issue 20): a home not made yet reads CLEAR, as a run
+    """No set-up is one rule: a home not made yet reads CLEAR, as a run
     there would read, says who makes the store, and status makes nothing."""
     home = tmp_path / "not-yet"
     done = _tether("status", home=home)
@@ -69,7 +69,7 @@ def test_status_of_a_fresh_home_reads_clear_and_makes_no_folder(
 def test_stop_in_a_home_that_does_not_exist_makes_the_own_store_and_sets_it(
     tether_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No set-up is one rule (issue 20): `tether stop` makes the own store, the home
+    """No set-up is one rule: `tether stop` makes the own store, the home
     included, as `tether run` does, and the stop stands where a run reads it."""
     missing = tether_home / "not-yet"
     monkeypatch.setenv("TETHER_HOME", str(missing))

@@ -1,4 +1,4 @@
-"""No set-up is one rule (issue 20): on an account never set up, `tether stop`, `tether
+"""No set-up is one rule: on an account never set up, `tether stop`, `tether
 status` and `tether run` use the same own store, and a stop the person sets there is one
 a run honours. Real processes, a real pseudo-terminal for the verbs, real git."""
 

@@ -38,8 +38,8 @@ def _no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_refusal_at_start_exits_2_with_one_line(
     args: list[str], line: str, tmp_path: Path
 ) -> None:
-    """Regression (issue 21): a model chat could not build exited 1 while the same
-    refusal exits 2 elsewhere; each start refusal exits 2 with its one line."""
+    """A model chat cannot build exits 2, as the same refusal does elsewhere: each
+    start refusal exits 2 with its one line."""
     done = tether(*args, cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert done.returncode == 2, done.stderr
     (said,) = done.stderr.splitlines()

@@ -212,7 +212,7 @@ def test_the_live_view_shows_each_lanes_stage_time_and_last_output_line(
     tmp_path: Path,
 ) -> None:
     """On a terminal the run draws a live table: per working lane its item, stage,
-    time in the stage and the last line its agent printed (issue 20)."""
+    time in the stage and the last line its agent printed."""
     repo = make_repo(tmp_path)
     marks = tmp_path / "marks"
     marks.mkdir()

@@ -204,7 +204,7 @@ def test_atomic_stop_cli_lift_then_status_is_clear_and_the_stop_is_gone() -> Non
 def test_bounded_read_stop_and_status_return_with_a_link_into_a_hung_mount(
     tmp_path: Path,
 ) -> None:
-    """Issue 12: another account's link in the shared folder, pointing into a mount that
+    """Another account's link in the shared folder, pointing into a mount that
     never answers, no longer makes `tether stop` hang after writing the stop, nor
     `tether status`; both return at once with STOPPED."""
     from tests.stop._mounts import hung_mount

@@ -106,7 +106,7 @@ async def test_a_busy_endpoint_is_retried_with_backoff(status: int) -> None:
 
 
 async def test_each_retry_is_told_to_the_request_with_its_reason() -> None:
-    """Issue 21: a screen showed nothing while the SDK retried. `on_retry` hears each
+    """A screen shows when the SDK retries: `on_retry` hears each
     resend, with the status that caused it and the count; the first send is not one."""
     replies = [
         error_reply(503, "busy", retry_after_ms=10),

@@ -1,5 +1,5 @@
-"""What a `tether run` whose output is not a terminal shows of its working lanes
-(issue 20): a line per lane with its stage, time in it and last output line, only when
+"""What a `tether run` whose output is not a terminal shows of its working lanes:
+a line per lane with its stage, time in it and last output line, only when
 that line is new. Real `tether run` processes on a real git repository."""
 
 from __future__ import annotations

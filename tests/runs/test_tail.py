@@ -1,5 +1,5 @@
 """The last output line of a lane log, as the live view reads it: only what the log
-gained since the last look, never the whole log again (a tether choice, issue 20)."""
+gained since the last look, never the whole log again (a tether choice)."""
 
 from __future__ import annotations
 

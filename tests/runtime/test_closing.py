@@ -43,7 +43,7 @@ class _Said(logging.Handler):
 async def test_closing_waits_for_a_started_write_on_both_hosts_and_says_so(
     make_runtime: Callable[..., Runtime], host_kind: str, workspace: Path
 ) -> None:
-    """Regression (issue 21): leaving the runtime while a write ran past the shutdown
+    """Leaving the runtime while a write ran past the shutdown
     bound killed the stdio host and cut the write half done (END_UNKNOWN). On both
     hosts the started write is waited for: closing says so, the file is whole, and the
     ledger row and the caller's answer are its real result."""
