@@ -460,3 +460,18 @@ def test_a_store_file_of_an_earlier_version_gains_the_run_heartbeat(
         assert store.run("old").expires == 105.0  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+def test_docs_runs_shows_the_lanes_moves_as_the_stores_hold_them() -> None:
+    """docs/runs.md's table of lane moves is LANE_MOVES_INTO, row for row."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "runs.md").read_text()
+    table = text[text.index("| to | from |") :].split("\n\n", 1)[0]
+    shown = {
+        LaneState(row[0]): {LaneState(s) for s in row[1:]}
+        for line in table.splitlines()[2:]
+        if (row := re.findall(r"`([a-z-]+)`", line))
+    }
+    assert shown == LANE_MOVES_INTO
