@@ -16,6 +16,7 @@ PUBLIC = [
     "tether.acp",
     "tether.config",
     "tether.errors",
+    "tether.guard",
     "tether.host",
     "tether.models",
     "tether.runtime",

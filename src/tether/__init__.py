@@ -26,41 +26,19 @@ if TYPE_CHECKING:
     from .runtime import ToolResult as ToolResult
     from .runtime import Turn as Turn
 
-__all__ = (
-    "AbortReport",
-    "Agent",
-    "AgentSession",
-    "Approver",
-    "ErrorCode",
-    "PermissionRequest",
-    "Runtime",
-    "Session",
-    "StopClass",
-    "ToolAborted",
-    "ToolContext",
-    "ToolError",
-    "ToolResult",
-    "Turn",
-    "tool",
+__all__, __getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        ".errors": ("ErrorCode", "ToolAborted", "ToolError"),
+        ".host": ("Approver", "PermissionRequest", "StopClass", "ToolContext", "tool"),
+        ".runtime": (
+            "AbortReport",
+            "Agent",
+            "AgentSession",
+            "Runtime",
+            "Session",
+            "ToolResult",
+            "Turn",
+        ),
+    },
 )
-
-_WHERE = {
-    "ErrorCode": "errors",
-    "ToolAborted": "errors",
-    "ToolError": "errors",
-    "Approver": "host",
-    "PermissionRequest": "host",
-    "StopClass": "host",
-    "ToolContext": "host",
-    "tool": "host",
-    "AbortReport": "runtime",
-    "Agent": "runtime",
-    "AgentSession": "runtime",
-    "Runtime": "runtime",
-    "Session": "runtime",
-    "ToolResult": "runtime",
-    "Turn": "runtime",
-}
-
-
-__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)

@@ -22,27 +22,16 @@ if TYPE_CHECKING:
     from .host._plugins import load_plugins as load_plugins
     from .host.tools import default_tools as default_tools
 
-__all__ = (
-    "McpProblem",
-    "McpTool",
-    "McpTools",
-    "PluginProblem",
-    "PluginTool",
-    "PluginTools",
-    "default_tools",
-    "load_plugins",
+__all__, __getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        ".host._mcp": ("McpProblem", "McpTool", "McpTools"),
+        ".host._plugins": (
+            "PluginProblem",
+            "PluginTool",
+            "PluginTools",
+            "load_plugins",
+        ),
+        ".host.tools": ("default_tools",),
+    },
 )
-
-# Relative to this module's package: ".host._mcp" is tether.host._mcp.
-_WHERE = {
-    "McpProblem": ".host._mcp",
-    "McpTool": ".host._mcp",
-    "McpTools": ".host._mcp",
-    "PluginProblem": ".host._plugins",
-    "PluginTool": ".host._plugins",
-    "PluginTools": ".host._plugins",
-    "load_plugins": ".host._plugins",
-    "default_tools": ".host.tools",
-}
-
-__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)

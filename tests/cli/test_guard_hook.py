@@ -267,7 +267,7 @@ _HEAVY = (
     "datetime",
     "tether._config",
     "tether._env",
-    "tether.stop._guard",
+    "tether.guard._guard",
     "tether.stop._setup",
     "tether.stop._system",
     "tether.stop._read",

@@ -19,10 +19,7 @@ if TYPE_CHECKING:
     from ._server import AcpStatistics as AcpStatistics
     from ._stdio import serve_stdio as serve_stdio
 
-__all__ = ("AcpServer", "AcpStatistics", "serve_stdio")
-
-__getattr__, __dir__ = _lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
-    {"AcpServer": "_server", "AcpStatistics": "_server", "serve_stdio": "_stdio"},
-    __all__,
+    {"._server": ("AcpServer", "AcpStatistics"), "._stdio": ("serve_stdio",)},
 )

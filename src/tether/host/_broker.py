@@ -37,8 +37,8 @@ def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:
     The protected paths are found once, here, and pinned for the guard's life (a runtime
     pins its stop folder and setup the same way): a call pays only for what it names.
     """
+    from ..guard import StopGuard
     from ..stop import protected_paths
-    from ..stop._guard import StopGuard
 
     judge = StopGuard(protected() if protected is not None else protected_paths())
 

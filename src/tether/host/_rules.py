@@ -24,13 +24,13 @@ A URL whose host is loopback, link-local, private, unspecified or a `localhost` 
 `ask` unless an allow rule names the host (`WebFetch(domain:localhost)`).
 
 Shell commands are matched part by part. A command is split by the one shell model
-the stop guard also uses (`tether.stop._shell`: quotes, escapes, `$'...'`, comments,
+the stop guard also uses (`tether.guard.parse_script`: quotes, escapes, `$'...'`, comments,
 here-documents, Bash's operators) into simple commands separated by `;`, `&&`, `||`,
 `|`, `&`, parentheses and newlines; a deny or ask rule applies when it matches any
 part, and an allow rule with a specifier allows the command only when every part is
 matched by some allow rule: `Bash(git status:*)` does not allow `git status; rm -rf x`.
 Deny and ask rules also look past the words of the one wrapper table
-(`tether.stop._programs.WRAPPERS`, and reserved words such as `if` and `{`), trying
+(`tether.guard.WRAPPERS`, and reserved words such as `if` and `{`), trying
 every later position. Command substitution (`$(...)`, backquotes, `<(...)`) and
 redirection to a file are never allowed by a specifier: such commands fall through to
 the default (ask) unless a bare `Bash` rule allows them. So does a command that does
@@ -52,8 +52,13 @@ import attrs
 
 from .._glob import compile_glob as _glob_regex
 from ..errors import UsageError
-from ..stop._programs import SHELL_KEYWORDS, WRAPPERS
-from ..stop._shell import ShellSyntaxError, ShellTooComplex, parse_script
+from ..guard import (
+    SHELL_KEYWORDS,
+    WRAPPERS,
+    ShellSyntaxError,
+    ShellTooComplex,
+    parse_script,
+)
 from ._addresses import PINNED_FIELD, local_host
 from ._tool import Decision, StopClass, Tool, default_decision
 

@@ -16,17 +16,18 @@ from .._lazy import lazy_exports as _lazy_exports
 
 TYPE_CHECKING = False  # `typing` is not imported: the per-call hook starts here
 if TYPE_CHECKING:
+    from ..guard import GuardVerdict as GuardVerdict
+    from ..guard import guard_tool_call as guard_tool_call
     from ._board import Board as Board
     from ._board import build_board as build_board
     from ._board import choose_setup as choose_setup
-    from ._guard import GuardVerdict as GuardVerdict
-    from ._guard import guard_tool_call as guard_tool_call
     from ._hook import HookAnswer as HookAnswer
     from ._hook import judge_hook_event as judge_hook_event
     from ._protected import protected_paths as protected_paths
     from ._read import NotHonoured as NotHonoured
     from ._read import ReadOutcome as ReadOutcome
     from ._read import StopReading as StopReading
+    from ._reason import stop_reason as stop_reason
     from ._setup import SetupRecord as SetupRecord
     from ._setup import load_setup as load_setup
     from ._setup import setup_path as setup_path
@@ -47,73 +48,32 @@ if TYPE_CHECKING:
     from ._verbs import lift_stop as lift_stop
     from ._verbs import set_stop as set_stop
 
-__all__ = (
-    "AGENT_MARKERS",
-    "SYSTEM_DIR",
-    "Binding",
-    "BindingUnchecked",
-    "Board",
-    "GuardVerdict",
-    "HookAnswer",
-    "LiftResult",
-    "NotHonoured",
-    "ReadOutcome",
-    "SetupRecord",
-    "StopReading",
-    "StopStore",
-    "StopWatch",
-    "SystemBinding",
-    "SystemBoard",
-    "bind_accounts",
-    "build_board",
-    "check_caller",
-    "choose_setup",
-    "guard_tool_call",
-    "install_hold_reason",
-    "judge_hook_event",
-    "lift_stop",
-    "load_binding",
-    "load_setup",
-    "protected_paths",
-    "set_stop",
-    "setup_path",
-    "stop_reason",
-    "unbind_accounts",
+__all__, __getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        "..guard": ("GuardVerdict", "guard_tool_call"),
+        "._board": ("Board", "build_board", "choose_setup"),
+        "._hook": ("HookAnswer", "judge_hook_event"),
+        "._protected": ("protected_paths",),
+        "._read": ("NotHonoured", "ReadOutcome", "StopReading"),
+        "._reason": ("stop_reason",),
+        "._setup": ("SetupRecord", "load_setup", "setup_path"),
+        "._store": ("StopStore", "StopWatch"),
+        "._sysboard": ("SystemBoard", "bind_accounts", "unbind_accounts"),
+        "._system": (
+            "SYSTEM_DIR",
+            "Binding",
+            "BindingUnchecked",
+            "SystemBinding",
+            "install_hold_reason",
+            "load_binding",
+        ),
+        "._verbs": (
+            "AGENT_MARKERS",
+            "LiftResult",
+            "check_caller",
+            "lift_stop",
+            "set_stop",
+        ),
+    },
 )
-
-_WHERE = {
-    "stop_reason": "_reason",
-    "Board": "_board",
-    "build_board": "_board",
-    "choose_setup": "_board",
-    "GuardVerdict": "_guard",
-    "guard_tool_call": "_guard",
-    "HookAnswer": "_hook",
-    "judge_hook_event": "_hook",
-    "NotHonoured": "_read",
-    "ReadOutcome": "_read",
-    "StopReading": "_read",
-    "SetupRecord": "_setup",
-    "load_setup": "_setup",
-    "protected_paths": "_protected",
-    "setup_path": "_setup",
-    "StopStore": "_store",
-    "StopWatch": "_store",
-    "SystemBoard": "_sysboard",
-    "bind_accounts": "_sysboard",
-    "unbind_accounts": "_sysboard",
-    "SYSTEM_DIR": "_system",
-    "Binding": "_system",
-    "BindingUnchecked": "_system",
-    "SystemBinding": "_system",
-    "install_hold_reason": "_system",
-    "load_binding": "_system",
-    "AGENT_MARKERS": "_verbs",
-    "LiftResult": "_verbs",
-    "check_caller": "_verbs",
-    "lift_stop": "_verbs",
-    "set_stop": "_verbs",
-}
-
-
-__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)

@@ -189,9 +189,9 @@ def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
 def _guarded(
     tool_name: str, tool_input: Mapping[str, object], cwd: str, protected: list[str]
 ) -> HookAnswer:
-    # The judgment without its public verdict (`_guard`, attrs) and the paths as text
-    # (no pathlib): see `_judge` and `_protected`.
-    from ._judge import Judge
+    # The judgment without its public verdict (`StopGuard`, attrs) and the paths as
+    # text (no pathlib): see `tether.guard` and `_protected`.
+    from ..guard import Judge
 
     reason = Judge(protected).refusal(tool_name, tool_input, cwd=cwd)
     if reason is None:

@@ -21,7 +21,7 @@ import os
 import select
 from _thread import allocate_lock
 
-from ._slotted import Slotted
+from .._slotted import Slotted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`

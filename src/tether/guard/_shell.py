@@ -3,7 +3,7 @@
 The job: turn one command string into simple commands (words after quote removal,
 redirections, whether stdin is a pipe, here-document bodies) and the code of every
 command substitution in it. It knows shell syntax only; what a program does with its
-words is `_effects`' job (the guard) and `tether.host._rules`' (the permission rules),
+words is `_effects`' job (the guard) and the permission rules' (`tether.host`),
 and both read commands through this module, so one command is never split two ways.
 
 Written by hand, as one linear pass. Evaluated against it (2026-11-30, numbers in
@@ -28,8 +28,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
+from .._slotted import Slotted
 from ._lazyre import LazyPattern
-from ._slotted import Slotted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether.errors import ErrorCode, GuardRefused
+from tether.guard import GuardVerdict, StopGuard, guard_tool_call
 from tether.host import StopClass, ToolContext
 from tether.host import tool as make_tool
-from tether.stop._guard import GuardVerdict, StopGuard, guard_tool_call
 
 
 @attrs.frozen

@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
+from .._slotted import Slotted
 from ._lazyre import LazyPattern
 from ._programs import UNKNOWN, words
 from ._shell import (
@@ -25,7 +26,6 @@ from ._shell import (
     SimpleCommand,
     parse_script,
 )
-from ._slotted import Slotted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`

@@ -1,11 +1,11 @@
-"""The guard's judgment of one tool call, free of attrs: what `_guard` and the hook run.
+"""The guard's judgment of one tool call, free of attrs: what `StopGuard` and the hook run.
 
 The job: judge one tool call (a tool name and its input) against the protected paths
 (the stop directories and the setup record) and answer None (allowed) or the reason to
 refuse, naming the path or the command. File tools are judged by their target; Bash
 commands by the effects `_effects` finds in them; other tools by any string that names
 a protected path. Reading a stop is always allowed, so an agent can report that it is
-held. `_guard.StopGuard` wraps this in the public `GuardVerdict`.
+held. `StopGuard` (`_guard`) wraps this in the public `GuardVerdict`.
 
 Why a module of its own: `tether guard --claude-hook` judges every agent tool call in
 a fresh process, whose start spec 05 bounds at 3x a bare interpreter's. This module and
@@ -30,11 +30,11 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
 from .._glob import compile_glob
+from .._slotted import Slotted
 from ._effects import command_effects
 from ._lazyre import LazyPattern
 from ._programs import UNKNOWN, words
 from ._shell import ShellTooComplex
-from ._slotted import Slotted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`
@@ -84,7 +84,7 @@ class Judge:
     command costs a dictionary look-up.
     """
 
-    __slots__ = ("_broken", "_guard", "_kinds", "_time_limit")
+    __slots__ = ("_broken", "_checks", "_kinds", "_time_limit")
 
     def __init__(
         self,
@@ -103,9 +103,9 @@ class Judge:
         self._broken = ""
         """Why the paths could not be resolved; every call is then refused."""
         try:
-            self._guard = _Guard(protected, environ=env)
+            self._checks = _CallChecks(protected, environ=env)
         except Exception as exc:  # fail closed, and say why on every call
-            self._guard = _Guard((), environ=env)
+            self._checks = _CallChecks((), environ=env)
             self._broken = f"the guard could not resolve the protected paths: {exc!r}"
 
     def lets_reads_by(self, tool_name: str) -> bool:
@@ -136,10 +136,10 @@ class Judge:
             if key not in _SHELL_TOOLS and isinstance(tool_input, Mapping):
                 if mutating is False or (mutating is None and key in _READ_TOOLS):
                     return None  # reading a stop is allowed (spec 02)
-                if not self._guard.entries:
+                if not self._checks.entries:
                     return None
             deadline = time.monotonic() + self._time_limit
-            self._guard.at(cwd, deadline).check(tool_name, key, tool_input, mutating)
+            self._checks.at(cwd, deadline).check(tool_name, key, tool_input, mutating)
         except _Refusal as refusal:
             return str(refusal)
         except Exception as exc:  # fail closed: a crashing guard lets no call by
@@ -231,7 +231,14 @@ class _Entry(Slotted):
         self.above: Final = above
 
 
-class _Guard:
+class _CallChecks:
+    """The checks one call is put through, over the protected paths resolved once.
+
+    Holds each protected path's spellings and identities and the environment; `at()`
+    gives a view judging from one call's directory by its deadline, whose `check()`
+    raises `_Refusal` with the first reason found. `Judge` turns that into an answer.
+    """
+
     def __init__(
         self, protected: Sequence[str | os.PathLike[str]], *, environ: Mapping[str, str]
     ) -> None:
@@ -299,9 +306,12 @@ class _Guard:
         flags = re.IGNORECASE if _CASE_INSENSITIVE else 0
         return LazyPattern(rf"(?<![\w.-])(?:{body})(?![\w.-])", flags)
 
-    def at(self, cwd: str | os.PathLike[str], deadline: float | None = None) -> _Guard:
+    def at(
+        self, cwd: str | os.PathLike[str], deadline: float | None = None
+    ) -> _CallChecks:
         """This guard, judging relative paths from `cwd`, done by `deadline`."""
-        view = _Guard.__new__(_Guard)  # a shallow copy (`copy` is not imported)
+        # A shallow copy (`copy` is not imported).
+        view = _CallChecks.__new__(_CallChecks)
         view.__dict__.update(self.__dict__)
         view.deadline = deadline
         view.cwd = posixpath.normpath(

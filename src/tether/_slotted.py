@@ -1,7 +1,7 @@
-"""`Slotted`: the base of the guard's internal values, which are built without attrs.
+"""`Slotted`: the base of the internal values built without attrs on the hook path.
 
-The guard and the one shell model (`_shell`, `_walker`, `_programs`, `_effects`,
-`_judge`) run in `tether guard --claude-hook`, a fresh process before every agent tool
+The guard and its one shell model (`tether.guard`) and the stop's mount plan
+(`tether.stop._mounts`) run in `tether guard --claude-hook`, a fresh process before every agent tool
 call (spec 05: at most 3x a bare interpreter's start). Importing attrs alone costs that
 process about 4x the bare start, and each attrs class is then built by generated code
 at import (`docs/benchmarks.md`, "Guard hook start-up"). So these internal values are
@@ -9,7 +9,8 @@ plain classes with `__slots__` and a hand-written `__init__` whose fields are `F
 (immutable to mypy, free at run time); this base gives them equality, a hash and a
 repr over their fields, in the order `__match_args__` names them (as attrs sets it),
 as the attrs classes they replace had. Public
-values (`GuardVerdict`, the stop's records) stay attrs classes.
+values (`GuardVerdict`, the stop's records) stay attrs classes. It sits at the base
+because both floors above it use it.
 """
 
 from __future__ import annotations

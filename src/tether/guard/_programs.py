@@ -13,9 +13,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 
+from .._slotted import Slotted
 from ._lazyre import LazyPattern
 from ._shell import OPAQUE_WORD
-from ._slotted import Slotted
 
 TYPE_CHECKING = False
 

@@ -1,10 +1,10 @@
-"""The one shell model (`tether.stop._shell`): what the guard and the rules both read."""
+"""The one shell model (`tether.guard._shell`): what the guard and the rules both read."""
 
 from __future__ import annotations
 
 import pytest
 
-from tether.stop._shell import (
+from tether.guard._shell import (
     OPAQUE_WORD,
     TEMP_WORD,
     ShellSyntaxError,
