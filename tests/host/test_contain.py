@@ -400,9 +400,9 @@ def test_the_setup_board_shows_the_containment_in_force(
 ) -> None:
     """`tether setup` shows which containment process trees get, and why (or why the
     one asked for is refused), in its lines and its JSON."""
+    from tether.cli._stopview import board_json, board_lines
     from tether.cli.setup import with_containment
     from tether.stop import SetupRecord, build_board
-    from tether.stop._render import board_json, board_lines
 
     monkeypatch.setenv("TETHER_CONTAINMENT", chosen)
     board = with_containment(

@@ -441,7 +441,7 @@ def test_system_binding_board_json_and_status_text_name_the_binding(
 ) -> None:
     """`setup --system --json` lists each bound account with its install verdict, and
     the bound account's `tether status` says it is bound, by which file."""
-    from tether.stop._render import system_board_json
+    from tether.cli._stopview import system_board_json
 
     board = bind_accounts(folder=folder, person_uid=PERSON, accounts=[AGENT, 1003])
     data = system_board_json(board)

@@ -20,7 +20,7 @@ def lift() -> None:
       tether status && tether lift
     """
     from ..stop import check_caller, lift_stop
-    from ..stop._render import emit
+    from ._stopview import emit
 
     check_caller("lift")
     result = lift_stop()

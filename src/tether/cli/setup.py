@@ -92,8 +92,8 @@ def setup(
     from ..errors import UsageError
     from ..stop import check_caller, choose_setup
     from ..stop._board import KEEP
-    from ..stop._render import board_json, board_lines, emit
     from ..stop._setup import person_uid_from
+    from ._stopview import board_json, board_lines, emit
 
     if shared_folder is not None and no_shared_folder:
         raise UsageError("give --shared-folder PATH or --no-shared-folder, not both")
@@ -138,9 +138,9 @@ def _system(
     """`tether setup --system`: root binds (or unbinds) the agents' accounts."""
     from ..errors import UsageError
     from ..stop import check_caller
-    from ..stop._render import emit, system_board_json, system_board_lines
     from ..stop._setup import person_uid_from
     from ..stop._sysboard import bind_accounts, unbind_accounts
+    from ._stopview import emit, system_board_json, system_board_lines
 
     uids = [person_uid_from(name) for name in accounts]
     if remove:

@@ -29,7 +29,7 @@ def status(as_json: bool) -> None:
     """
     from ..errors import StoreError
     from ..stop import ReadOutcome, StopReading, StopStore, setup_path, stop_reason
-    from ..stop._render import binding_lines, emit, reading_lines, status_json
+    from ._stopview import binding_lines, emit, reading_lines, status_json
 
     store: StopStore | None = None
     try:

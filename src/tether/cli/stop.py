@@ -25,7 +25,7 @@ def stop(reason: str | None) -> None:
       tether stop --reason "leaving for the weekend"
     """
     from ..stop import check_caller, set_stop, stop_reason
-    from ..stop._render import emit, reading_lines
+    from ._stopview import emit, reading_lines
 
     check_caller("stop")
     reading = set_stop(reason)

@@ -1,4 +1,4 @@
-"""Text and JSON for the verbs: the board, a reading, `status --json`.
+"""Text and JSON for the stop's verbs: the board, a reading, `status --json`.
 
 Lines carry a style (`ok`, `fail`, `warn`, `head`, `info`); `emit` prints them with rich
 on a terminal and as plain text otherwise. Nothing here decides an outcome.
@@ -12,11 +12,8 @@ from typing import Literal
 
 import click
 
-from ._board import Board
-from ._read import ReadOutcome, StopReading
-from ._store import StopStore
-from ._sysboard import SystemBoard
-from ._system import binding_path
+from ..stop import Board, ReadOutcome, StopReading, StopStore, SystemBoard
+from ..stop._system import binding_path
 
 __all__ = (
     "Line",
