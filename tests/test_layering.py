@@ -1,12 +1,20 @@
-"""Tether's one-way layering, enforced: a module imports only from layers at or below its own.
+"""Tether's one-way layering, enforced: a module imports only from floors at or below its own.
 
-base (errors, _fs, _config, _env, _ids, _jsonrpc) -> stop -> host -> models -> runtime ->
-runs, acp -> testing -> cli. A tether choice (style point 4), checked by parsing imports.
+The floors, lowest first: base (errors, config, _fs, _config, _env, _ids, _jsonrpc, _lazy,
+_slotted, ...) -> guard -> stop -> host -> models -> runtime -> runs, acp -> testing,
+tools -> cli -> the `tether` package itself. A tether choice (style point 4), checked by
+parsing imports; no module imports itself through others either, at import time (type-only
+imports included) nor when it runs (lazy imports included).
+
+`python tests/test_layering.py` prints the package graph: the floors in order, the
+arrows between packages with how many module imports each stands for, the count of
+arrows up, and any import circle between modules (`--modules`: each module's imports).
 """
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,17 +22,18 @@ import pytest
 SRC = Path(__file__).parent.parent / "src" / "tether"
 RANK = {
     "base": 0,
-    "stop": 1,
-    "host": 2,
-    "models": 3,
-    "runtime": 4,
-    "runs": 5,
-    "acp": 5,
-    "testing": 6,
-    "tools": 6,
-    "cli": 7,
-    "__init__": 8,
-    "__main__": 8,
+    "guard": 1,
+    "stop": 2,
+    "host": 3,
+    "models": 4,
+    "runtime": 5,
+    "runs": 6,
+    "acp": 6,
+    "testing": 7,
+    "tools": 7,
+    "cli": 8,
+    "__init__": 9,
+    "__main__": 9,
 }
 
 
@@ -53,8 +62,12 @@ def _imports(name: str, path: Path) -> list[str]:
     return _imports_in(name, path, ast.parse(path.read_text(encoding="utf-8")))
 
 
-def _imports_in(name: str, path: Path, tree: ast.Module) -> list[str]:
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _imports_in(name: str, path: Path, tree: ast.AST) -> list[str]:
+    package = _package(name, path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -80,36 +93,48 @@ def test_no_module_imports_from_a_higher_layer(name: str, path: Path) -> None:
     assert not upward, f"{name} (layer {_layer(name)}) imports upward: {upward}"
 
 
-def _runtime_imports(name: str, path: Path) -> list[str]:
-    """The tether imports a module makes when it runs (lazy ones too), not the ones
-    made for type checking only (`if TYPE_CHECKING:`)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _is_type_checking(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    )
+
+
+def _statements(tree: ast.Module, *, typed: bool, lazy: bool) -> ast.Module:
+    """`tree` with the imports left out that do not count: those under `if
+    TYPE_CHECKING:` unless `typed`, those inside functions unless `lazy`."""
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.If)
-            and isinstance(node.test, ast.Name)
-            and node.test.id == "TYPE_CHECKING"
-        ):
+        if not typed and _is_type_checking(node):
+            assert isinstance(node, ast.If)
             node.body = [ast.Pass()]
+        if not lazy and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.body = [ast.Pass()]
+    return tree
+
+
+def _targets(name: str, path: Path, *, typed: bool, lazy: bool) -> list[str]:
+    """The tether imports a module makes, counted as `typed` and `lazy` say."""
+    tree = _statements(
+        ast.parse(path.read_text(encoding="utf-8")), typed=typed, lazy=lazy
+    )
     # `from package import name` imports the module `package.name` when there is one.
     found = _imports_in(name, path, tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module is None:
-            package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-            base = package.split(".")
+            base = _package(name, path).split(".")
             base = base[: len(base) - (node.level - 1)]
             found.remove(".".join(base))
             found += [".".join([*base, alias.name]) for alias in node.names]
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Every tether module and the tether modules it imports (lazy imports included)."""
+def _graph(*, typed: bool, lazy: bool) -> dict[str, set[str]]:
     modules = dict(_modules())
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set()
-        for target in _runtime_imports(name, path):
+        for target in _targets(name, path, typed=typed, lazy=lazy):
             # `from module import name` names something in the module.
             while target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
@@ -117,6 +142,25 @@ def import_graph() -> dict[str, set[str]]:
                 targets.add(target)
         graph[name] = targets
     return graph
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every tether module and the tether modules it imports when it runs (lazy imports
+    inside functions included, type-only ones not)."""
+    return _graph(typed=False, lazy=True)
+
+
+def module_level_graph() -> dict[str, set[str]]:
+    """Every tether module and the tether modules its module-level statements import,
+    type-only ones (`if TYPE_CHECKING:`) included: what a reader or a type checker
+    follows from the top of the file."""
+    return _graph(typed=True, lazy=False)
+
+
+def full_graph() -> dict[str, set[str]]:
+    """Every tether module and every tether module it imports anywhere (type-only and
+    lazy imports included): the floors' arrows."""
+    return _graph(typed=True, lazy=True)
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -151,6 +195,21 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def package_arrows(graph: dict[str, set[str]]) -> Counter[tuple[str, str]]:
+    """Arrows between floors: (from, to) and how many module imports each stands for."""
+    return Counter(
+        (_layer(name), _layer(target))
+        for name, targets in graph.items()
+        for target in targets
+        if _layer(name) != _layer(target)
+    )
+
+
+def arrows_up(arrows: Counter[tuple[str, str]]) -> int:
+    """How many module imports go from a floor to a higher one."""
+    return sum(n for (a, b), n in arrows.items() if RANK[b] > RANK[a])
+
+
 def test_the_import_graph_has_no_circle() -> None:
     """No module imports itself through others, not even lazily inside a function: a
     circle hides an order of initialisation that one edit can break."""
@@ -159,20 +218,69 @@ def test_the_import_graph_has_no_circle() -> None:
     assert circles(graph) == []
 
 
-def test_circles_are_found() -> None:
-    """The check above can fail: a circle of three, and one through a lazy import."""
+def test_no_circle_among_module_level_imports_type_only_ones_included() -> None:
+    """Nor at the top of the files, counting `if TYPE_CHECKING:` imports: a type-only
+    circle says two modules know each other's insides, and it turns into an import
+    circle the day one of those imports is needed at run time."""
+    graph = module_level_graph()
+    assert len(graph) > 50
+    assert circles(graph) == []
+
+
+def test_the_package_graph_has_no_arrow_up() -> None:
+    """The package graph that `python tests/test_layering.py` prints: arrows between
+    floors exist (the count is real) and none points up."""
+    arrows = package_arrows(full_graph())
+    assert arrows[("stop", "guard")] > 0
+    assert arrows[("host", "guard")] > 0
+    assert arrows_up(arrows) == 0
+
+
+def test_circles_and_arrows_up_are_found() -> None:
+    """The checks above can fail: a circle of three, and an arrow from base to cli."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
         ["a", "b", "c"]
     ]
     assert circles({"a": {"b"}, "b": set()}) == []
+    graph = {"tether.errors": {"tether.cli.main"}, "tether.cli.main": set()}
+    assert arrows_up(package_arrows(graph)) == 1
+
+
+def _report() -> None:
+    """The package graph, the floors in order, arrows up and any circle."""
+    graph = module_level_graph()
+    sizes = {name: len(path.read_text().splitlines()) for name, path in _modules()}
+    members: dict[str, list[str]] = {}
+    for name in graph:
+        members.setdefault(_layer(name), []).append(name)
+    print("floors, lowest first (modules, lines):")
+    for floor in sorted(RANK, key=lambda f: (RANK[f], f)):
+        names = members.get(floor, [])
+        if names:
+            lines = sum(sizes[n] for n in names)
+            print(
+                f"  {RANK[floor]}  {floor:<9} {len(names):3d} modules {lines:6d} lines"
+            )
+    arrows = package_arrows(full_graph())
+    print("arrows between packages (module imports, type-only and lazy included):")
+    for (a, b), n in sorted(arrows.items(), key=lambda i: (RANK[i[0][0]], i[0])):
+        print(f"  {a:<9} -> {b:<9} {n:3d}")
+    print(f"{arrows_up(arrows)} arrows up")
+    print(
+        "circles at module level (type-only imports included):",
+        circles(graph) or "none",
+    )
+    print(
+        "circles when running (lazy imports included):",
+        circles(import_graph()) or "none",
+    )
 
 
 if __name__ == "__main__":
-    # `python tests/test_layering.py`: the import graph, module sizes and any circle.
-    graph = import_graph()
-    sizes = {name: len(path.read_text().splitlines()) for name, path in _modules()}
-    edges = sum(len(t) for t in graph.values())
-    print(f"{len(graph)} modules, {edges} imports between them")
-    for name in sorted(graph):
-        print(f"{sizes[name]:6d}  {name} -> {', '.join(sorted(graph[name])) or '-'}")
-    print("circles:", circles(graph) or "none")
+    import sys
+
+    _report()
+    if "--modules" in sys.argv:  # each module, its size and what it imports
+        sizes = {name: len(path.read_text().splitlines()) for name, path in _modules()}
+        for name, targets in sorted(module_level_graph().items()):
+            print(f"{sizes[name]:6d}  {name} -> {', '.join(sorted(targets)) or '-'}")
