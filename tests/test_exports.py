@@ -89,6 +89,25 @@ def test_what_a_newcomer_needs_has_a_public_name() -> None:
     assert load_plugins().problems == ()
 
 
+def test_what_other_floors_share_of_the_host_is_public() -> None:
+    """The runs, the ACP server, the runtime and the CLI reach the host's shared names
+    through `tether.host`: processes (`run_command`), who aborts (`AbortSource`), the
+    rules, the containment."""
+    import tether.host
+    from tether.runtime import AbortReport
+
+    for name in ("AbortSource", "run_command", "PermissionRules", "containment"):
+        assert name in tether.host.__all__, name
+    assert typing.get_args(tether.host.AbortSource) == (
+        "user",
+        "turn",
+        "deadline",
+        "shutdown",
+        "halt",
+    )
+    assert typing.get_type_hints(AbortReport)["source"] == tether.host.AbortSource
+
+
 def test_every_tether_error_is_drawn_in_the_error_tree() -> None:
     """`tether.errors`' docstring draws the whole tree: every subclass of `TetherError`
     defined anywhere in the package is named in it."""

@@ -46,7 +46,7 @@ except ImportError as error:
 from .._config import Config, load_config
 from .._threads import in_thread
 from ..errors import TetherError, UsageError
-from ..host._tool import Tool
+from ..host import Tool
 from ..models import ModelError, model_from_spec
 from ._early import initialize_result
 from ._mcp_servers import AcpMcpServers, config_servers

@@ -23,8 +23,7 @@ from acp.schema import ToolCallProgress, ToolCallStart
 
 from .._config import Config
 from ..errors import ErrorCode, TetherError, UsageError
-from ..host._protocol import AbortSource
-from ..host._tool import Tool
+from ..host import AbortSource, Tool
 from ..host.tools import open_mcp_tools
 from ..models import ToolCall, model_from_spec
 from ..runtime import (

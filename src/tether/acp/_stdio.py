@@ -11,7 +11,7 @@ import anyio.abc
 
 from .._config import Config
 from .._jsonrpc import FdReceiveStream, FdSendStream
-from ..host._tool import Tool
+from ..host import Tool
 from ._server import AcpServer
 
 __all__ = ("serve_stdio",)

@@ -21,7 +21,7 @@ from acp.schema import (
 from acp.schema import ToolCallStatus as AcpStatus
 from acp.schema import ToolKind as AcpKind
 
-from ..host._tool import StopClass
+from ..host import StopClass
 from ..runtime import CallState
 
 __all__ = (

@@ -1,4 +1,9 @@
-"""`tether acp`: the Agent Client Protocol server on stdin/stdout."""
+"""`tether acp`: the Agent Client Protocol server on stdin/stdout.
+
+`--tool` references load as `tether host --stdio` loads them (`tether.host._stdio.
+load_tool_refs`, private to the host: both commands take the same `module:name` form,
+and no library caller needs it).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""`tether host --stdio`: the out-of-process tool host."""
+"""`tether host --stdio`: the out-of-process tool host.
+
+It serves through `tether.host._stdio` (`serve_stdio`, `load_tool_refs`), private to
+the host: the wire between a runtime and this process is tether's own, and a library
+user reaches it as `Runtime(host="stdio")`, which starts this command.
+"""
 
 from __future__ import annotations
 
@@ -99,7 +104,7 @@ def host(
     config = load_config()
     problems: list[str] = []
     tools = load_tool_refs(tool_refs) if tool_refs else standard_tools(config, problems)
-    from ..host._rules import PermissionRules
+    from ..host import PermissionRules
 
     rule_set = PermissionRules.from_config(config)
     if rules is not None:

@@ -50,7 +50,7 @@ def _find_tool(name: str) -> Tool:
     """Return the tool called `name`, or a stand-in with its class and subject field."""
     import importlib
 
-    from ..host._plugins import load_plugins
+    from ..tools import load_plugins
 
     known: dict[str, Tool] = {}
     try:
@@ -144,7 +144,7 @@ def permissions(
       deny  = ["Read(~/.ssh/**)", "WebFetch(domain:example.com)"]
     """
     from .._config import load_config
-    from ..host._rules import PermissionRules
+    from ..host import PermissionRules
 
     config = load_config()
     rules = PermissionRules.from_config(config)

@@ -121,10 +121,17 @@ def setup(
 
 
 def with_containment(board: Board) -> Board:
-    """The board with the containment process trees get here, and why."""
-    from ..host._contain import containment_shown
+    """The board with the containment process trees get here, and why: `refused`, with
+    the reason, when `TETHER_CONTAINMENT` cannot be honoured (every process tree would
+    fail to start)."""
+    from ..errors import UsageError
+    from ..host import containment
 
-    return attrs.evolve(board, containment=containment_shown())
+    try:
+        found = containment()
+    except UsageError as exc:
+        return attrs.evolve(board, containment=("refused", str(exc)))
+    return attrs.evolve(board, containment=(found.kind, found.reason))
 
 
 def _system(

@@ -1,4 +1,9 @@
-"""`tether tools`: every tool this account would serve, its stop class and its rules."""
+"""`tether tools`: every tool this account would serve, its stop class and its rules.
+
+What a call decides when no rule names it is the broker's own rule
+(`tether.host._tool.default_decision`, private to the host): shown here from the
+function the broker calls, never a copy of it.
+"""
 
 from __future__ import annotations
 

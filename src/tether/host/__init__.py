@@ -6,6 +6,7 @@ from ._contain import CommandOutcome as CommandOutcome
 from ._contain import Containment as Containment
 from ._contain import containment as containment
 from ._proctree import run_command as run_command
+from ._protocol import AbortSource as AbortSource
 from ._protocol import Approver as Approver
 from ._protocol import PermissionRequest as PermissionRequest
 from ._rules import PermissionRules as PermissionRules
@@ -17,6 +18,7 @@ from ._tool import tool as tool
 from .tools._beneath import resolver_kind as path_resolution
 
 __all__ = (
+    "AbortSource",
     "Approver",
     "CommandOutcome",
     "Containment",

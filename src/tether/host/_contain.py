@@ -46,7 +46,6 @@ __all__ = (
     "containment",
     "containment_choice",
     "containment_now",
-    "containment_shown",
     "probed",
     "session_masks",
     "supervisor_argv",
@@ -212,16 +211,6 @@ def containment_choice() -> str:
             f"use one of {', '.join(_CHOICES)}"
         )
     return choice
-
-
-def containment_shown() -> tuple[str, str]:
-    """Return (kind, reason) for a report: `refused` with the reason when
-    `TETHER_CONTAINMENT` cannot be honoured (every process tree would fail to start)."""
-    try:
-        found = containment()
-    except UsageError as exc:
-        return "refused", str(exc)
-    return found.kind, found.reason
 
 
 async def containment_now() -> Containment:

@@ -50,7 +50,8 @@ PRE_START_PHASES: frozenset[HostPhase] = frozenset(
 """Phases in which a stopped call is guaranteed never to start."""
 
 AbortSource: TypeAlias = Literal["user", "turn", "deadline", "shutdown", "halt"]
-"""Who asked for an abort (style point 17)."""
+"""Who asked for an abort (style point 17): `Session.abort(source=...)`, and what an
+`AbortReport` and a stopped call's record say."""
 
 
 @attrs.frozen(cache_hash=True)

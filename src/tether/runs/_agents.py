@@ -25,7 +25,7 @@ import anyio
 import attrs
 
 from .._env import TetherEnv
-from ..host._proctree import run_command
+from ..host import run_command
 from ._plan import Stage
 
 __all__ = (

@@ -30,6 +30,12 @@ A restore copies a save (`cp -a`, a reflink where the file system has them) into
 Every git command tether runs here has the person's hooks and fsmonitor turned off
 (`core.hooksPath`, `core.fsmonitor`): a person's failing hook never holds tether's own
 operations, and nothing a lane plants in a config runs as the person.
+
+The git commands run through `tether.host._spawn.run_process`, a private name kept
+private: it runs a short command to its end without a thread (as the process trees do)
+but outside any process tree, stop or containment, which suits tether's own git work
+outside the wall and nothing a tool does. Made public beside `ToolContext.run_process`
+(same name, a stop-tied process tree), it would invite tools past the stop.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ import anyio
 import attrs
 
 from .._env import TetherEnv
-from ..host._proctree import run_command
+from ..host import run_command
 from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
 from ._plan import Preset, Stage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..host._protocol import PermissionRequest as PermissionRequest
+from ..host import PermissionRequest as PermissionRequest
 from ._agent import Agent as Agent
 from ._agent import AgentSession as AgentSession
 from ._agent import default_system as default_system

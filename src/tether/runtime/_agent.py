@@ -55,7 +55,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from .._ids import new_id
 from ..errors import ErrorCode, ToolAborted, UsageError
-from ..host._protocol import AbortSource
+from ..host import AbortSource
 from ..models import (
     Message,
     Model,

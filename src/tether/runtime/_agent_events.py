@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ..errors import ErrorCode
-from ..host._tool import StopClass
+from ..host import StopClass
 from ._ledger import CallState
 
 __all__ = (

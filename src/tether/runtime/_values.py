@@ -7,7 +7,7 @@ from typing import TypeAlias
 import attrs
 
 from ..errors import ErrorCode
-from ..host._protocol import AbortSource
+from ..host import AbortSource
 from ._ledger import CallRecord, CallState
 
 __all__ = (

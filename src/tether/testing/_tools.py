@@ -9,7 +9,7 @@ from __future__ import annotations
 import anyio
 
 from ..errors import ToolFailed
-from ..host._tool import StopClass, ToolContext, tool
+from ..host import StopClass, ToolContext, tool
 
 __all__ = (
     "Echo",
