@@ -32,6 +32,19 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _grouping(tree: ast.AST) -> dict[str, tuple[str, ...]]:
+    """The grouping a face hands `lazy_exports` (a literal, as the faces write it)."""
+    call = next(
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id.endswith("lazy_exports")
+    )
+    groups: dict[str, tuple[str, ...]] = ast.literal_eval(call.args[1])
+    return groups
+
+
 def disagreements(source: str) -> list[str]:
     """Where a face's type-only imports and its grouping differ, in words; [] when
     they name the same (module, name) pairs and each import re-exports its name as is."""
@@ -52,13 +65,8 @@ def disagreements(source: str) -> list[str]:
                         if alias.asname != alias.name:
                             problems.append(f"{alias.name} is not `as {alias.name}`")
                         typed.add((module, alias.name))
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id.endswith("lazy_exports")
-        ):
-            for module, names in ast.literal_eval(node.args[1]).items():
-                grouped.update((module, name) for name in names)
+    for module, names in _grouping(tree).items():
+        grouped.update((module, name) for name in names)
     problems += [
         f"type-only import of {m}.{n} is not grouped" for m, n in typed - grouped
     ]
@@ -77,15 +85,7 @@ def test_a_face_gives_what_its_grouping_says(path: Path) -> None:
     """`__all__` is the grouping's names, and each is the object of its source module."""
     name = _module_name(path)
     face = importlib.import_module(name)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    call = next(
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id.endswith("lazy_exports")
-    )
-    groups: dict[str, tuple[str, ...]] = ast.literal_eval(call.args[1])
+    groups = _grouping(ast.parse(path.read_text(encoding="utf-8")))
     assert sorted(face.__all__) == sorted(n for names in groups.values() for n in names)
     assert set(face.__all__) <= set(dir(face))
     anchor = face.__package__ or name
