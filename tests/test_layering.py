@@ -14,6 +14,7 @@ arrows up, and any import circle between modules (`--modules`: each module's imp
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -58,10 +59,6 @@ def _modules() -> list[tuple[str, Path]]:
     return out
 
 
-def _imports(name: str, path: Path) -> list[str]:
-    return _imports_in(name, path, ast.parse(path.read_text(encoding="utf-8")))
-
-
 def _package(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
 
@@ -87,9 +84,10 @@ def _imports_in(name: str, path: Path, tree: ast.AST) -> list[str]:
     ("name", "path"), _modules(), ids=lambda v: str(v) if isinstance(v, str) else ""
 )
 def test_no_module_imports_from_a_higher_layer(name: str, path: Path) -> None:
-    """A module's tether imports all come from its own layer or a lower one."""
+    """A module's tether imports all come from its own layer or a lower one (`from ..
+    import _extras` imports the module `tether._extras`, not the package)."""
     mine = RANK[_layer(name)]
-    upward = [t for t in _imports(name, path) if RANK[_layer(t)] > mine]
+    upward = sorted(t for t in _full_graph()[name] if RANK[_layer(t)] > mine)
     assert not upward, f"{name} (layer {_layer(name)}) imports upward: {upward}"
 
 
@@ -160,6 +158,11 @@ def module_level_graph() -> dict[str, set[str]]:
 def full_graph() -> dict[str, set[str]]:
     """Every tether module and every tether module it imports anywhere (type-only and
     lazy imports included): the floors' arrows."""
+    return dict(_full_graph())
+
+
+@functools.cache
+def _full_graph() -> dict[str, set[str]]:
     return _graph(typed=True, lazy=True)
 
 
