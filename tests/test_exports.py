@@ -89,6 +89,16 @@ def test_what_a_newcomer_needs_has_a_public_name() -> None:
     assert load_plugins().problems == ()
 
 
+def test_the_stop_still_gives_the_guard_it_gave() -> None:
+    """`tether.stop` re-exports the guard's names from `tether.guard`, the same objects."""
+    import tether.guard
+    import tether.stop
+
+    for name in ("GuardVerdict", "guard_tool_call"):
+        assert name in tether.stop.__all__
+        assert getattr(tether.stop, name) is getattr(tether.guard, name)
+
+
 def test_what_other_floors_share_of_the_host_is_public() -> None:
     """The runs, the ACP server, the runtime and the CLI reach the host's shared names
     through `tether.host`: processes (`run_command`), who aborts (`AbortSource`), the
