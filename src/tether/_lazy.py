@@ -42,11 +42,9 @@ def lazy_exports(
     """
     face = sys.modules[module]
     anchor = face.__package__ or module
-    where = {
-        name: absolute(anchor, source)
-        for source, names in groups.items()
-        for name in names
-    }
+    where: dict[str, str] = {}
+    for source, names in groups.items():
+        where.update(dict.fromkeys(names, absolute(anchor, source)))
     names = tuple(sorted(where))
 
     def getattr_(name: str) -> Any:
