@@ -268,6 +268,9 @@ _HEAVY = (
     "tether._config",
     "tether._env",
     "tether.guard._guard",
+    # Loaded by the guard only for what needs them: a non-ASCII path, a glob pattern.
+    "unicodedata",
+    "fnmatch",
     "tether.stop._setup",
     "tether.stop._system",
     "tether.stop._read",

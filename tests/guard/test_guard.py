@@ -829,3 +829,22 @@ def test_any_text_gets_a_verdict_within_the_bound(
     assert time.monotonic() - started < 1.5
     assert verdict.allowed or verdict.reason
     assert "could not judge" not in verdict.reason, verdict.reason
+
+
+def test_a_path_spelled_in_another_unicode_form_is_the_same_path(
+    tmp_path: Path,
+) -> None:
+    """A stop under `café` (one composed `é`) is reached by a Write or a Bash command
+    spelling it `cafe` + a combining accent: paths are compared in NFC."""
+    composed = tmp_path / "caf\u00e9" / "stop"
+    composed.mkdir(parents=True)
+    decomposed = str(tmp_path / "cafe\u0301" / "stop" / "stop")
+    guard = StopGuard([composed])
+    write = guard.judge("Write", {"file_path": decomposed}, cwd=tmp_path)
+    assert not write.allowed
+    assert str(composed) in write.reason
+    bash = guard.judge("Bash", {"command": f"rm -f '{decomposed}'"}, cwd=tmp_path)
+    assert not bash.allowed
+    assert guard.judge(
+        "Write", {"file_path": str(tmp_path / "x")}, cwd=tmp_path
+    ).allowed

@@ -15,7 +15,6 @@ substitution, a pipe into a shell), an effect carries `UNKNOWN` in its value or 
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 from collections.abc import Callable, Mapping
 
@@ -107,10 +106,18 @@ def _tether_among(call: Call, args: list[str]) -> None:
 _REMOTE_SHELLS = words("ssh mosh rsh slogin autossh")
 
 
+def _matches(name: str, pattern: str) -> bool:
+    """`fnmatch.fnmatchcase`, imported on first use: most commands hold no pattern, and
+    the per-call hook does not pay for the import."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
 def _verb_like(value: str) -> bool:
     return value in ("stop", "lift", "setup") or (
         any(ch in value for ch in GLOB_CHARS)
-        and any(fnmatch.fnmatchcase(v, value) for v in ("stop", "lift", "setup"))
+        and any(_matches(v, value) for v in ("stop", "lift", "setup"))
     )
 
 
@@ -394,11 +401,7 @@ def _tether(call: Call) -> None:
             verb = (value.split() or [""])[0]  # an unquoted value splits into words
             if any(ch in verb for ch in GLOB_CHARS):  # `tether l?ft` runs `lift`
                 verb = next(
-                    (
-                        v
-                        for v in ("stop", "lift", "setup")
-                        if fnmatch.fnmatchcase(v, verb)
-                    ),
+                    (v for v in ("stop", "lift", "setup") if _matches(v, verb)),
                     verb,
                 )
             call.emit("tether", verb, f"`{call.base}`")
@@ -599,7 +602,7 @@ def _dispatch(call: Call) -> None:
     """Hand one program invocation to what knows that program."""
     base = call.base
     if any(ch in base for ch in GLOB_CHARS):  # `/usr/bin/teth?r lift`
-        matched = [p for p in _KNOWN if fnmatch.fnmatchcase(p, base)]
+        matched = [p for p in _KNOWN if _matches(p, base)]
         for program in matched[:8]:
             call.walker.run(
                 [program, *call.args], call.state.fork(), call.stdin, call.depth + 1

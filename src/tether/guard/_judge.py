@@ -26,7 +26,6 @@ import posixpath
 import re
 import sys
 import time
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
 from .._glob import compile_glob
@@ -148,7 +147,10 @@ class Judge:
 
 
 def _norm(path: str) -> str:
-    path = unicodedata.normalize("NFC", path)
+    if not path.isascii():  # NFC leaves ASCII as it is: most paths never load the table
+        import unicodedata
+
+        path = unicodedata.normalize("NFC", path)
     return path.casefold() if _CASE_INSENSITIVE else path
 
 
