@@ -5,7 +5,7 @@ change without a sign the next read looks at anyway, so the next read compares t
 sign instead of deriving the finding again:
 
 - the names in the folder (for the report of other accounts' stops) while the folder's
-  `fstat` shows the same identity, times, size and link count, and its `st_ctime` was
+  look (`statx`, else `fstat`) shows the same identity, times, size and link count, and its `st_ctime` was
   already more than `SETTLED_NS` in the past when the names were listed: the kernel sets
   `st_ctime` on every change of an entry, from a clock that can lag by one tick, so
   only a ctime older than that tick tells a later change from the listed state;
@@ -26,10 +26,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, final
+from typing import final
 
-if TYPE_CHECKING:
-    from ._read import StopReading
+from ._reading import StopReading
 
 __all__ = ("SETTLED_NS", "ReadMemo")
 
@@ -39,19 +38,6 @@ SETTLED_NS = 1_000_000_000
 Far above a kernel clock tick (1 to 10 ms), so a listing kept is one no later change can
 share a ctime with, whatever the file system's timestamp granularity.
 """
-
-_Stamp = tuple[int, int, int, int, int, int]
-
-
-def _folder_stamp(st: os.stat_result) -> _Stamp:
-    return (
-        st.st_dev,
-        st.st_ino,
-        st.st_mtime_ns,
-        st.st_ctime_ns,
-        st.st_size,
-        st.st_nlink,
-    )
 
 
 @final
@@ -73,8 +59,8 @@ class ReadMemo:
         self._clock = clock
         self.root_mount = root_mount
         """The unique mount id of `/` at the watch's start; None: not pinned."""
-        # Invariant: the stamp is of an `fstat` made before the names were listed.
-        self._listing: tuple[_Stamp, tuple[str, ...]] | None = None
+        # Invariant: the stamp is of a look made before the names were listed.
+        self._listing: tuple[tuple[int, ...], tuple[str, ...]] | None = None
         self.clear: StopReading | None = None
         """The place's CLEAR reading: a value of the place alone, made once."""
         self.stopped: tuple[tuple[int, ...], StopReading] | None = None
@@ -82,19 +68,23 @@ class ReadMemo:
         self.lists = 0
         """How many times the folder was listed (a test reads it)."""
 
-    def names(self, folder_fd: int, st: os.stat_result) -> tuple[str, ...]:
-        """The folder's names: listed again unless `st` shows the folder as listed.
+    def names(
+        self, folder_fd: int, stamp: tuple[int, ...], ctime_ns: int
+    ) -> tuple[str, ...]:
+        """The folder's names: listed again unless `stamp` shows the folder as listed.
+
+        `stamp` holds the folder's identity, times, size and link count, from the look
+        at `folder_fd` that judged it on this read (`_walk`); `ctime_ns` its ctime.
 
         Raises:
             OSError: the folder cannot be listed (an `O_PATH` descriptor).
         """
-        stamp = _folder_stamp(st)
         if self._listing is not None and self._listing[0] == stamp:
             return self._listing[1]
         self._listing = None
         now = self._clock()
         names = tuple(os.listdir(folder_fd))
         self.lists += 1
-        if now - st.st_ctime_ns > SETTLED_NS:
+        if now - ctime_ns > SETTLED_NS:
             self._listing = (stamp, names)
         return names

@@ -9,8 +9,16 @@ that changed, within the `statx` that judges the root anyway. That replaces a
 `readlink` of `/proc/self/ns/mnt` per read, which costs more than the rest of the
 root's look.
 
+The same call gives a read what two system calls gave it: `look` returns a
+directory's owner, mode, identity, times and the id of its mount (the one
+`/proc/self/mountinfo` lists) at once, so the folder's file system is told from the
+parsed table instead of a `fstatfs` of its own; `stamp` is the `lstat` of a file a watch
+compares between reads, without an exception when the file is not there.
+
 Written by hand on `ctypes`: Python 3.11 has no `os.statx`. Where the call or the
-unique id is missing, `root_mount` is None and the watch reads the namespace link.
+unique id is missing, `root_mount` is None and the watch reads the namespace link;
+where `statx` is missing, `look` is None (callers use `os.fstat`) and `stamp` uses
+`os.stat`.
 """
 
 from __future__ import annotations
@@ -21,13 +29,30 @@ import struct
 import threading
 from collections.abc import Callable
 
-__all__ = ("judge_with_mount", "root_mount")
+__all__ = (
+    "Look",
+    "available",
+    "judge_root",
+    "judge_with_mount",
+    "look",
+    "root_mount",
+    "stamp",
+)
 
+_AT_FDCWD = -100
+_AT_SYMLINK_NOFOLLOW = 0x100
 _AT_EMPTY_PATH = 0x1000
 _STATX_BASIC_STATS = 0x7FF
+_STATX_MNT_ID = 0x1000
 _STATX_MNT_ID_UNIQUE = 0x4000
 # stx_mask (0), stx_uid (20), stx_mode (28) and stx_mnt_id (0x90) of `struct statx`.
 _FIELDS = struct.Struct("<I16xI4xH114xQ")
+# stx_mask, stx_nlink (16), stx_uid, stx_mode, stx_ino (32), stx_size (40), stx_ctime
+# (96: seconds, nanoseconds), stx_mtime (112), stx_dev_major/minor (136), stx_mnt_id.
+_LOOK = struct.Struct("<I12xII4xH2xQQ48xqI4xqI4x8xIIQ")
+# stx_nlink .. stx_size, then stx_ctime .. stx_dev_minor: what `stamp` compares (the
+# access time is left out: a look must not see a change in a read).
+_STAMP = struct.Struct("<16x48s32x48s")
 _SIZE = 256  # sizeof(struct statx)
 
 
@@ -37,6 +62,9 @@ class _Buffers(threading.local):
 
 
 _buffers = _Buffers()
+
+Look = tuple[int, int, int, int, tuple[int, ...], int, int]
+"""`(st_uid, st_mode, st_dev, st_ino, stamp, st_ctime_ns, mount id)` (`look`)."""
 _statx: Callable[..., int] | None = None
 
 
@@ -65,6 +93,90 @@ def judge_with_mount(fd: int) -> tuple[int, int, int] | None:
     if not mask & _STATX_MNT_ID_UNIQUE:
         return None
     return uid, mode, mount
+
+
+def judge_root() -> tuple[int, int, int] | None:
+    """`judge_with_mount` of this process's root, by the path `/`, without a descriptor.
+
+    `/` names the process's root whatever is mounted or renamed anywhere: only the
+    process itself (`chroot`, `setns`) changes what it is, and the mount id tells that.
+    """
+    fn = _call()
+    if fn is None:
+        return None
+    buf = _buffers.buf
+    if fn(_AT_FDCWD, b"/", 0, _STATX_BASIC_STATS | _STATX_MNT_ID_UNIQUE, buf):
+        return None
+    mask, uid, mode, mount = _FIELDS.unpack_from(buf)
+    if not mask & _STATX_MNT_ID_UNIQUE:
+        return None
+    return uid, mode, mount
+
+
+def look(fd: int) -> Look | None:
+    """One `statx` of the directory `fd`, with the id of its mount; None: no `statx`.
+
+    Returns `(st_uid, st_mode, st_dev, st_ino, stamp, st_ctime_ns, mount id)`, where
+    `stamp` holds the identity, times, size and link count (equal exactly when those
+    are), and the mount id is the one `/proc/self/mountinfo` lists, or -1 when the
+    kernel gives none.
+
+    Raises:
+        OSError: the call failed on `fd`.
+    """
+    fn = _call()
+    if fn is None:
+        return None
+    buf = _buffers.buf
+    if fn(fd, b"", _AT_EMPTY_PATH, _STATX_BASIC_STATS | _STATX_MNT_ID, buf):
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    mask, nlink, uid, mode, ino, size, c_s, c_ns, m_s, m_ns, major, minor, mount = (
+        _LOOK.unpack_from(buf)
+    )
+    dev = os.makedev(major, minor)
+    return (
+        uid,
+        mode,
+        dev,
+        ino,
+        (dev, ino, m_s, m_ns, c_s, c_ns, size, nlink),
+        c_s * 1_000_000_000 + c_ns,
+        mount if mask & _STATX_MNT_ID else -1,
+    )
+
+
+def stamp(path: bytes) -> bytes | None:
+    """What `lstat(path)` shows but the access time, as bytes that compare alike.
+
+    None when nothing is at `path`.
+
+    Raises:
+        OSError: any other failure of the look.
+    """
+    fn = _call()
+    if fn is None:
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        fields = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        return repr((*fields, st.st_mode, st.st_uid, st.st_nlink)).encode()
+    buf = _buffers.buf
+    if fn(_AT_FDCWD, path, _AT_SYMLINK_NOFOLLOW, _STATX_BASIC_STATS, buf):
+        code = ctypes.get_errno()
+        if code == 2:  # ENOENT
+            return None
+        raise OSError(code, os.strerror(code))
+    head: bytes
+    tail: bytes
+    head, tail = _STAMP.unpack_from(buf)
+    return head + tail
+
+
+def available() -> bool:
+    """Whether this system has `statx`."""
+    return _call() is not None
 
 
 def root_mount() -> int | None:
