@@ -9,6 +9,8 @@ sign instead of deriving the finding again:
   already more than `SETTLED_NS` in the past when the names were listed: the kernel sets
   `st_ctime` on every change of an entry, from a clock that can lag by one tick, so
   only a ctime older than that tick tells a later change from the listed state;
+- that the listing names no other account's entry, so the scan has nothing to open
+  (`alone`), for the same listing and mount table;
 - the reading itself, a value made from the place and the stop's `fstat` alone.
 
 A memo also carries the unique id of the mount of `/` pinned at the watch's start
@@ -47,6 +49,7 @@ class ReadMemo:
     __slots__ = (
         "_clock",
         "_listing",
+        "alone",
         "clear",
         "lists",
         "root_mount",
@@ -67,6 +70,15 @@ class ReadMemo:
         """The last STOPPED reading and the stop's `fstat` fields it was made from."""
         self.lists = 0
         """How many times the folder was listed (a test reads it)."""
+        self.alone: tuple[tuple[int, ...], int] | None = None
+        """The stamp of a kept listing in which no name is another account's (only
+        the person's own and mount points the scan never enters), and the mount
+        table's generation it was judged on; None: not known to be so."""
+
+    def mark_alone(self, stamp: tuple[int, ...], generation: int) -> None:
+        """Note that the listing kept for `stamp` names no other account's entry."""
+        if self._listing is not None and self._listing[0] == stamp:
+            self.alone = (stamp, generation)
 
     def names(
         self, folder_fd: int, stamp: tuple[int, ...], ctime_ns: int
@@ -81,7 +93,7 @@ class ReadMemo:
         """
         if self._listing is not None and self._listing[0] == stamp:
             return self._listing[1]
-        self._listing = None
+        self._listing = self.alone = None
         now = self._clock()
         names = tuple(os.listdir(folder_fd))
         self.lists += 1

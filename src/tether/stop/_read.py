@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 import attrs
 
@@ -29,7 +29,8 @@ from ._folder import DIR_FLAGS, RuleBroken, fs_type
 from ._folder import untrusted_fs_why as _untrusted_fs_why
 from ._memo import ReadMemo
 from ._mounts import MountPlan, Table, plan
-from ._reading import Identity, NotHonoured, ReadOutcome, StopReading
+from ._plain import read_plain
+from ._reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._setup import MAX_STOP_SIZE, STOP_NAME
 from ._walk import Look, Route, open_uid, walk
 
@@ -94,22 +95,6 @@ class Place:
         ),
     )
     """The walk's names, made once (derived)."""
-
-
-class RawRead(NamedTuple):
-    """A reading plus what a watch pins: the directories' and the stop's identities.
-
-    A named tuple, not an attrs class: one is made on every read of a run.
-    """
-
-    reading: StopReading
-    """What the read saw."""
-    folder_id: Identity | None = None
-    """`(st_dev, st_ino)` of the folder, when it was opened."""
-    uid_dir_id: Identity | None = None
-    """`(st_dev, st_ino)` of the uid directory, when it was opened."""
-    stop_id: tuple[int, int, int] | None = None
-    """`(st_dev, st_ino, st_mtime_ns)` of a STOPPED stop."""
 
 
 def _reading(
@@ -206,6 +191,19 @@ def read_place(
         hooks = (after_gate, after_open)
         if mounts is not None and mounts.local:
             # Local kernel filesystems only: every call returns (`within_bound`).
+            if memo is not None and after_gate is None and after_open is None:
+                plain = read_plain(
+                    route,
+                    place.person_uid,
+                    place.max_size,
+                    place.scan_others,
+                    judged,
+                    pins,
+                    mounts,
+                    memo,
+                )
+                if plain is not None:
+                    return plain  # as a full read found it before: `_plain`
             return _read_now(place, pins, check_fs, hooks, mounts, memo, None)
 
         def read(progress: Progress | None) -> RawRead:
@@ -282,9 +280,13 @@ def _read_now(
             _judge_fs(folder_fd, place.store_dir, seen[6], mounts)
         if place.scan_others:
             names = _names(folder_fd, seen, memo)
+            skip = frozenset() if mounts is None else mounts.skip
             if names:
-                skip = frozenset() if mounts is None else mounts.skip
                 others = _scan_others(folder_fd, names, place, skip, progress)
+            if memo is not None and mounts is not None:
+                mine = str(place.person_uid)
+                if all(name == mine or name in skip for name in names):
+                    memo.mark_alone(seen[4], mounts.generation)
         uid_fd, uid_id = open_uid(place.route, folder_fd, place.person_uid, progress)
         fds.append(uid_fd)
         if pins[1] is not None and uid_id != pins[1]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import attrs
 
-__all__ = ("Identity", "NotHonoured", "ReadOutcome", "StopReading")
+__all__ = ("Identity", "NotHonoured", "RawRead", "ReadOutcome", "StopReading")
 
 Identity = tuple[int, int]
 """`(st_dev, st_ino)` of a directory."""
@@ -85,3 +86,19 @@ class StopReading:
             case ReadOutcome.HOLD:
                 text = f"HOLD: {self.reason}"
         return text
+
+
+class RawRead(NamedTuple):
+    """A reading plus what a watch pins: the directories' and the stop's identities.
+
+    A named tuple, not an attrs class: one is made on every read of a run.
+    """
+
+    reading: StopReading
+    """What the read saw."""
+    folder_id: Identity | None = None
+    """`(st_dev, st_ino)` of the folder, when it was opened."""
+    uid_dir_id: Identity | None = None
+    """`(st_dev, st_ino)` of the uid directory, when it was opened."""
+    stop_id: tuple[int, int, int] | None = None
+    """`(st_dev, st_ino, st_mtime_ns)` of a STOPPED stop."""

@@ -35,6 +35,7 @@ __all__ = (
     "judge_root",
     "judge_with_mount",
     "look",
+    "open_path",
     "root_mount",
     "stamp",
 )
@@ -101,7 +102,7 @@ def judge_root() -> tuple[int, int, int] | None:
     `/` names the process's root whatever is mounted or renamed anywhere: only the
     process itself (`chroot`, `setns`) changes what it is, and the mount id tells that.
     """
-    fn = _call()
+    fn = _statx or _call()
     if fn is None:
         return None
     buf = _buffers.buf
@@ -124,7 +125,7 @@ def look(fd: int) -> Look | None:
     Raises:
         OSError: the call failed on `fd`.
     """
-    fn = _call()
+    fn = _statx or _call()
     if fn is None:
         return None
     buf = _buffers.buf
@@ -146,32 +147,55 @@ def look(fd: int) -> Look | None:
     )
 
 
-def stamp(path: bytes) -> bytes | None:
-    """What `lstat(path)` shows but the access time, as bytes that compare alike.
+def stamp(path: bytes) -> tuple[bytes, ...] | None:
+    """What `lstat(path)` shows but the access time, as a value that compares alike.
 
     None when nothing is at `path`.
 
     Raises:
         OSError: any other failure of the look.
     """
-    fn = _call()
+    fn = _statx or _call()
     if fn is None:
         try:
             st = os.stat(path, follow_symlinks=False)
         except FileNotFoundError:
             return None
         fields = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-        return repr((*fields, st.st_mode, st.st_uid, st.st_nlink)).encode()
+        return (repr((*fields, st.st_mode, st.st_uid, st.st_nlink)).encode(),)
     buf = _buffers.buf
     if fn(_AT_FDCWD, path, _AT_SYMLINK_NOFOLLOW, _STATX_BASIC_STATS, buf):
         code = ctypes.get_errno()
         if code == 2:  # ENOENT
             return None
         raise OSError(code, os.strerror(code))
-    head: bytes
-    tail: bytes
-    head, tail = _STAMP.unpack_from(buf)
-    return head + tail
+    found: tuple[bytes, ...] = _STAMP.unpack_from(buf)
+    return found
+
+
+_O_PATH_FLAGS = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+_openat: Callable[..., int] | None = None
+
+
+def open_path(dir_fd: int, name: bytes) -> int:
+    """`openat(dir_fd, name, O_PATH|O_NOFOLLOW|O_CLOEXEC)`: a descriptor, or -errno.
+
+    `O_PATH` opens nothing (a FIFO does not block, a device's driver is not run) and
+    `O_NOFOLLOW` with it gives a link itself, so `fstat` of the descriptor tells what
+    is at `name`. No exception for a missing name, the common answer of a read.
+    -ENOSYS where there is no `O_PATH` or no `openat` to call.
+    """
+    global _openat
+    fn = _openat
+    if fn is None:
+        if not hasattr(os, "O_PATH"):
+            return -38
+        try:
+            fn = _openat = ctypes.CDLL(None, use_errno=True).openat
+        except (OSError, AttributeError):
+            return -38
+    fd = fn(dir_fd, name, _O_PATH_FLAGS)
+    return fd if fd >= 0 else -ctypes.get_errno()
 
 
 def available() -> bool:

@@ -365,10 +365,10 @@ class StopWatch:
     _views: list[_View] = attrs.Factory(list)
     _setup_file: str = ""
     _setup_key: bytes = b""
-    _setup_stamp: bytes | None = None
+    _setup_stamp: tuple[bytes, ...] | None = None
     _binding_file: str = ""
     _binding_look: BindingLook | None = None
-    _binding_stamp: bytes | tuple[int, ...] | None = None
+    _binding_stamp: tuple[bytes, ...] | tuple[int, ...] | None = None
     _mount_ns: str | None = None
     _root_mount: int | None = None
 
@@ -474,8 +474,12 @@ class StopWatch:
             # One look at the mount table for the whole read: every place and the
             # binding are planned on it.
             now = table()
-            holds = [*self.store.holds, *self._changed(now)]
-            readings = [view.read(now) for view in self._views]
+            changed = self._changed(now)
+            views = self._views
+            if len(views) == 1 and not changed and not self.store.holds:
+                return views[0].read(now)  # one place, nothing else to say
+            holds = [*self.store.holds, *changed]
+            readings = [view.read(now) for view in views]
             return combine(self.store.place, readings, holds)
         except Exception as exc:  # spec 02: the reader never raises
             return _held(self.store.place, f"the stop reader failed ({exc!r})")

@@ -204,10 +204,12 @@ def load_binding(system_dir: Path | None = None) -> SystemBinding | None:
         raise BindingUnchecked(f"the system binding cannot be checked: {exc}") from None
 
 
-def binding_stamp(system_dir: Path | None = None) -> bytes | tuple[int, ...] | None:
+def binding_stamp(
+    system_dir: Path | None = None,
+) -> tuple[bytes, ...] | tuple[int, ...] | None:
     """`lstat` of the binding file (identity, times, size, mode, owner), within a bound.
 
-    Bytes that compare alike exactly when those fields do (`_statx.stamp`); None when
+    A value that compares alike exactly when those fields do (`_statx.stamp`); None when
     there is no file; a tuple with a negative first field when the look failed (so
     that it differs from any real stamp).
     """
@@ -226,19 +228,21 @@ class BindingLook:
         self._where = os.fsencode(where)
         self._key = ("binding", real)
 
-    def stamp(self, now: Table | None = None) -> bytes | tuple[int, ...] | None:
+    def stamp(
+        self, now: Table | None = None
+    ) -> tuple[bytes, ...] | tuple[int, ...] | None:
         """As `binding_stamp`; `now`: the mount table just looked at (None: look)."""
         try:
             mounts = plan(self._parent, self._folder, now)
             if mounts is not None and mounts.local:
-                return self._look(None)  # local kernel filesystems: the call returns
+                return look_stamp(self._where)  # local kernel filesystems: it returns
             return within_bound(mounts, self._key, self._look, bound=READ_BOUND)
         except Hung:
             return (-2,)
         except OSError as exc:
             return (-1, exc.errno or 0)
 
-    def _look(self, _: Progress | None) -> bytes | None:
+    def _look(self, _: Progress | None) -> tuple[bytes, ...] | None:
         return look_stamp(self._where)
 
 
