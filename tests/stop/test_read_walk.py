@@ -80,9 +80,9 @@ def test_folder_rule_the_folder_is_judged_by_the_mount_its_descriptor_is_on(
     fd = os.open(tree.folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         seen = look(fd)
-        if seen is None or seen[6] < 0:
+        if seen is None or seen[12] < 0:
             pytest.skip("needs statx with a mount id (Linux 5.8 and later)")
-        mount_id = seen[6]
+        mount_id = seen[12]
         assert "network" in _fs_why(fd, mount_id, _plan_naming(mount_id, "nfs4"))
         assert _fs_why(fd, mount_id, _plan_naming(mount_id, "ext4")) == ""
         # Not listed: the kernel's own answer for the descriptor (a local test dir).
@@ -226,7 +226,7 @@ def test_folder_rule_a_mount_the_table_no_longer_trusts_holds_a_plain_read(
     finally:
         os.close(fd)
     assert seen is not None
-    mount_id = seen[6]
+    mount_id = seen[12]
     was = mounts.whys[mount_id]
     mounts.whys[mount_id] = untrusted_fs_why("nfs4", "rw")  # the plan is the table's
     try:

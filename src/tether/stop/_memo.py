@@ -85,8 +85,9 @@ class ReadMemo:
     ) -> tuple[str, ...]:
         """The folder's names: listed again unless `stamp` shows the folder as listed.
 
-        `stamp` holds the folder's identity, times, size and link count, from the look
-        at `folder_fd` that judged it on this read (`_walk`); `ctime_ns` its ctime.
+        `stamp` is the look at `folder_fd` that judged it on this read (`_statx.look`):
+        equal exactly when the identity, owner, mode, times, size and link count are;
+        `ctime_ns` is the folder's ctime.
 
         Raises:
             OSError: the folder cannot be listed (an `O_PATH` descriptor).

@@ -21,7 +21,7 @@ import os
 from errno import ENOENT
 from stat import S_ISDIR, S_ISREG, S_ISVTX
 
-from ._folder import _OTHERS_WRITE, _READ_DIR_FLAGS, DIR_FLAGS
+from ._folder import _OTHERS_WRITE, DIR_FLAGS
 from ._memo import ReadMemo
 from ._mounts import MountPlan
 from ._reading import Identity, RawRead
@@ -97,14 +97,16 @@ def _through(
     """The pass below a root that passed; `held` gets every descriptor it opens."""
     names = route.names
     last = len(names) - 1
+    # Every directory `O_PATH`, the folder too: the pass lists nothing (it answers
+    # only while the kept listing stands), and an `O_PATH` open and close are the
+    # lighter calls.
     for index in range(last + 1):
-        flags = _READ_DIR_FLAGS if scan and index == last else DIR_FLAGS
         above = held[0]
         if above >= 0:
-            held[0] = os.open(names[index], flags, dir_fd=above)
+            held[0] = os.open(names[index], DIR_FLAGS, dir_fd=above)
             os.close(above)
         else:
-            held[0] = os.open(route.first, flags)
+            held[0] = os.open(route.first, DIR_FLAGS)
         if index < last:
             st = os.fstat(held[0])
             mode = st.st_mode
@@ -114,23 +116,24 @@ def _through(
                 or (mode & _OTHERS_WRITE and not mode & S_ISVTX)
             ):
                 return None
-    found = look(held[0])
-    if found is None:
+    seen = look(held[0])  # fields by index: `_statx.Look`
+    if seen is None:
         return None
-    uid, mode, dev, ino, stamp, _, mount = found
+    uid = seen[2]
+    mode = seen[3]
     if (
         (uid != 0 and uid != person)
         or not S_ISDIR(mode)
         or (mode & _OTHERS_WRITE and not mode & S_ISVTX)
     ):
         return None
-    folder_id = (dev, ino)
+    folder_id = (os.makedev(seen[10], seen[11]), seen[4])
     if pins[0] is not None and folder_id != pins[0]:
         return None
-    if judge_fs and mounts.whys.get(mount) != "":
+    if judge_fs and mounts.whys.get(seen[12]) != "":
         return None  # untrusted, or a mount the table does not list
     alone = memo.alone
-    if scan and (alone is None or alone[0] != stamp or alone[1] != mounts.generation):
+    if scan and (alone is None or alone[0] != seen or alone[1] != mounts.generation):
         return None
     held[1] = os.open(route.uid_name, DIR_FLAGS, dir_fd=held[0])
     st = os.fstat(held[1])

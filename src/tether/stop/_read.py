@@ -262,7 +262,7 @@ def _read_now(
             root_mount=None if memo is None else memo.root_mount,
         )
         fds.append(folder_fd)
-        folder_id = (seen[2], seen[3])
+        folder_id = (os.makedev(seen[10], seen[11]), seen[4])
         if pins[0] is not None and folder_id != pins[0]:
             raise _Hold(
                 f"the setting changed: {place.store_dir} is not the folder this run "
@@ -277,7 +277,7 @@ def _read_now(
             # Judged on every read by the mount the kernel names for the descriptor
             # (spec 02: the chain's checks are cache-free), so a file system mounted
             # or remounted meanwhile is seen.
-            _judge_fs(folder_fd, place.store_dir, seen[6], mounts)
+            _judge_fs(folder_fd, place.store_dir, seen[12], mounts)
         if place.scan_others:
             names = _names(folder_fd, seen, memo)
             skip = frozenset() if mounts is None else mounts.skip
@@ -286,7 +286,7 @@ def _read_now(
             if memo is not None and mounts is not None:
                 mine = str(place.person_uid)
                 if all(name == mine or name in skip for name in names):
-                    memo.mark_alone(seen[4], mounts.generation)
+                    memo.mark_alone(seen, mounts.generation)
         uid_fd, uid_id = open_uid(place.route, folder_fd, place.person_uid, progress)
         fds.append(uid_fd)
         if pins[1] is not None and uid_id != pins[1]:
@@ -447,7 +447,7 @@ def _names(folder_fd: int, seen: Look, memo: ReadMemo | None) -> tuple[str, ...]
     try:
         if memo is None:
             return tuple(os.listdir(folder_fd))
-        return memo.names(folder_fd, seen[4], seen[5])
+        return memo.names(folder_fd, seen, seen[6] * 1_000_000_000 + seen[7])
     except OSError:
         return ()
 

@@ -64,8 +64,10 @@ class _Buffers(threading.local):
 
 _buffers = _Buffers()
 
-Look = tuple[int, int, int, int, tuple[int, ...], int, int]
-"""`(st_uid, st_mode, st_dev, st_ino, stamp, st_ctime_ns, mount id)` (`look`)."""
+Look = tuple[int, ...]
+"""What `look` returns, by index: 0 the mask, 1 `st_nlink`, 2 `st_uid`, 3 `st_mode`,
+4 `st_ino`, 5 `st_size`, 6 and 7 `st_ctime` (seconds, nanoseconds), 8 and 9
+`st_mtime`, 10 and 11 the device (major, minor), 12 the mount id (-1: not known)."""
 _statx: Callable[..., int] | None = None
 
 
@@ -117,10 +119,10 @@ def judge_root() -> tuple[int, int, int] | None:
 def look(fd: int) -> Look | None:
     """One `statx` of the directory `fd`, with the id of its mount; None: no `statx`.
 
-    Returns `(st_uid, st_mode, st_dev, st_ino, stamp, st_ctime_ns, mount id)`, where
-    `stamp` holds the identity, times, size and link count (equal exactly when those
-    are), and the mount id is the one `/proc/self/mountinfo` lists, or -1 when the
-    kernel gives none.
+    Returns the fields as `struct statx` holds them (`Look`): equal exactly when the
+    identity, owner, mode, times, size, link count and mount are, so the tuple itself
+    is the stamp a memo compares. The mount id is the one `/proc/self/mountinfo`
+    lists, or -1 when the kernel gives none.
 
     Raises:
         OSError: the call failed on `fd`.
@@ -132,19 +134,10 @@ def look(fd: int) -> Look | None:
     if fn(fd, b"", _AT_EMPTY_PATH, _STATX_BASIC_STATS | _STATX_MNT_ID, buf):
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
-    mask, nlink, uid, mode, ino, size, c_s, c_ns, m_s, m_ns, major, minor, mount = (
-        _LOOK.unpack_from(buf)
-    )
-    dev = os.makedev(major, minor)
-    return (
-        uid,
-        mode,
-        dev,
-        ino,
-        (dev, ino, m_s, m_ns, c_s, c_ns, size, nlink),
-        c_s * 1_000_000_000 + c_ns,
-        mount if mask & _STATX_MNT_ID else -1,
-    )
+    found: Look = _LOOK.unpack_from(buf)
+    if not found[0] & _STATX_MNT_ID:
+        return (*found[:12], -1)  # an older kernel: the field is not the mount's
+    return found
 
 
 def stamp(path: bytes) -> tuple[bytes, ...] | None:

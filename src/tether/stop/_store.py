@@ -317,25 +317,24 @@ class _View:
     uid_dir_pin: Identity | None = None
     last_stop: tuple[int, int, int] | None = None
     memo: ReadMemo = attrs.Factory(ReadMemo)
+    pins: tuple[Identity | None, Identity | None] = (None, None)
+    """`(folder_pin, uid_dir_pin)`, made when a pin is set rather than on each read."""
 
     def read(self, now: Table) -> StopReading:
         place = self.place
         # The filesystem type is judged on every read (spec 02: the chain's checks are
         # cache-free); a reading that held never leaves a pin later reads trust.
         raw = read_place(
-            place,
-            pins=(self.folder_pin, self.uid_dir_pin),
-            check_fs=True,
-            memo=self.memo,
-            table=now,
+            place, pins=self.pins, check_fs=True, memo=self.memo, table=now
         )
         reading = raw.reading
-        if reading.outcome is not ReadOutcome.HOLD:
+        if reading.outcome is not ReadOutcome.HOLD and None in self.pins:
             # Pins come only from a read that passed every check.
             if self.folder_pin is None:
                 self.folder_pin = raw.folder_id
             if self.uid_dir_pin is None:
                 self.uid_dir_pin = raw.uid_dir_id
+            self.pins = (self.folder_pin, self.uid_dir_pin)
         if reading.outcome is ReadOutcome.STOPPED:
             self.last_stop = raw.stop_id
         elif reading.outcome is ReadOutcome.CLEAR and self.last_stop is not None:

@@ -107,9 +107,9 @@ def _look_at(fd: int) -> Look:
     if found is not None:
         return found
     st = os.fstat(fd)
-    stamp: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    stamp += (st.st_size, st.st_nlink)
-    return st.st_uid, st.st_mode, st.st_dev, st.st_ino, stamp, st.st_ctime_ns, -1
+    ctime, mtime = divmod(st.st_ctime_ns, 10**9), divmod(st.st_mtime_ns, 10**9)
+    head = (0, st.st_nlink, st.st_uid, st.st_mode, st.st_ino, st.st_size)
+    return (*head, *ctime, *mtime, os.major(st.st_dev), os.minor(st.st_dev), -1)
 
 
 def walk(
@@ -173,7 +173,7 @@ def walk(
                     where = Path(route.texts[index])
                     raise RuleBroken(_judge_dir(st, where, person_uid))
         seen_folder = _look_at(fd)
-        if seen_folder[0] not in (0, person_uid) or not _passes(seen_folder[1]):
+        if seen_folder[2] not in (0, person_uid) or not _passes(seen_folder[3]):
             where = Path(route.texts[-1]) if names else Path("/")
             why = _judge_dir(os.fstat(fd), where, person_uid)
             raise RuleBroken(why or f"{where} changed while it was judged")
