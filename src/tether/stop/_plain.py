@@ -36,10 +36,6 @@ _STOP = os.fsencode(STOP_NAME)
 
 def read_plain(
     route: Route,
-    person: int,
-    max_size: int,
-    scan: bool,
-    judge_fs: bool,
     pins: tuple[Identity | None, Identity | None],
     mounts: MountPlan,
     memo: ReadMemo,
@@ -47,11 +43,9 @@ def read_plain(
     """The read of a place whose every check passes as a full read left it; else None.
 
     Args:
-        route: the place's names.
-        person: the person honoured.
-        max_size: the size bound of a stop.
-        scan: the place reports other accounts' stops (the listing must show none).
-        judge_fs: the folder's file system is judged (the table must trust it).
+        route: the place: its names, the person, the stop's size bound, whether other
+            accounts' stops are reported (the listing must show none) and whether the
+            file system is judged (the table must trust the folder's mount).
         pins: the identities a run pinned; None: not pinned.
         mounts: the mount plan of this read (local mounts only: every call returns).
         memo: the watch's memo of the place.
@@ -68,9 +62,7 @@ def read_plain(
     held = [-1, -1, -1]  # the folder chain's, the uid directory's, the stop's
     answer: RawRead | None = None
     try:
-        answer = _through(
-            route, person, max_size, scan, judge_fs, pins, mounts, memo, held
-        )
+        answer = _through(route, pins, mounts, memo, held)
     except OSError:
         answer = None
     finally:
@@ -85,16 +77,13 @@ def read_plain(
 
 def _through(
     route: Route,
-    person: int,
-    max_size: int,
-    scan: bool,
-    judge_fs: bool,
     pins: tuple[Identity | None, Identity | None],
     mounts: MountPlan,
     memo: ReadMemo,
     held: list[int],
 ) -> RawRead | None:
     """The pass below a root that passed; `held` gets every descriptor it opens."""
+    person = route.person
     names = route.names
     last = len(names) - 1
     # Every directory `O_PATH`, the folder too: the pass lists nothing (it answers
@@ -130,10 +119,12 @@ def _through(
     folder_id = (os.makedev(seen[10], seen[11]), seen[4])
     if pins[0] is not None and folder_id != pins[0]:
         return None
-    if judge_fs and mounts.whys.get(seen[12]) != "":
+    if route.judge_fs and mounts.whys.get(seen[12]) != "":
         return None  # untrusted, or a mount the table does not list
     alone = memo.alone
-    if scan and (alone is None or alone[0] != seen or alone[1] != mounts.generation):
+    if route.scan and (
+        alone is None or alone[0] != seen or alone[1] != mounts.generation
+    ):
         return None
     held[1] = os.open(route.uid_name, DIR_FLAGS, dir_fd=held[0])
     st = os.fstat(held[1])
@@ -152,7 +143,7 @@ def _through(
         return RawRead(clear, folder_id, uid_id, None)
     held[2] = fd
     st = os.fstat(fd)
-    if not S_ISREG(st.st_mode) or st.st_uid != person or st.st_size > max_size:
+    if not S_ISREG(st.st_mode) or st.st_uid != person or st.st_size > route.max_size:
         return None
     stopped = memo.stopped
     stop_id = (st.st_dev, st.st_ino, st.st_mtime_ns)

@@ -91,7 +91,14 @@ class Place:
         eq=False,
         repr=False,
         default=attrs.Factory(
-            lambda self: Route(self.store_dir, self.person_uid), takes_self=True
+            lambda self: Route(
+                self.store_dir,
+                self.person_uid,
+                max_size=self.max_size,
+                scan=self.scan_others,
+                judge_fs=self.folder is not None and not self.allow_untrusted_fs,
+            ),
+            takes_self=True,
         ),
     )
     """The walk's names, made once (derived)."""
@@ -179,7 +186,7 @@ def read_place(
     try:
         route = place.route
         mounts = plan(route.store_text, route.uid_text, table)
-        judged = check_fs and place.folder is not None and not place.allow_untrusted_fs
+        judged = check_fs and route.judge_fs
         if judged and mounts is not None and mounts.untrusted is not None:
             # Judged from the table, before any system call into the mount.
             mount, why = mounts.untrusted
@@ -191,17 +198,10 @@ def read_place(
         hooks = (after_gate, after_open)
         if mounts is not None and mounts.local:
             # Local kernel filesystems only: every call returns (`within_bound`).
-            if memo is not None and after_gate is None and after_open is None:
-                plain = read_plain(
-                    route,
-                    place.person_uid,
-                    place.max_size,
-                    place.scan_others,
-                    judged,
-                    pins,
-                    mounts,
-                    memo,
-                )
+            plainly = memo is not None and after_gate is None and after_open is None
+            if plainly and (check_fs or not route.judge_fs):
+                assert memo is not None
+                plain = read_plain(route, pins, mounts, memo)
                 if plain is not None:
                     return plain  # as a full read found it before: `_plain`
             return _read_now(place, pins, check_fs, hooks, mounts, memo, None)

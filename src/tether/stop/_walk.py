@@ -47,19 +47,40 @@ NAMESPACE_CHANGED = (
 
 @final
 class Route:
-    """What every read of one folder repeats, made once: names, paths, flags."""
+    """What every read of one place repeats, made once: names, paths, the place's
+    choices."""
 
     __slots__ = (
         "first",
         "folder",
+        "judge_fs",
+        "max_size",
         "names",
+        "person",
+        "scan",
         "store_text",
         "texts",
         "uid_name",
         "uid_text",
     )
 
-    def __init__(self, folder: Path, person_uid: int) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        person_uid: int,
+        *,
+        max_size: int = 0,
+        scan: bool = False,
+        judge_fs: bool = False,
+    ) -> None:
+        self.person = person_uid
+        """The person honoured."""
+        self.max_size = max_size
+        """The size bound of a stop."""
+        self.scan = scan
+        """The place reports other accounts' stops in the folder."""
+        self.judge_fs = judge_fs
+        """The folder's file system is judged (a shared folder, not opted in)."""
         parts = folder.parts[1:]
         self.names = tuple(os.fsencode(part) for part in parts)
         """The folder's components below `/`, as bytes."""
