@@ -1,4 +1,5 @@
-"""The unique id of the mount a descriptor is on (`statx`, Linux 6.8 and later).
+"""The read's system calls written by hand: `statx` (the unique id of a mount, Linux
+6.8 and later; a directory's look) and an `O_PATH` `openat`.
 
 Row D9: a reader moved into another mount namespace may see a folder that someone
 mounted over there, so a run holds when its reader no longer reads in the namespace it
@@ -13,7 +14,9 @@ The same call gives a read what two system calls gave it: `look` returns a
 directory's owner, mode, identity, times and the id of its mount (the one
 `/proc/self/mountinfo` lists) at once, so the folder's file system is told from the
 parsed table instead of a `fstatfs` of its own; `stamp` is the `lstat` of a file a watch
-compares between reads, without an exception when the file is not there.
+compares between reads, without an exception when the file is not there; `open_path`
+opens the stop's name with `O_PATH|O_NOFOLLOW`, again without an exception for the
+common answer, "not there".
 
 Written by hand on `ctypes`: Python 3.11 has no `os.statx`. Where the call or the
 unique id is missing, `root_mount` is None and the watch reads the namespace link;
