@@ -146,9 +146,9 @@ def test_folder_rule_the_filesystem_type_is_judged_on_every_read(
     judged: list[str] = []
     judge = reader._judge_fs
 
-    def counting(fd: int, where: Path) -> None:
+    def counting(fd: int, where: Path, *mount: object) -> None:
         judged.append(str(where))
-        judge(fd, where)
+        judge(fd, where, *mount)  # type: ignore[arg-type]
 
     monkeypatch.setattr(reader, "_judge_fs", counting)
     tree = make_tree(tmp_path)

@@ -182,7 +182,8 @@ def test_folder_rule_untrusted_filesystem_holds_on_every_read_of_a_run(
     trusted, skipping the check)."""
     import tether.stop._read as read_module
 
-    monkeypatch.setattr(read_module, "fs_type", lambda fd: ("nfs4", "rw"))
+    nfs = read_module._untrusted_fs_why("nfs4", "rw")
+    monkeypatch.setattr(read_module, "_fs_why", lambda fd, mount_id, mounts: nfs)
     _, store = _shared(tmp_path)
     watch = store.watch()
     for _ in range(3):

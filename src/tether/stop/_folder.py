@@ -25,7 +25,6 @@ import attrs
 
 from ._bounded import Progress
 from ._mounts import untrusted_fs_why
-from ._statx import judge_with_mount
 
 __all__ = (
     "DIR_FLAGS",
@@ -103,18 +102,6 @@ def _passes(mode: int) -> bool:
     )
 
 
-def _root_on(fd: int, root_mount: int) -> tuple[int, int]:
-    """`(st_uid, st_mode)` of the root `fd`, which must be on `root_mount`."""
-    seen = judge_with_mount(fd)
-    if seen is None or seen[2] != root_mount:
-        # Row D9: only the namespace (and root) the run started in counts.
-        raise RuleBroken(
-            "the setting changed: this reader now runs in another mount namespace "
-            "(or under another root) than the one its run started in; restart the run"
-        )
-    return seen[0], seen[1]
-
-
 def _errname(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
@@ -147,9 +134,10 @@ def open_folder_with_stat(
     record: Record = None,
     readable: bool = False,
     progress: Progress | None = None,
-    root_mount: int | None = None,
 ) -> tuple[int, os.stat_result]:
     """Walk from `/` to `folder`; return its descriptor and the `fstat` that judged it.
+
+    A read walks the same way on names fixed once per place (`_walk.walk`).
 
     Args:
         folder: absolute, normal path of the folder holding the uid directories.
@@ -158,13 +146,10 @@ def open_folder_with_stat(
         readable: open the folder itself for reading (to list it) when permitted;
             `O_DIRECTORY` fails on anything but a directory before opening it.
         progress: told the path about to be opened (a bounded reading names it).
-        root_mount: the unique mount id of `/` pinned at a run's start (`_statx`):
-            the root is judged by `statx` and must still be on that mount.
 
     Raises:
         RuleBroken: a component is missing, a symlink, not a directory, foreign-owned,
-            writable by others without the sticky bit, or cannot be opened; or `/` is
-            not on `root_mount`.
+            writable by others without the sticky bit, or cannot be opened.
     """
     names = folder.parts[1:]
     last = len(names) - 1
@@ -190,10 +175,6 @@ def open_folder_with_stat(
                     raise broken from None
                 os.close(fd)
                 fd = nfd
-            elif root_mount is not None and record is None:
-                uid, mode = _root_on(fd, root_mount)
-                if uid == 0 and _passes(mode) and names:
-                    continue  # the root passes: judged by its `statx`
             st = os.fstat(fd)
             if (
                 st.st_uid in (0, person_uid)

@@ -27,7 +27,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`
     from typing import Final
 
-__all__ = ("LOCAL_TYPES", "Mount", "MountPlan", "plan", "untrusted_fs_why")
+__all__ = (
+    "LOCAL_TYPES",
+    "Mount",
+    "MountPlan",
+    "Table",
+    "plan",
+    "table",
+    "untrusted_fs_why",
+)
 
 LOCAL_TYPES = frozenset(
     {
@@ -58,23 +66,26 @@ _NETWORK_HINT = ("nfs", "cifs", "smb", "9p", "afs", "ceph", "gluster", "sshfs", 
 class Mount(Slotted):
     """One line of the mount table."""
 
-    __match_args__ = ("point", "kind", "options")
-    __slots__ = ("kind", "options", "point")
+    __match_args__ = ("point", "kind", "options", "mount_id")
+    __slots__ = ("kind", "mount_id", "options", "point")
 
-    def __init__(self, point: str, kind: str, options: str) -> None:
+    def __init__(self, point: str, kind: str, options: str, mount_id: int = -1) -> None:
         self.point: Final = point
         """Where it is mounted (absolute, unescaped)."""
         self.kind: Final = kind
         """The filesystem type (`ext4`, `fuse.sshfs`, `nfs4`, ...)."""
         self.options: Final = options
         """Mount and superblock options, comma-separated."""
+        self.mount_id: Final = mount_id
+        """The table's id of the mount (what `statx` gives as `stx_mnt_id`); -1:
+        not known."""
 
 
 class MountPlan(Slotted):
     """What the mount table says about one place, before it is read."""
 
     __match_args__ = ("crossed", "skip", "local", "untrusted", "generation")
-    __slots__ = ("crossed", "generation", "local", "skip", "untrusted")
+    __slots__ = ("crossed", "generation", "local", "skip", "untrusted", "whys")
 
     def __init__(
         self,
@@ -84,6 +95,14 @@ class MountPlan(Slotted):
         untrusted: tuple[Mount, str] | None = None,
         generation: int = -1,
     ) -> None:
+        self.whys: Final = {
+            mount.mount_id: untrusted_fs_why(mount.kind, mount.options)
+            for mount in crossed
+            if mount.mount_id >= 0
+        }
+        """`untrusted_fs_why` of each crossed mount by its id ('' for a trusted one):
+        a descriptor's mount id (`_statx.look`) judges its file system without another
+        system call, and without judging the same mount's type again on every read."""
         self.crossed: Final = crossed
         """Mounts the reading crosses: at or above the folder, at or under the uid
         dir."""
@@ -144,9 +163,9 @@ def parse_mountinfo(data: bytes) -> tuple[Mount, ...]:
         if len(left) < 6 or len(right) < 3:
             continue
         options = (left[5] + b"," + right[2]).decode(errors="replace")
-        found.append(
-            Mount(_unescape(left[4]), right[0].decode(errors="replace"), options)
-        )
+        kind = right[0].decode(errors="replace")
+        ident = int(left[0]) if left[0].isdigit() else -1
+        found.append(Mount(_unescape(left[4]), kind, options, ident))
     return tuple(found)
 
 
@@ -225,9 +244,25 @@ def _make_plan(
     return MountPlan(tuple(crossed), frozenset(skip), local, untrusted, generation)
 
 
-def plan(folder: str, uid_dir: str) -> MountPlan | None:
-    """The mounts a reading of `uid_dir` in `folder` crosses; None: the table is unreadable."""
-    mounts, generation = _TABLE.current()
+Table = tuple[tuple[Mount, ...] | None, int]
+"""The parsed mount table and its generation; `(None, -1)`: it cannot be read."""
+
+
+def table() -> Table:
+    """The mount table now: one `poll` when nothing was mounted since the last look.
+
+    A caller that reads several places at once (a watch) looks once and hands the
+    table to each `plan`.
+    """
+    return _TABLE.current()
+
+
+def plan(folder: str, uid_dir: str, now: Table | None = None) -> MountPlan | None:
+    """The mounts a reading of `uid_dir` in `folder` crosses; None: the table is unreadable.
+
+    `now`: the table a caller just looked at (`table`); None: look now.
+    """
+    mounts, generation = _TABLE.current() if now is None else now
     if mounts is None:
         return None
     key = (folder, uid_dir)

@@ -1,6 +1,6 @@
 """Reading a stop on one descriptor, no bytes: CLEAR, STOPPED or HOLD.
 
-The read walks the folder rule (`_folder`), opens the uid directory, gates the stop's
+The read walks the folder rule (`_walk`, on names fixed once per place), opens the uid directory, gates the stop's
 name with `fstatat(follow_symlinks=False)` so a FIFO, socket, device or directory is
 never opened, then opens the stop with `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC`
 relative to the checked uid directory and judges it by `fstat` of that descriptor.
@@ -14,29 +14,25 @@ has no memory between reads of its own: pinning identities across a run is
 
 from __future__ import annotations
 
-import enum
 import errno
 import os
 import stat
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 import attrs
 
 from ._bounded import Hung, Progress, run_bounded
-from ._folder import (
-    DIR_FLAGS,
-    RuleBroken,
-    fs_type,
-    open_folder_with_stat,
-    open_uid_dir_with_stat,
-)
+from ._folder import DIR_FLAGS, RuleBroken, fs_type
 from ._folder import untrusted_fs_why as _untrusted_fs_why
 from ._memo import ReadMemo
-from ._mounts import MountPlan, plan
+from ._mounts import MountPlan, Table, plan
+from ._plain import read_plain
+from ._reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._setup import MAX_STOP_SIZE, STOP_NAME
+from ._walk import Look, Route, open_uid, walk
 
 __all__ = (
     "FILE_FLAGS",
@@ -57,78 +53,6 @@ T = TypeVar("T")
 
 READ_BOUND = 2.0
 """Seconds a reading may take before it holds, naming what hung (spec 02)."""
-
-Identity = tuple[int, int]
-"""`(st_dev, st_ino)` of a directory."""
-
-
-class ReadOutcome(enum.StrEnum):
-    """The three outcomes of a read (spec 02); the value travels in `status --json`."""
-
-    CLEAR = "CLEAR"
-    """The rule held, the uid directory was looked at, and no stop is there."""
-    STOPPED = "STOPPED"
-    """A stop that passes every check: the run halts."""
-    HOLD = "HOLD"
-    """Something prevented a clear look: the run does nothing new and reads again."""
-
-
-@attrs.frozen
-class NotHonoured:
-    """A stop that another account left: ignored, and reported."""
-
-    path: Path
-    """Where it is."""
-    owner_uid: int
-    """Who owns it."""
-    why: str
-    """Why it is not honoured."""
-
-    def __str__(self) -> str:
-        return f"stop in {self.path.parent} owned by uid {self.owner_uid} is not honoured: {self.why}"
-
-
-@attrs.frozen(kw_only=True)
-class StopReading:
-    """What one read saw; the run acts on `outcome` and reports the rest."""
-
-    outcome: ReadOutcome
-    """CLEAR, STOPPED or HOLD."""
-    reason: str | None = None
-    """Why, for HOLD (what to repair); None otherwise."""
-    set_by_uid: int | None = None
-    """For STOPPED: `st_uid` of the stop's descriptor."""
-    set_at: datetime | None = None
-    """For STOPPED: `st_mtime` (the owner can set it to anything)."""
-    ctime: datetime | None = None
-    """For STOPPED: `st_ctime` (set by the kernel)."""
-    nlink: int | None = None
-    """For STOPPED: the link count (links elsewhere are reported, not refused)."""
-    folder: Path | None = None
-    """The shared folder read, or None for the account's own store."""
-    person_uid: int
-    """The account whose stop was looked for."""
-    stop_path: Path
-    """`<folder>/<uid>/stop`."""
-    not_honoured: tuple[NotHonoured, ...] = ()
-    """Stops of other accounts (or at the stop's name, of another owner)."""
-    notes: tuple[str, ...] = ()
-    """Further reports: a stop that vanished without a lift, a writable stop, ..."""
-
-    def __str__(self) -> str:
-        where = self.stop_path
-        match self.outcome:
-            case ReadOutcome.CLEAR:
-                text = f"CLEAR: no stop at {where}"
-            case ReadOutcome.STOPPED:
-                assert self.set_at is not None
-                text = (
-                    f"STOPPED: stop at {where} set by uid {self.set_by_uid} "
-                    f"at {self.set_at.isoformat()}"
-                )
-            case ReadOutcome.HOLD:
-                text = f"HOLD: {self.reason}"
-        return text
 
 
 @attrs.frozen(kw_only=True)
@@ -162,22 +86,22 @@ class Place:
         default=attrs.Factory(lambda self: self.uid_dir / STOP_NAME, takes_self=True),
     )
     """`<store dir>/<uid>/stop` (derived)."""
-
-
-class RawRead(NamedTuple):
-    """A reading plus what a watch pins: the directories' and the stop's identities.
-
-    A named tuple, not an attrs class: one is made on every read of a run.
-    """
-
-    reading: StopReading
-    """What the read saw."""
-    folder_id: Identity | None = None
-    """`(st_dev, st_ino)` of the folder, when it was opened."""
-    uid_dir_id: Identity | None = None
-    """`(st_dev, st_ino)` of the uid directory, when it was opened."""
-    stop_id: tuple[int, int, int] | None = None
-    """`(st_dev, st_ino, st_mtime_ns)` of a STOPPED stop."""
+    route: Route = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(
+            lambda self: Route(
+                self.store_dir,
+                self.person_uid,
+                max_size=self.max_size,
+                scan=self.scan_others,
+                judge_fs=self.folder is not None and not self.allow_untrusted_fs,
+            ),
+            takes_self=True,
+        ),
+    )
+    """The walk's names, made once (derived)."""
 
 
 def _reading(
@@ -234,6 +158,7 @@ def read_place(
     after_gate: Hook = None,
     after_open: Hook = None,
     memo: ReadMemo | None = None,
+    table: Table | None = None,
 ) -> RawRead:
     """Read the stop at `place` once, within `place.bound` seconds; never raises.
 
@@ -255,10 +180,13 @@ def read_place(
             its `fstat`.
         memo: what earlier reads of `place` by the same watch found, reused while the
             sign it is keyed on is unchanged (`_memo`); None: derive everything.
+        table: the mount table the caller looked at just before (`_mounts.table`);
+            None: look now.
     """
     try:
-        mounts = plan(str(place.store_dir), str(place.uid_dir))
-        judged = check_fs and place.folder is not None and not place.allow_untrusted_fs
+        route = place.route
+        mounts = plan(route.store_text, route.uid_text, table)
+        judged = check_fs and route.judge_fs
         if judged and mounts is not None and mounts.untrusted is not None:
             # Judged from the table, before any system call into the mount.
             mount, why = mounts.untrusted
@@ -270,6 +198,12 @@ def read_place(
         hooks = (after_gate, after_open)
         if mounts is not None and mounts.local:
             # Local kernel filesystems only: every call returns (`within_bound`).
+            plainly = memo is not None and after_gate is None and after_open is None
+            if plainly and (check_fs or not route.judge_fs):
+                assert memo is not None
+                plain = read_plain(route, pins, mounts, memo)
+                if plain is not None:
+                    return plain  # as a full read found it before: `_plain`
             return _read_now(place, pins, check_fs, hooks, mounts, memo, None)
 
         def read(progress: Progress | None) -> RawRead:
@@ -320,15 +254,15 @@ def _read_now(
     uid_id: Identity | None = None
     others: tuple[NotHonoured, ...] = ()
     try:
-        folder_fd, folder_st = open_folder_with_stat(
-            place.store_dir,
+        folder_fd, seen = walk(
+            place.route,
             place.person_uid,
             readable=place.scan_others,
             progress=progress,
             root_mount=None if memo is None else memo.root_mount,
         )
         fds.append(folder_fd)
-        folder_id = (folder_st.st_dev, folder_st.st_ino)
+        folder_id = (os.makedev(seen[10], seen[11]), seen[4])
         if pins[0] is not None and folder_id != pins[0]:
             raise _Hold(
                 f"the setting changed: {place.store_dir} is not the folder this run "
@@ -340,18 +274,21 @@ def _read_now(
             check_fs and place.folder is not None and not place.allow_untrusted_fs
         )
         if judge_fs:
-            # Judged on every read, never reused (spec 02: the chain's checks are
-            # cache-free), so a file system mounted or remounted meanwhile is seen.
-            _judge_fs(folder_fd, place.store_dir)
+            # Judged on every read by the mount the kernel names for the descriptor
+            # (spec 02: the chain's checks are cache-free), so a file system mounted
+            # or remounted meanwhile is seen.
+            _judge_fs(folder_fd, place.store_dir, seen[12], mounts)
         if place.scan_others:
+            names = _names(folder_fd, seen, memo)
             skip = frozenset() if mounts is None else mounts.skip
-            names = _names(folder_fd, folder_st, memo)
-            others = _scan_others(folder_fd, names, place, skip, progress)
-        uid_fd, uid_st = open_uid_dir_with_stat(
-            folder_fd, place.store_dir, place.person_uid, progress=progress
-        )
+            if names:
+                others = _scan_others(folder_fd, names, place, skip, progress)
+            if memo is not None and mounts is not None:
+                mine = str(place.person_uid)
+                if all(name == mine or name in skip for name in names):
+                    memo.mark_alone(seen, mounts.generation)
+        uid_fd, uid_id = open_uid(place.route, folder_fd, place.person_uid, progress)
         fds.append(uid_fd)
-        uid_id = (uid_st.st_dev, uid_st.st_ino)
         if pins[1] is not None and uid_id != pins[1]:
             raise _Hold(
                 f"the setting changed: {place.uid_dir} was replaced since this run "
@@ -360,7 +297,7 @@ def _read_now(
         if judge_fs and mounts is None:
             # issue 12: a mount on the uid dir too; the table, when it can be read,
             # judged every mount at or under the uid dir already.
-            _judge_fs(uid_fd, place.uid_dir)
+            _judge_fs(uid_fd, place.uid_dir, -1, None)
         reading, stop_id = _judge_stop(place, uid_fd, hooks, fds, memo, progress)
     except (RuleBroken, _Hold) as exc:
         reading, stop_id = _reading(place, ReadOutcome.HOLD, reason=str(exc)), None
@@ -389,15 +326,27 @@ def _read_now(
                 stop_id = None
     if others:
         reading = attrs.evolve(reading, not_honoured=reading.not_honoured + others)
-    return RawRead(
-        reading=reading, folder_id=folder_id, uid_dir_id=uid_id, stop_id=stop_id
-    )
+    return RawRead(reading, folder_id, uid_id, stop_id)  # positional: the cheaper call
 
 
-def _judge_fs(fd: int, where: Path) -> None:
-    found = fs_type(fd)
-    if found is not None and (why := _untrusted_fs_why(*found)):
+def _judge_fs(fd: int, where: Path, mount_id: int, mounts: MountPlan | None) -> None:
+    if why := _fs_why(fd, mount_id, mounts):
         raise _Hold(f"{why} ({where}); choose another folder, or opt in at setup")
+
+
+def _fs_why(fd: int, mount_id: int, mounts: MountPlan | None) -> str:
+    """Why the file system of `fd` cannot be trusted, '' when it can.
+
+    The mount the kernel named for `fd` (`mount_id`, from its `statx`) is judged by
+    the mount table polled for this read; a mount the table does not list (or no
+    table, or no id) is asked of the kernel again (`fs_type`).
+    """
+    if mounts is not None:
+        why = mounts.whys.get(mount_id)
+        if why is not None:
+            return why
+    found = fs_type(fd)
+    return "" if found is None else _untrusted_fs_why(*found)
 
 
 _OVERFLOW_UIDS = frozenset({65534, 4294967294})
@@ -493,14 +442,12 @@ def _clear(place: Place, memo: ReadMemo | None) -> StopReading:
     return memo.clear
 
 
-def _names(
-    folder_fd: int, st: os.stat_result, memo: ReadMemo | None
-) -> tuple[str, ...]:
+def _names(folder_fd: int, seen: Look, memo: ReadMemo | None) -> tuple[str, ...]:
     """The folder's names; `()` when it cannot be listed (an `O_PATH` descriptor)."""
     try:
-        return (
-            tuple(os.listdir(folder_fd)) if memo is None else memo.names(folder_fd, st)
-        )
+        if memo is None:
+            return tuple(os.listdir(folder_fd))
+        return memo.names(folder_fd, seen, seen[6] * 1_000_000_000 + seen[7])
     except OSError:
         return ()
 

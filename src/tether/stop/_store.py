@@ -27,10 +27,11 @@ import attrs
 from ..errors import StoreError
 from ._lifts import find_lift
 from ._memo import ReadMemo
+from ._mounts import Table, table
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._reserve import keep_reserve
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
-from ._statx import root_mount
+from ._statx import root_mount, stamp
 from ._system import (
     Binding,
     BindingLook,
@@ -41,8 +42,6 @@ from ._system import (
 )
 
 __all__ = ("StopStore", "StopWatch", "combine")
-
-_Stamp = tuple[int, int, int, int, int, int]
 
 
 def _who(uid: int) -> str:
@@ -300,14 +299,6 @@ class StopStore:
         return StopWatch._start(self)
 
 
-def _stamp(where: str) -> _Stamp | None:
-    try:
-        st = os.stat(where, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
-
-
 def _mount_ns() -> str | None:
     """The mount namespace this process reads in (`mnt:[inode]`), None off Linux."""
     try:
@@ -326,24 +317,24 @@ class _View:
     uid_dir_pin: Identity | None = None
     last_stop: tuple[int, int, int] | None = None
     memo: ReadMemo = attrs.Factory(ReadMemo)
+    pins: tuple[Identity | None, Identity | None] = (None, None)
+    """`(folder_pin, uid_dir_pin)`, made when a pin is set rather than on each read."""
 
-    def read(self) -> StopReading:
+    def read(self, now: Table) -> StopReading:
         place = self.place
         # The filesystem type is judged on every read (spec 02: the chain's checks are
         # cache-free); a reading that held never leaves a pin later reads trust.
         raw = read_place(
-            place,
-            pins=(self.folder_pin, self.uid_dir_pin),
-            check_fs=True,
-            memo=self.memo,
+            place, pins=self.pins, check_fs=True, memo=self.memo, table=now
         )
         reading = raw.reading
-        if reading.outcome is not ReadOutcome.HOLD:
+        if reading.outcome is not ReadOutcome.HOLD and None in self.pins:
             # Pins come only from a read that passed every check.
             if self.folder_pin is None:
                 self.folder_pin = raw.folder_id
             if self.uid_dir_pin is None:
                 self.uid_dir_pin = raw.uid_dir_id
+            self.pins = (self.folder_pin, self.uid_dir_pin)
         if reading.outcome is ReadOutcome.STOPPED:
             self.last_stop = raw.stop_id
         elif reading.outcome is ReadOutcome.CLEAR and self.last_stop is not None:
@@ -372,10 +363,11 @@ class StopWatch:
     """The store read."""
     _views: list[_View] = attrs.Factory(list)
     _setup_file: str = ""
-    _setup_stamp: _Stamp | None = None
+    _setup_key: bytes = b""
+    _setup_stamp: tuple[bytes, ...] | None = None
     _binding_file: str = ""
     _binding_look: BindingLook | None = None
-    _binding_stamp: tuple[int, ...] | None = None
+    _binding_stamp: tuple[bytes, ...] | tuple[int, ...] | None = None
     _mount_ns: str | None = None
     _root_mount: int | None = None
 
@@ -394,8 +386,9 @@ class StopWatch:
             setup_file=str(setup_path()),
             binding_file=str(binding_path(store.system_dir)),
         )
+        watch._setup_key = os.fsencode(watch._setup_file)
         if store.record is not None:
-            watch._setup_stamp = _stamp(watch._setup_file)
+            watch._setup_stamp = stamp(watch._setup_key)
         watch._binding_look = look = BindingLook(store.system_dir)
         watch._binding_stamp = look.stamp()
         watch._mount_ns = _mount_ns()
@@ -417,10 +410,10 @@ class StopWatch:
         if record is None:
             return None
         try:
-            stamp = _stamp(self._setup_file)
+            seen = stamp(self._setup_key)
         except OSError as exc:
             return f"the setting changed: cannot look at {self._setup_file}: {exc.strerror}"
-        if stamp == self._setup_stamp:
+        if seen == self._setup_stamp:
             return None
         try:
             now = load_setup()
@@ -432,18 +425,18 @@ class StopWatch:
                 f"the setting changed: setup now names {where} and uid {now.person_uid}; "
                 "restart the run to use it"
             )
-        self._setup_stamp = stamp
+        self._setup_stamp = seen
         return None
 
-    def _binding_changed(self) -> str | None:
+    def _binding_changed(self, now: Table) -> str | None:
         """Why this account's binding is not the one the run started with, if it is not.
 
         The file is looked at with one `lstat`; only when that changed is it read
         again, and a rewrite that leaves this account's entry as it was is no change.
         """
         assert self._binding_look is not None
-        stamp = self._binding_look.stamp()
-        if stamp == self._binding_stamp:
+        seen = self._binding_look.stamp(now)
+        if seen == self._binding_stamp:
             return None
         changed = (
             f"the setting changed: the system binding {self._binding_file} changed "
@@ -453,17 +446,17 @@ class StopWatch:
             system = load_binding(self.store.system_dir)
         except BindingUnchecked as exc:
             return f"{changed} ({exc})"
-        now = None if system is None else system.for_account(os.geteuid())
-        if now != self.store.binding or self.store.holds:
+        bound = None if system is None else system.for_account(os.geteuid())
+        if bound != self.store.binding or self.store.holds:
             return changed
-        self._binding_stamp = stamp
+        self._binding_stamp = seen
         return None
 
-    def _changed(self) -> list[str]:
+    def _changed(self, now: Table) -> list[str]:
         found: list[str] = []
         if (setup := self._setup_changed()) is not None:
             found.append(setup)
-        if (binding := self._binding_changed()) is not None:
+        if (binding := self._binding_changed(now)) is not None:
             found.append(binding)
         if self._root_mount is None and _mount_ns() != self._mount_ns:
             # Row D9: a reader moved into another mount namespace may see a folder
@@ -477,8 +470,15 @@ class StopWatch:
     def read(self) -> StopReading:
         """Read the stop now; holds if a place or the setting changed. Never raises."""
         try:
-            holds = [*self.store.holds, *self._changed()]
-            readings = [view.read() for view in self._views]
+            # One look at the mount table for the whole read: every place and the
+            # binding are planned on it.
+            now = table()
+            changed = self._changed(now)
+            views = self._views
+            if len(views) == 1 and not changed and not self.store.holds:
+                return views[0].read(now)  # one place, nothing else to say
+            holds = [*self.store.holds, *changed]
+            readings = [view.read(now) for view in views]
             return combine(self.store.place, readings, holds)
         except Exception as exc:  # spec 02: the reader never raises
             return _held(self.store.place, f"the stop reader failed ({exc!r})")

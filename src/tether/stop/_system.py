@@ -38,9 +38,10 @@ from .._fs import write_atomic
 from ..errors import TetherError
 from ._bounded import Hung, Progress
 from ._folder import DIR_FLAGS, RuleBroken, open_folder
-from ._mounts import plan
+from ._mounts import Table, plan
 from ._read import READ_BOUND, within_bound
 from ._setup import check_folder_path
+from ._statx import stamp as look_stamp
 from ._where import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
 
 __all__ = (
@@ -203,11 +204,14 @@ def load_binding(system_dir: Path | None = None) -> SystemBinding | None:
         raise BindingUnchecked(f"the system binding cannot be checked: {exc}") from None
 
 
-def binding_stamp(system_dir: Path | None = None) -> tuple[int, ...] | None:
+def binding_stamp(
+    system_dir: Path | None = None,
+) -> tuple[bytes, ...] | tuple[int, ...] | None:
     """`lstat` of the binding file (identity, times, size, mode, owner), within a bound.
 
-    None when there is no file; a tuple with a negative first field when the look
-    failed (so that it differs from any real stamp).
+    A value that compares alike exactly when those fields do (`_statx.stamp`); None when
+    there is no file; a tuple with a negative first field when the look failed (so
+    that it differs from any real stamp).
     """
     return BindingLook(system_dir).stamp()
 
@@ -220,27 +224,26 @@ class BindingLook:
 
     def __init__(self, system_dir: Path | None = None) -> None:
         real = _real_dir(system_dir)
-        self._parent, self._folder, self._where = _strings(real)
+        self._parent, self._folder, where = _strings(real)
+        self._where = os.fsencode(where)
         self._key = ("binding", real)
 
-    def stamp(self) -> tuple[int, ...] | None:
-        """As `binding_stamp`."""
+    def stamp(
+        self, now: Table | None = None
+    ) -> tuple[bytes, ...] | tuple[int, ...] | None:
+        """As `binding_stamp`; `now`: the mount table just looked at (None: look)."""
         try:
-            mounts = plan(self._parent, self._folder)
+            mounts = plan(self._parent, self._folder, now)
             if mounts is not None and mounts.local:
-                return self._look(None)  # local kernel filesystems: the call returns
+                return look_stamp(self._where)  # local kernel filesystems: it returns
             return within_bound(mounts, self._key, self._look, bound=READ_BOUND)
         except Hung:
             return (-2,)
         except OSError as exc:
             return (-1, exc.errno or 0)
 
-    def _look(self, _: Progress | None) -> tuple[int, ...] | None:
-        try:
-            st = os.stat(self._where, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
+    def _look(self, _: Progress | None) -> tuple[bytes, ...] | None:
+        return look_stamp(self._where)
 
 
 @functools.lru_cache(maxsize=8)
