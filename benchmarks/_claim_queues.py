@@ -1,0 +1,207 @@
+"""The PostgreSQL queues that `claims.py` measures beside tether: procrastinate, pgqueuer.
+
+Each queue is set up through its own API (procrastinate's schema manager, pgqueuer's
+install), filled with the same number of jobs as tether's items, and worked by its own
+worker calls: procrastinate `JobManager.fetch_job` + `finish_job` over its psycopg
+connector, pgqueuer `Queries.dequeue(batch_size=1)` + `log_jobs` over its psycopg
+driver. That is the take and the finish of one job, one round trip each, as a worker of
+either library makes them; the libraries' own worker loops add task dispatch,
+heartbeats and (pgqueuer) a buffered log on top, none of which a take needs.
+
+This module knows nothing of processes or timing: `claims.py` forks the workers and
+times them. It imports the libraries lazily, so tether's figures need neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+INSTALL = ".venv/bin/python -m pip install --group bench"
+"""The one line that installs the queues (the `bench` dependency group)."""
+
+NAMES = ("procrastinate", "pgqueuer")
+
+_TASK = "bench"
+
+
+def missing() -> str | None:
+    """None when both queues import; else a message naming the install line."""
+    try:
+        import pgqueuer  # noqa: F401
+        import procrastinate  # noqa: F401
+    except ImportError as error:
+        return (
+            f"{error.name} is not installed; the PostgreSQL figures measure it beside "
+            f"tether. From the checkout: {INSTALL}"
+        )
+    return None
+
+
+# -- procrastinate -----------------------------------------------------------------------
+
+
+def _procrastinate_connector(url: str) -> Any:
+    from procrastinate import PsycopgConnector
+
+    # One connection a worker, as tether's and pgqueuer's workers have. The pool
+    # checks a connection each time it lends it (procrastinate's choice: an empty
+    # query's round trip before each call), as in any procrastinate worker.
+    return PsycopgConnector(conninfo=url, min_size=1, max_size=1)
+
+
+async def _procrastinate_prepare(url: str, items: int) -> list[int]:
+    from procrastinate import jobs, manager, schema
+
+    connector = _procrastinate_connector(url)
+    await connector.open_async()
+    try:
+        await schema.SchemaManager(connector).apply_schema_async()
+        queued = [
+            jobs.Job(
+                queue="default",
+                lock=None,
+                queueing_lock=None,
+                task_name=_TASK,
+                task_kwargs={"n": i},
+            )
+            for i in range(items)
+        ]
+        done = await manager.JobManager(connector).batch_defer_jobs_async(queued)
+        return [int(job.id) for job in done if job.id is not None]
+    finally:
+        await connector.close_async()
+
+
+async def _procrastinate_work(url: str, n: int, gate: Callable[[], None]) -> list[int]:
+    from procrastinate import jobs, manager
+
+    connector = _procrastinate_connector(url)
+    await connector.open_async()
+    try:
+        jm = manager.JobManager(connector)
+        worker_id = await jm.register_worker()
+        gate()
+        taken: list[int] = []
+        while (job := await jm.fetch_job(queues=None, worker_id=worker_id)) is not None:
+            await jm.finish_job(job, status=jobs.Status.SUCCEEDED, delete_job=False)
+            assert job.id is not None
+            taken.append(job.id)
+        return taken
+    finally:
+        await connector.close_async()
+
+
+async def _procrastinate_left(url: str) -> dict[str, list[int]]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute("SELECT status::text, id FROM procrastinate_jobs")
+        return _by_status(await cur.fetchall())
+
+
+def _by_status(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for status, job in rows:
+        found.setdefault(str(status), []).append(int(job))
+    return {status: sorted(ids) for status, ids in found.items()}
+
+
+# -- pgqueuer ----------------------------------------------------------------------------
+
+
+async def _pgqueuer_connect(url: str) -> tuple[Any, Any]:
+    import psycopg
+    from pgqueuer.queries import Queries
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    return conn, Queries.from_psycopg_connection(conn)
+
+
+async def _pgqueuer_prepare(url: str, items: int) -> list[int]:
+    conn, queries = await _pgqueuer_connect(url)
+    try:
+        await queries.install()
+        ids = await queries.enqueue([_TASK] * items, [None] * items, [0] * items)
+        return [int(i) for i in ids]
+    finally:
+        await conn.close()
+
+
+async def _pgqueuer_work(url: str, n: int, gate: Callable[[], None]) -> list[int]:
+    from pgqueuer.domain.types import QueueEntrypoint, QueueManagerId
+    from pgqueuer.queries import EntrypointExecutionParameter
+
+    conn, queries = await _pgqueuer_connect(url)
+    try:
+        # concurrency_limit 0: unlimited, so the dequeue is the plain pick-and-claim.
+        entrypoints = {
+            QueueEntrypoint(_TASK): EntrypointExecutionParameter(concurrency_limit=0)
+        }
+        manager = QueueManagerId(uuid.uuid4())
+        gate()
+        taken: list[int] = []
+        while picked := await queries.dequeue(
+            batch_size=1,
+            entrypoints=entrypoints,
+            queue_manager_id=manager,
+            global_concurrency_limit=None,
+            heartbeat_timeout=timedelta(seconds=300),
+        ):
+            await queries.log_jobs([(job, "successful", None) for job in picked])
+            taken.extend(int(job.id) for job in picked)
+        return taken
+    finally:
+        await conn.close()
+
+
+async def _pgqueuer_left(url: str) -> dict[str, list[int]]:
+    conn, queries = await _pgqueuer_connect(url)
+    try:
+        settings = queries.qbe.settings
+        # A finished job leaves the queue table for the log, which also keeps a row
+        # of its enqueue ('queued') and its pick ('picked'): the queue must be
+        # empty, and the log hold each job once as 'successful'.
+        cur = await conn.execute(f"SELECT status::text, id FROM {settings.queue_table}")
+        rows = [("still in the queue: " + str(s), i) for s, i in await cur.fetchall()]
+        cur = await conn.execute(
+            f"SELECT status::text, job_id FROM {settings.queue_table_log} "
+            "WHERE status NOT IN ('queued', 'picked')"
+        )
+        return _by_status([*rows, *await cur.fetchall()])
+    finally:
+        await conn.close()
+
+
+# -- the interface claims.py uses ------------------------------------------------------
+
+
+def prepare(name: str, url: str, items: int) -> list[int]:
+    """Install `name`'s schema in the database at `url`, queue `items` jobs; their ids."""
+    run = {"procrastinate": _procrastinate_prepare, "pgqueuer": _pgqueuer_prepare}
+    return asyncio.run(run[name](url, items))
+
+
+def work(name: str, url: str, n: int, gate: Callable[[], None]) -> list[int]:
+    """One worker: connect, call `gate()` (it blocks until the start), take and finish
+    jobs one at a time until none is left; the ids it took."""
+    run = {"procrastinate": _procrastinate_work, "pgqueuer": _pgqueuer_work}
+    return asyncio.run(run[name](url, n, gate))
+
+
+def verify(name: str, url: str, expected: Sequence[int]) -> None:
+    """Fail unless every job of the round was finished once: the rows, not the
+    workers' word."""
+    if name == "procrastinate":
+        left, done = asyncio.run(_procrastinate_left(url)), "succeeded"
+    else:
+        left, done = asyncio.run(_pgqueuer_left(url)), "successful"
+    want = {done: sorted(expected)}
+    if left != want:
+        summary = {status: len(ids) for status, ids in left.items()}
+        raise AssertionError(
+            f"{name}: rows after the round {summary}, expected {len(expected)} {done}"
+        )
