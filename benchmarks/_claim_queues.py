@@ -18,12 +18,14 @@ import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 INSTALL = ".venv/bin/python -m pip install --group bench"
 """The one line that installs the queues (the `bench` dependency group)."""
 
-NAMES = ("procrastinate", "pgqueuer")
+NAMES = ("procrastinate", "pgqueuer", "pgqueuer-psycopg")
+"""pgqueuer over asyncpg (the driver its README starts with) and over psycopg (tether's
+and procrastinate's driver): the better of the two is pgqueuer's figure."""
 
 _TASK = "bench"
 
@@ -31,6 +33,7 @@ _TASK = "bench"
 def missing() -> str | None:
     """None when both queues import; else a message naming the install line."""
     try:
+        import asyncpg  # noqa: F401
         import pgqueuer  # noqa: F401
         import procrastinate  # noqa: F401
     except ImportError as error:
@@ -113,16 +116,26 @@ def _by_status(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[int]]:
 # -- pgqueuer ----------------------------------------------------------------------------
 
 
-async def _pgqueuer_connect(url: str) -> tuple[Any, Any]:
-    import psycopg
+class _Connection(Protocol):
+    async def close(self) -> None: ...
+
+
+async def _pgqueuer_connect(url: str, driver: str) -> tuple[_Connection, Any]:
     from pgqueuer.queries import Queries
+
+    if driver == "asyncpg":
+        import asyncpg
+
+        conn: Any = await asyncpg.connect(url)
+        return conn, Queries.from_asyncpg_connection(conn)
+    import psycopg
 
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
     return conn, Queries.from_psycopg_connection(conn)
 
 
 async def _pgqueuer_prepare(url: str, items: int) -> list[int]:
-    conn, queries = await _pgqueuer_connect(url)
+    conn, queries = await _pgqueuer_connect(url, "psycopg")
     try:
         await queries.install()
         ids = await queries.enqueue([_TASK] * items, [None] * items, [0] * items)
@@ -131,11 +144,13 @@ async def _pgqueuer_prepare(url: str, items: int) -> list[int]:
         await conn.close()
 
 
-async def _pgqueuer_work(url: str, n: int, gate: Callable[[], None]) -> list[int]:
+async def _pgqueuer_work(
+    url: str, n: int, gate: Callable[[], None], driver: str
+) -> list[int]:
     from pgqueuer.domain.types import QueueEntrypoint, QueueManagerId
     from pgqueuer.queries import EntrypointExecutionParameter
 
-    conn, queries = await _pgqueuer_connect(url)
+    conn, queries = await _pgqueuer_connect(url, driver)
     try:
         # concurrency_limit 0: unlimited, so the dequeue is the plain pick-and-claim.
         entrypoints = {
@@ -159,9 +174,11 @@ async def _pgqueuer_work(url: str, n: int, gate: Callable[[], None]) -> list[int
 
 
 async def _pgqueuer_left(url: str) -> dict[str, list[int]]:
-    conn, queries = await _pgqueuer_connect(url)
-    try:
-        settings = queries.qbe.settings
+    import psycopg
+    from pgqueuer.adapters.persistence.qb import QueryBuilderEnvironment
+
+    settings = QueryBuilderEnvironment().settings
+    async with await psycopg.AsyncConnection.connect(url) as conn:
         # A finished job leaves the queue table for the log, which also keeps a row
         # of its enqueue ('queued') and its pick ('picked'): the queue must be
         # empty, and the log hold each job once as 'successful'.
@@ -172,8 +189,6 @@ async def _pgqueuer_left(url: str) -> dict[str, list[int]]:
             "WHERE status NOT IN ('queued', 'picked')"
         )
         return _by_status([*rows, *await cur.fetchall()])
-    finally:
-        await conn.close()
 
 
 # -- the interface claims.py uses ------------------------------------------------------
@@ -181,15 +196,18 @@ async def _pgqueuer_left(url: str) -> dict[str, list[int]]:
 
 def prepare(name: str, url: str, items: int) -> list[int]:
     """Install `name`'s schema in the database at `url`, queue `items` jobs; their ids."""
-    run = {"procrastinate": _procrastinate_prepare, "pgqueuer": _pgqueuer_prepare}
-    return asyncio.run(run[name](url, items))
+    if name == "procrastinate":
+        return asyncio.run(_procrastinate_prepare(url, items))
+    return asyncio.run(_pgqueuer_prepare(url, items))
 
 
 def work(name: str, url: str, n: int, gate: Callable[[], None]) -> list[int]:
     """One worker: connect, call `gate()` (it blocks until the start), take and finish
     jobs one at a time until none is left; the ids it took."""
-    run = {"procrastinate": _procrastinate_work, "pgqueuer": _pgqueuer_work}
-    return asyncio.run(run[name](url, n, gate))
+    if name == "procrastinate":
+        return asyncio.run(_procrastinate_work(url, n, gate))
+    driver = "psycopg" if name == "pgqueuer-psycopg" else "asyncpg"
+    return asyncio.run(_pgqueuer_work(url, n, gate, driver))
 
 
 def verify(name: str, url: str, expected: Sequence[int]) -> None:

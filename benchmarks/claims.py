@@ -100,10 +100,9 @@ def _tether_verify(url: str, expected: Sequence[str]) -> None:
         held = store.claims()
     finally:
         store.close()
-    if {s: sorted(ids) for s, ids in states.items()} != {
-        "done": sorted(expected)
-    } or held:
-        summary = {s: len(ids) for s, ids in states.items()}
+    found = {state: sorted(ids) for state, ids in states.items()}
+    if found != {"done": sorted(expected)} or held:
+        summary = {state: len(ids) for state, ids in found.items()}
         raise AssertionError(
             f"tether: items after the round {summary}, {len(held)} claims held; "
             f"expected {len(expected)} done"
@@ -114,7 +113,11 @@ def _tether_verify(url: str, expected: Sequence[str]) -> None:
 
 
 def _child(work: Work, url: str, n: int, ready: Any, go: Any, out: Any) -> None:
+    gated = False
+
     def gate() -> None:
+        nonlocal gated
+        gated = True
         ready.put(n)
         go.wait()
 
@@ -122,7 +125,8 @@ def _child(work: Work, url: str, n: int, ready: Any, go: Any, out: Any) -> None:
         taken = list(work(url, n, gate))
         out.put((n, time.perf_counter(), taken, None))
     except BaseException:  # the parent reports it; a silent child would hang it
-        ready.put(n)
+        if not gated:
+            ready.put(n)
         out.put((n, time.perf_counter(), [], traceback.format_exc()))
 
 
@@ -145,9 +149,13 @@ def one_round(
         start = time.perf_counter()
         go.set()
         results = [out.get(timeout=TIMEOUT) for _ in procs]
+    except BaseException:
+        for p in procs:  # a hung round: its workers go with it
+            p.kill()
+        raise
     finally:
         for p in procs:
-            p.join(timeout=TIMEOUT)
+            p.join()
     failed = [r[3] for r in results if r[3] is not None]
     if failed:
         raise RuntimeError(f"{name}: a worker failed:\n{failed[0]}")
@@ -264,25 +272,29 @@ def main() -> None:
         else _sqlite_stores()
     )
     load_before = os.getloadavg()
-    rounds: list[dict[str, float]] = []
+    rounds: list[dict[str, Any]] = []
     with stores as (fresh, server):
         for r in range(args.rounds):
-            this: dict[str, float] = {}
-            for name in _order(systems, r):
+            rates: dict[str, float] = {}
+            order = _order(systems, r)
+            for name in order:
                 with fresh() as url:
-                    this[name] = measure(name, url, args.items, args.workers)
-            rounds.append({name: this[name] for name in systems})
+                    rates[name] = measure(name, url, args.items, args.workers)
+            rounds.append(
+                {
+                    "order": order,
+                    "rates": {name: rates[name] for name in systems},
+                    "ratio": _ratio(rates),
+                    "load": round(os.getloadavg()[0], 2),
+                }
+            )
             if not args.json:
-                print(
-                    f"round {r + 1}: "
-                    + ", ".join(f"{n} {v:,.0f}/s" for n, v in rounds[-1].items()),
-                    flush=True,
-                )
+                print(_round_line(r, rounds[-1]), flush=True)
     load_after = os.getloadavg()
-    figures = {name: _stats([r[name] for r in rounds]) for name in systems}
+    figures = {name: _stats([r["rates"][name] for r in rounds]) for name in systems}
+    medians = {name: f["median"] for name, f in figures.items()}
     peers = [n for n in systems if n != "tether"]
-    best = max(peers, key=lambda n: figures[n]["median"]) if peers else None
-    ratio = figures["tether"]["median"] / figures[best]["median"] if best else None
+    best = max(peers, key=medians.__getitem__) if peers else None
     report: dict[str, Any] = {
         "machine": machine(),
         "uname": " ".join(os.uname()),
@@ -296,7 +308,7 @@ def main() -> None:
         "rounds": rounds,
         "figures": figures,
         "best_peer": best,
-        "ratio": ratio,
+        "ratio": _ratio(medians),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -312,8 +324,25 @@ def main() -> None:
             f"{name}: median {f['median']:,.0f}/s, "
             f"min {f['min']:,.0f}, max {f['max']:,.0f}"
         )
-    if best is not None and ratio is not None:
-        print(f"ratio tether / {best} (the best beside it): {ratio:.2f}x")
+    if best is not None:
+        per_round = [r["ratio"] for r in rounds]
+        print(
+            f"ratio tether / {best} (the best beside it, medians): "
+            f"{report['ratio']:.2f}x; per round {min(per_round):.2f}-"
+            f"{max(per_round):.2f}x"
+        )
+
+
+def _ratio(rates: dict[str, float]) -> float | None:
+    """Tether's rate over the best of the others, or None when measured alone."""
+    others = [v for n, v in rates.items() if n != "tether"]
+    return rates["tether"] / max(others) if others else None
+
+
+def _round_line(r: int, found: dict[str, Any]) -> str:
+    rates = ", ".join(f"{n} {v:,.0f}/s" for n, v in found["rates"].items())
+    ratio = "" if found["ratio"] is None else f", ratio {found['ratio']:.2f}x"
+    return f"round {r + 1} (load {found['load']:.2f}): {rates}{ratio}"
 
 
 if __name__ == "__main__":
