@@ -3,10 +3,17 @@
 Each queue is set up through its own API (procrastinate's schema manager, pgqueuer's
 install), filled with the same number of jobs as tether's items, and worked by its own
 worker calls: procrastinate `JobManager.fetch_job` + `finish_job` over its psycopg
-connector, pgqueuer `Queries.dequeue(batch_size=1)` + `log_jobs` over its psycopg
-driver. That is the take and the finish of one job, one round trip each, as a worker of
-either library makes them; the libraries' own worker loops add task dispatch,
-heartbeats and (pgqueuer) a buffered log on top, none of which a take needs.
+connector, pgqueuer `Queries.dequeue(batch_size=1)` + `log_jobs`. That is the take and
+the finish of one job, as a worker of either library makes them; the libraries' own
+worker loops add task dispatch, heartbeats and (pgqueuer) a buffered log on top, none
+of which a take needs.
+
+Each library is measured in two set-ups, and the better one is its figure:
+procrastinate's connector as it makes its own pool (which checks a connection each
+time it lends one, and wraps each call in BEGIN and COMMIT: round trips more than the
+statement's own) and the same connector handed a pool of autocommit connections that
+are not checked (the statement alone); pgqueuer over asyncpg (the driver its README
+starts with) and over psycopg (tether's and procrastinate's driver).
 
 This module knows nothing of processes or timing: `claims.py` forks the workers and
 times them. It imports the libraries lazily, so tether's figures need neither.
@@ -15,17 +22,17 @@ times them. It imports the libraries lazily, so tether's figures need neither.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
 INSTALL = ".venv/bin/python -m pip install --group bench"
 """The one line that installs the queues (the `bench` dependency group)."""
 
-NAMES = ("procrastinate", "pgqueuer", "pgqueuer-psycopg")
-"""pgqueuer over asyncpg (the driver its README starts with) and over psycopg (tether's
-and procrastinate's driver): the better of the two is pgqueuer's figure."""
+NAMES = ("procrastinate", "procrastinate-pool", "pgqueuer", "pgqueuer-psycopg")
+"""The systems measured beside tether, each a library in one set-up."""
 
 _TASK = "bench"
 
@@ -39,7 +46,7 @@ def missing() -> str | None:
     except ImportError as error:
         return (
             f"{error.name} is not installed; the PostgreSQL figures measure it beside "
-            f"tether. From the checkout: {INSTALL}"
+            f"tether. From the checkout: {INSTALL} (or --tether-only)"
         )
     return None
 
@@ -47,21 +54,38 @@ def missing() -> str | None:
 # -- procrastinate -----------------------------------------------------------------------
 
 
-def _procrastinate_connector(url: str) -> Any:
+@contextlib.asynccontextmanager
+async def _procrastinate(url: str, own_pool: bool = False) -> AsyncIterator[Any]:
+    """Procrastinate's psycopg connector, open, with one connection (as tether's and
+    pgqueuer's workers have); `own_pool`: handed a pool of autocommit connections that
+    are not checked when lent."""
+    import psycopg_pool
     from procrastinate import PsycopgConnector
 
-    # One connection a worker, as tether's and pgqueuer's workers have. The pool
-    # checks a connection each time it lends it (procrastinate's choice: an empty
-    # query's round trip before each call), as in any procrastinate worker.
-    return PsycopgConnector(conninfo=url, min_size=1, max_size=1)
+    if not own_pool:
+        connector = PsycopgConnector(conninfo=url, min_size=1, max_size=1)
+        await connector.open_async()
+        try:
+            yield connector
+        finally:
+            await connector.close_async()
+        return
+    pool = psycopg_pool.AsyncConnectionPool(
+        url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False
+    )
+    await pool.open(wait=True)
+    try:
+        connector = PsycopgConnector()
+        await connector.open_async(pool)  # its documented way to use a given pool
+        yield connector
+    finally:
+        await pool.close()
 
 
 async def _procrastinate_prepare(url: str, items: int) -> list[int]:
     from procrastinate import jobs, manager, schema
 
-    connector = _procrastinate_connector(url)
-    await connector.open_async()
-    try:
+    async with _procrastinate(url) as connector:
         await schema.SchemaManager(connector).apply_schema_async()
         queued = [
             jobs.Job(
@@ -75,16 +99,14 @@ async def _procrastinate_prepare(url: str, items: int) -> list[int]:
         ]
         done = await manager.JobManager(connector).batch_defer_jobs_async(queued)
         return [int(job.id) for job in done if job.id is not None]
-    finally:
-        await connector.close_async()
 
 
-async def _procrastinate_work(url: str, n: int, gate: Callable[[], None]) -> list[int]:
+async def _procrastinate_work(
+    url: str, n: int, gate: Callable[[], None], own_pool: bool
+) -> list[int]:
     from procrastinate import jobs, manager
 
-    connector = _procrastinate_connector(url)
-    await connector.open_async()
-    try:
+    async with _procrastinate(url, own_pool) as connector:
         jm = manager.JobManager(connector)
         worker_id = await jm.register_worker()
         gate()
@@ -94,8 +116,6 @@ async def _procrastinate_work(url: str, n: int, gate: Callable[[], None]) -> lis
             assert job.id is not None
             taken.append(job.id)
         return taken
-    finally:
-        await connector.close_async()
 
 
 async def _procrastinate_left(url: str) -> dict[str, list[int]]:
@@ -196,7 +216,7 @@ async def _pgqueuer_left(url: str) -> dict[str, list[int]]:
 
 def prepare(name: str, url: str, items: int) -> list[int]:
     """Install `name`'s schema in the database at `url`, queue `items` jobs; their ids."""
-    if name == "procrastinate":
+    if name.startswith("procrastinate"):
         return asyncio.run(_procrastinate_prepare(url, items))
     return asyncio.run(_pgqueuer_prepare(url, items))
 
@@ -204,8 +224,9 @@ def prepare(name: str, url: str, items: int) -> list[int]:
 def work(name: str, url: str, n: int, gate: Callable[[], None]) -> list[int]:
     """One worker: connect, call `gate()` (it blocks until the start), take and finish
     jobs one at a time until none is left; the ids it took."""
-    if name == "procrastinate":
-        return asyncio.run(_procrastinate_work(url, n, gate))
+    if name.startswith("procrastinate"):
+        own_pool = name == "procrastinate-pool"
+        return asyncio.run(_procrastinate_work(url, n, gate, own_pool))
     driver = "psycopg" if name == "pgqueuer-psycopg" else "asyncpg"
     return asyncio.run(_pgqueuer_work(url, n, gate, driver))
 
@@ -213,7 +234,7 @@ def work(name: str, url: str, n: int, gate: Callable[[], None]) -> list[int]:
 def verify(name: str, url: str, expected: Sequence[int]) -> None:
     """Fail unless every job of the round was finished once: the rows, not the
     workers' word."""
-    if name == "procrastinate":
+    if name.startswith("procrastinate"):
         left, done = asyncio.run(_procrastinate_left(url)), "succeeded"
     else:
         left, done = asyncio.run(_pgqueuer_left(url)), "successful"
