@@ -1,7 +1,7 @@
 """Claims taken and finished per second, 8 workers, tether beside the PostgreSQL queues.
 
-Spec 05: SQLite ≥ 2,000/s; PostgreSQL ≥ 1.0 times the best PostgreSQL queue measured beside
-it (procrastinate, pgqueuer) with the same workload.
+Spec 05: SQLite ≥ 2,000/s; PostgreSQL ≥ 1.0 times the best PostgreSQL queue measured
+beside it (procrastinate, pgqueuer) with the same workload.
 
 Each round queues N items in a fresh database, then 8 worker processes (each with its
 own connection, as 8 runs would have) take one item at a time and finish it as done,
@@ -11,9 +11,9 @@ each exactly once, and the ids the workers took are the ids queued.
 
 With PostgreSQL, procrastinate and pgqueuer (`_claim_queues.py`: their own set-up and
 worker calls) are measured in the same rounds on the same server, with the same items
-and workers; each round runs the three in turn, starting with a different one each
-round, so load that drifts over the run reaches all three. The ratio is tether's
-median over the best median of the other two.
+and workers, each library in two set-ups (`_claim_queues.NAMES`); each round runs
+them all in turn, starting one further along each round, so load that drifts over the
+run reaches every one. The ratio is tether's median over the best median beside it.
 
     .venv/bin/python benchmarks/claims.py --items 4000 --workers 8 --rounds 5
     .venv/bin/python benchmarks/claims.py --backend postgres --items 4000 --rounds 5
