@@ -133,7 +133,7 @@ def test_every_tether_error_is_drawn_in_the_error_tree() -> None:
         importlib.import_module(found.name)
 
     def subclasses(cls: type) -> set[type]:
-        direct = set(cls.__subclasses__())
+        direct: set[type] = set(cls.__subclasses__())
         return direct.union(*(subclasses(c) for c in direct))
 
     ours = {

@@ -6,15 +6,15 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import attrs
-from acp import PROTOCOL_VERSION, spawn_agent_process
+from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
@@ -69,6 +69,15 @@ class Recorder:
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=option)
         )
+
+    def as_client(self) -> Client:
+        """This recorder as the SDK's `Client`.
+
+        The SDK's `Client` protocol lists every method an editor may offer, but the SDK
+        looks each handler up by name and answers "method not found" for one that is
+        missing; the recorder offers only what these tests use.
+        """
+        return cast(Client, self)
 
     def observe(self, event: StreamEvent) -> None:
         if event.direction is StreamDirection.INCOMING:
@@ -180,7 +189,7 @@ async def embedded(
                 FdReceiveStream(to_client_r), FdSendStream(to_server_w)
             )
             conn = ClientSideConnection(
-                recorder, transport, observers=[recorder.observe]
+                recorder.as_client(), transport, observers=[recorder.observe]
             )
             try:
                 yield Embedded(conn, recorder, server)
@@ -192,6 +201,14 @@ async def embedded(
         for fd in (to_server_r, to_server_w, to_client_r, to_client_w):
             if fd >= 0:
                 os.close(fd)
+
+
+def details(error: RequestError) -> str:
+    """The `details` a JSON-RPC error from tether carries in its data."""
+    assert isinstance(error.data, dict)
+    said = error.data["details"]
+    assert isinstance(said, str)
+    return said
 
 
 def write_script(path: Path, moves: Sequence[dict[str, Any]]) -> str:
@@ -218,20 +235,20 @@ async def editor(
     *,
     answer: Answer = allow_once,
     tools: Sequence[str] = (),
-    **env: str,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Editor]:
-    """Start `tether acp --model MODEL [--tool T ...]` (no `--model` for None) and
-    connect the SDK's client."""
+    """Start `tether acp --model MODEL [--tool T ...]` (no `--model` for None), with
+    `env` added to its environment, and connect the SDK's client."""
     recorder = Recorder(answer=answer)
     async with spawn_agent_process(
-        recorder,
+        recorder.as_client(),
         sys.executable,
         "-m",
         "tether",
         "acp",
         *(("--model", model) if model is not None else ()),
         *(arg for ref in tools for arg in ("--tool", ref)),
-        env=agent_env(**env),
+        env=agent_env(**(env or {})),
         transport_kwargs={"stderr": None, "shutdown_timeout": 15.0},
         observers=[recorder.observe],
     ) as (conn, process):

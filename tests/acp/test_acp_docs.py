@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
-from tests.acp.support import Recorder, agent_env, write_script
+from tests.acp.support import Recorder, agent_env, details, write_script
 from tests.docs._blocks import ROOT, blocks
 
 from tether.testing import ModelServer, error_reply, text_reply
@@ -42,7 +42,7 @@ async def test_the_zed_settings_start_a_working_agent(doc: str, tmp_path: Path) 
     async with ModelServer.open([text_reply(pieces=["Hello ", "from Zed."])]) as model:
         env["TETHER_MODEL_URL"] = model.url
         async with spawn_agent_process(
-            recorder,
+            recorder.as_client(),
             str(TETHER),
             *server["args"],  # type: ignore[misc]
             env=agent_env(**env),
@@ -66,7 +66,7 @@ async def test_a_model_that_refuses_is_an_error_answer_with_its_reason(
     async with ModelServer.open(replies) as model:
         env = {"TETHER_MODEL_URL": model.url, "TETHER_MODEL_KEY": "local"}
         async with spawn_agent_process(
-            recorder,
+            recorder.as_client(),
             str(TETHER),
             "acp",
             "--model",
@@ -79,7 +79,7 @@ async def test_a_model_that_refuses_is_an_error_answer_with_its_reason(
             with pytest.raises(RequestError) as refused:
                 await conn.prompt(session_id=sid, prompt=[text_block("hi")])
             assert refused.value.code == -32603
-            assert "context too long" in refused.value.data["details"]
+            assert "context too long" in details(refused.value)
             again = await conn.prompt(session_id=sid, prompt=[text_block("hi")])
             assert again.stop_reason == "end_turn"
             assert recorder.text() == "Fine now."
@@ -94,7 +94,7 @@ async def test_the_embedding_example_serves_an_editor(tmp_path: Path) -> None:
     write_script(tmp_path / "moves.jsonl", [{"text": "Hello from my agent."}])
     recorder = Recorder()
     async with spawn_agent_process(
-        recorder,
+        recorder.as_client(),
         sys.executable,
         "my_agent.py",
         cwd=tmp_path,

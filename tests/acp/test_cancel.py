@@ -126,7 +126,7 @@ async def test_cancel_while_bash_runs_answers_only_once_the_process_tree_is_gone
         f"trap '' TERM; setsid sleep {marker} & echo started; sleep {marker}; wait"
     )
     model = write_script(tmp_path / "s.jsonl", _one_call("Bash", {"command": command}))
-    async with editor(model, TETHER_GRACE="0.5") as ed:
+    async with editor(model, env={"TETHER_GRACE": "0.5"}) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, answered = await _prompt_then_cancel_when(
             ed, sid, lambda: _progress_says(ed, "started")
@@ -235,7 +235,7 @@ async def test_an_editor_that_quits_mid_turn_leaves_no_process_behind(
         f"trap '' TERM; setsid sleep {marker} & sleep {marker} & echo started; wait"
     )
     model = write_script(tmp_path / "s.jsonl", _one_call("Bash", {"command": command}))
-    async with editor(model, TETHER_GRACE="0.5") as ed:
+    async with editor(model, env={"TETHER_GRACE": "0.5"}) as ed:
         sid = await ed.open_session(workspace)
         async with anyio.create_task_group() as tg:
 

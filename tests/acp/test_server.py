@@ -56,7 +56,7 @@ async def test_an_embedded_server_counts_sessions_refused_frames_and_permissions
                 client_side = LineTransport(
                     FdReceiveStream(to_client_r), FdSendStream(to_server_w)
                 )
-                conn = ClientSideConnection(Recorder(), client_side)
+                conn = ClientSideConnection(Recorder().as_client(), client_side)
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
                 new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
                 os.write(to_server_w, b"not json\n")
@@ -100,7 +100,7 @@ async def test_a_session_opens_while_the_default_threads_are_held(
             client_side = LineTransport(
                 FdReceiveStream(to_client_r), FdSendStream(to_server_w)
             )
-            conn = ClientSideConnection(Recorder(), client_side)
+            conn = ClientSideConnection(Recorder().as_client(), client_side)
             with anyio.fail_after(20):
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
                 new = await conn.new_session(cwd=str(workspace), mcp_servers=[])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
-from tests.acp.support import editor, embedded, write_script
+from tests.acp.support import details, editor, embedded, write_script
 
 from tether.runtime import default_system
 from tether.testing import ModelServer, text_reply
@@ -74,13 +74,13 @@ async def test_mcp_servers_tether_cannot_start_are_refused_at_session_new(
         with pytest.raises(RequestError) as broken:
             await ed.conn.new_session(cwd=str(workspace), mcp_servers=[missing])
         assert broken.value.code == -32602
-        assert "'gone'" in broken.value.data["details"]
+        assert "'gone'" in details(broken.value)
         sse = SseMcpServer(
             type="sse", name="old", url="http://127.0.0.1:9/sse", headers=[]
         )
         with pytest.raises(RequestError) as refused:
             await ed.conn.new_session(cwd=str(workspace), mcp_servers=[sse])
-        assert "streamable HTTP" in refused.value.data["details"]
+        assert "streamable HTTP" in details(refused.value)
         sid = (await ed.conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
         response = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
         assert response.stop_reason == "end_turn"
@@ -105,7 +105,7 @@ async def test_tether_acp_without_a_usable_model_answers_and_says_how_to_configu
     """With no model configured (or no endpoint, or no key), `tether acp` answers
     `initialize`; `session/new` and `session/prompt` get a JSON-RPC error whose message
     says how to configure a model, and the agent keeps serving."""
-    async with editor(model, **env) as ed:
+    async with editor(model, env=env) as ed:
         ready = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
         assert ready.protocol_version == PROTOCOL_VERSION
         for _ in range(2):
@@ -172,7 +172,8 @@ async def test_a_sessions_requests_carry_the_system_message(
     async with (
         ModelServer.open([text_reply("Fine.")]) as model,
         editor(
-            "openai:stub", TETHER_MODEL_URL=model.url, TETHER_MODEL_KEY="local"
+            "openai:stub",
+            env={"TETHER_MODEL_URL": model.url, "TETHER_MODEL_KEY": "local"},
         ) as ed,
     ):
         await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)

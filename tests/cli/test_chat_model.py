@@ -123,8 +123,8 @@ def test_the_request_carries_the_system_message(
             f" there. Today is {today:%A}, {today.isoformat()}."
         )
     else:
-        expected = {"option": "Answer in one sentence.", "config": "From the config."}
-        assert system == expected[source]
+        given = {"option": "Answer in one sentence.", "config": "From the config."}
+        assert system == given[source]
 
 
 def test_the_resume_hint_resumes_with_its_model_and_no_config_file(

@@ -22,6 +22,7 @@ from tether.errors import ErrorCode, InvalidInput, ToolFailed
 from tether.host import StopClass, ToolContext
 from tether.host.tools import grep as grep_module
 from tether.host.tools.grep import Grep, rg_path
+from tether.runtime._runtime import HostKind
 from tether.runtime._values import ToolProgress
 
 SLOW_PATTERN = "[a-z ]*a[a-z ]{32}[0-9]{7}"
@@ -78,7 +79,8 @@ def small_tree(workspace: Path) -> Path:
     return workspace
 
 
-async def grep(workspace: Path, tool: Grep | None = None, **args: Any) -> str:
+async def grep(workspace: Path, tool: Grep | None = None, /, **args: Any) -> str:
+    # Positional-only `tool`, so that `**{"-i": True}` can only be the tool's input.
     tool = tool or Grep()
     return await tool.run(make_ctx(workspace), tool.validate(args))
 
@@ -340,7 +342,7 @@ async def test_grep_time_limit_kills_rg_and_reports_a_timeout(large_tree: Path) 
 @pytest.mark.anyio
 @pytest.mark.parametrize("host", ["inprocess", "stdio"])
 async def test_s14_session_abort_kills_a_running_grep(
-    large_tree: Path, host: str
+    large_tree: Path, host: HostKind
 ) -> None:
     """Through the runtime, `Session.abort()` ends the Grep call and its rg dies soon after.
 
@@ -348,7 +350,7 @@ async def test_s14_session_abort_kills_a_running_grep(
     """
     async with Runtime(
         workspace=large_tree, tools=[Grep()], host=host, abort_bound=1.0, guard=False
-    ) as runtime:  # type: ignore[arg-type]
+    ) as runtime:
         session = runtime.session()
         outcome: dict[str, Any] = {}
         with runtime.subscribe() as events, anyio.fail_after(20):

@@ -82,7 +82,7 @@ async def test_input_validated_against_schema(workspace: Path) -> None:
     async with _open({"fx": STDIO}) as (_, tools):
         echo = tools["mcp__fx__echo"]
         assert echo.validate({"text": "a", "times": 2}) == {"text": "a", "times": 2}
-        cases = [
+        cases: list[tuple[dict[str, object], str]] = [
             ({}, "text"),
             ({"text": 3}, "text"),
             ({"text": "a", "times": "x"}, "times"),

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import cast
 
 import anyio
 import psutil
@@ -40,7 +42,10 @@ async def _read_until_pids(
 ) -> tuple[list[str], list[psutil.Process]]:
     chunks: list[str] = []
     with anyio.fail_after(10):
-        async with contextlib.aclosing(tree.output()) as output:
+        # `output()` is an async generator typed as the AsyncIterator it yields, which
+        # has no `aclose`; closing it at once is what this early return needs.
+        generator = cast(AsyncGenerator[bytes, None], tree.output())
+        async with contextlib.aclosing(generator) as output:
             async for chunk in output:
                 chunks.append(chunk.decode())
                 if len(tree_pids("".join(chunks))) >= count:

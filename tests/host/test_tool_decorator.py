@@ -47,7 +47,7 @@ def test_an_unannotated_ctx_first_parameter_is_accepted() -> None:
     """`async def f(ctx, key: str)` is the context by its name."""
 
     @tool
-    async def Lookup(ctx, key: str) -> str:  # type: ignore[no-untyped-def]
+    async def Lookup(ctx, key: str) -> str:
         return key
 
     assert isinstance(Lookup, FunctionTool)
@@ -83,8 +83,8 @@ def test_a_stop_class_given_as_its_word_is_refused_at_decoration() -> None:
     """`@tool(stop_class="read_only")` is refused at once with the names to use,
     instead of an AttributeError deep in the runtime later."""
     with pytest.raises(UsageError, match=r"Look: stop_class must be a StopClass \("):
-
-        @tool(stop_class="read_only")  # type: ignore[arg-type]
+        # The word instead of a StopClass is the wrong type the refusal is for.
+        @tool(stop_class="read_only")  # type: ignore[call-overload]
         async def Look(ctx: ToolContext) -> str:
             return ""
 

@@ -48,8 +48,13 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    server: Server
     protocol_version = "HTTP/1.1"
+
+    @property
+    def site(self) -> Server:
+        """The server as this module's class: only `Server` makes these handlers."""
+        assert isinstance(self.server, Server)
+        return self.server
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -65,7 +70,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path
-        self.server.seen.append((path, self.headers.get("Host", "")))
+        self.site.seen.append((path, self.headers.get("Host", "")))
         if path == "/page":
             self.send(200, "text/html; charset=utf-8", PAGE)
         elif path == "/text":
@@ -104,11 +109,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b"6\r\nchunk\n\r\n")
                 self.wfile.flush()
                 if n == 0:
-                    self.server.dripping.set()
-                if self.server.release.wait(0.02):
+                    self.site.dripping.set()
+                if self.site.release.wait(0.02):
                     break
         except OSError:
-            self.server.client_gone.set()
+            self.site.client_gone.set()
             return
         # Only a finished loop lands here: the client stayed, which the test rejects.
 

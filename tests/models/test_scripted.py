@@ -12,6 +12,7 @@ from tether.models import (
     ModelRequest,
     Move,
     ScriptedModel,
+    StepDone,
     ToolCall,
     model_from_spec,
     read_script,
@@ -82,7 +83,9 @@ async def test_a_recorded_session_replays_as_a_script(tmp_path: Path) -> None:
     for _ in range(2):
         request = ModelRequest(messages=(Message(role="user", content="x"),))
         async with model.stream(request) as stream:
-            said.append([e async for e in stream][-1].message)
+            last = [e async for e in stream][-1]
+            assert isinstance(last, StepDone)
+            said.append(last.message)
     assert said == [m for m in transcript if m.role == "assistant"]
     assert model.moves == read_script(path)
     assert model.name == f"scripted:{path}"

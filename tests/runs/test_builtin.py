@@ -123,7 +123,7 @@ def _stage_script(path: Path, first: str) -> None:
     Call `n` writes `a<n>.txt` when it starts and appends `end` when it ends, so the
     files say which calls ran and whether each ran to its end.
     """
-    later = [
+    later: list[dict[str, object]] = [
         {
             "text": f"Call {n}.",
             "tool_calls": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -336,7 +337,7 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs, unmounted afterwards (needs the right to mount)."""
     import subprocess
 

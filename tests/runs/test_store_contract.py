@@ -9,16 +9,28 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.clocks import Clock
 
 from tether.errors import StoreError
-from tether.runs import LaneRow, LaneState, Receipt, RunRow, RunState, StaleClaim, Store
+from tether.runs import (
+    Claim,
+    LaneRow,
+    LaneState,
+    Receipt,
+    RunRow,
+    RunState,
+    StaleClaim,
+    Store,
+)
 from tether.runs._sqlite import SqliteStore
 from tether.runs._values import LANE_MOVES_INTO
 
-from .conftest import Clock, StoreFactory
+from .conftest import StoreFactory
 
 
-def _take(store: Store, run: str, lane: str = "lane", lease: float = 60.0):  # type: ignore[no-untyped-def]
+def _take(
+    store: Store, run: str, lane: str = "lane", lease: float = 60.0
+) -> Claim | None:
     return store.take_claim(run, lane, only=None, host="h", pid=1, lease=lease)
 
 
@@ -291,7 +303,7 @@ def _interleave(stores: list[Store], ops: list[tuple[str, int, int]]) -> None:
     items = [f"i{n}-{tag}" for n in range(3)]
     for item in items:
         stores[0].add_item(item, "b")
-    held: list[list] = [[], []]  # type: ignore[type-arg]
+    held: list[list[Claim]] = [[], []]
     finished: list[str] = []
     for op, who, n in ops:
         store, run = stores[who], runs[who]
