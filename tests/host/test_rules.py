@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def _make(name: str, stop_class: StopClass, subject_field: str | None) -> Tool:
     async def nothing(ctx: ToolContext, x: int = 0) -> str:
         return ""
 
-    bodies = {
+    bodies: dict[str | None, Callable[..., Awaitable[str]]] = {
         "command": command,
         "file_path": file_path,
         "url": url,

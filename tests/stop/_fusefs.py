@@ -16,7 +16,7 @@ import time
 import mfusepy
 
 
-class _Tree(mfusepy.Operations):  # type: ignore[misc]
+class _Tree(mfusepy.Operations):
     use_ns = True
 
     def __init__(self, mode: str, person: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -67,12 +68,12 @@ def make_tree(base: Path) -> Tree:
     return tree
 
 
-def read_within(place: Place, seconds: float = 5.0, **kw: object) -> RawRead:
+def read_within(place: Place, seconds: float = 5.0, **kw: Any) -> RawRead:
     """Read in a thread and fail if the read blocks (a FIFO must never block)."""
     box: list[RawRead] = []
     worker = threading.Thread(
         target=lambda: box.append(read_place(place, **kw)), daemon=True
-    )  # type: ignore[arg-type]
+    )
     worker.start()
     worker.join(seconds)
     assert box, f"the read blocked for more than {seconds} s"

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,7 +223,7 @@ def test_folder_rule_fuse_is_judged_by_type_at_the_folder_and_at_the_uid_dir(
     assert f"mounted at {tree.uid_dir}" in (on_uid_dir.reason or "")
 
 
-def attrs_evolve(place: Place, **changes: object) -> Place:
+def attrs_evolve(place: Place, **changes: Any) -> Place:
     import attrs
 
     return attrs.evolve(place, **changes)

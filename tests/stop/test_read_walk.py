@@ -130,6 +130,11 @@ def _replace(where: Path) -> None:
         os.chown(where, PERSON, PERSON)
 
 
+def _swap_for_link(tree: Tree) -> None:
+    tree.stop.unlink()
+    os.symlink("/etc/passwd", tree.stop)
+
+
 def _fifo_at_stop(tree: Tree) -> None:
     tree.stop.unlink()
     os.mkfifo(tree.stop)
@@ -176,7 +181,7 @@ _CHANGES: dict[str, tuple[Callable[[Tree], None], str, str]] = {
     ),
     "stop swapped for a FIFO": (_fifo_at_stop, "HOLD", "a FIFO"),
     "stop swapped for a link": (
-        lambda tree: (tree.stop.unlink(), os.symlink("/etc/passwd", tree.stop)),  # type: ignore[func-returns-value]
+        _swap_for_link,
         "HOLD",
         "a symlink",
     ),

@@ -181,8 +181,9 @@ def test_folder_rule_untrusted_filesystem_holds_on_every_read_of_a_run(
     run, not only the first (regression: a held first read left a pin that later reads
     trusted, skipping the check)."""
     import tether.stop._read as read_module
+    from tether.stop._folder import untrusted_fs_why
 
-    nfs = read_module._untrusted_fs_why("nfs4", "rw")
+    nfs = untrusted_fs_why("nfs4", "rw")
     monkeypatch.setattr(read_module, "_fs_why", lambda fd, mount_id, mounts: nfs)
     _, store = _shared(tmp_path)
     watch = store.watch()
