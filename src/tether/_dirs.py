@@ -26,8 +26,11 @@ _HOME = "TETHER_HOME"  # tether._env.TetherEnv.HOME, without importing enum's St
 
 
 def path_text(text: str) -> str:
-    """`str(pathlib.PurePosixPath(text))`: no empty or `.` parts, no trailing slash,
-    and two leading slashes kept (POSIX leaves their meaning to the system)."""
+    """`text` written as `str(pathlib.PurePosixPath(text))` writes it.
+
+    No empty or `.` parts, no trailing slash, and two leading slashes kept (POSIX
+    leaves their meaning to the system).
+    """
     if text.startswith("//") and not text.startswith("///"):
         lead = "//"
     else:
@@ -37,8 +40,10 @@ def path_text(text: str) -> str:
 
 
 def config_dir() -> str:
-    """The account's config dir: `$TETHER_HOME/config`, else platformdirs' user
-    config path for tether."""
+    """The account's config dir: `$TETHER_HOME/config` when `TETHER_HOME` is set.
+
+    Otherwise platformdirs' user config path for tether.
+    """
     home = os.environ.get(_HOME)
     if home:
         return path_text(posixpath.join(home, "config"))
@@ -46,8 +51,10 @@ def config_dir() -> str:
 
 
 def state_dir() -> str:
-    """The account's state dir: `$TETHER_HOME/state`, else platformdirs' user state
-    path for tether."""
+    """The account's state dir: `$TETHER_HOME/state` when `TETHER_HOME` is set.
+
+    Otherwise platformdirs' user state path for tether.
+    """
     home = os.environ.get(_HOME)
     if home:
         return path_text(posixpath.join(home, "state"))

@@ -84,7 +84,12 @@ class TetherError(Exception):
 
 
 class ToolError(TetherError):
-    """A tool call ended without a usable result; `.code` says why."""
+    """A tool call ended without a usable result; `.code` says why.
+
+    Args:
+        message: what went wrong; kept as `.message`.
+        code: why, as `.code`; the class's own `code` when not given.
+    """
 
     def __init__(self, message: str, *, code: ErrorCode | None = None) -> None:
         super().__init__(message)
@@ -93,7 +98,13 @@ class ToolError(TetherError):
 
 
 class ToolAborted(ToolError):
-    """The call was cancelled by a stop; `.partial_output` holds what it printed first."""
+    """The call was cancelled by a stop; `.partial_output` holds what it printed first.
+
+    Args:
+        message: what the caller is told; kept as `.message`.
+        partial_output: what the call printed before the stop.
+        call_id: the id of the call, when it is known.
+    """
 
     code = ErrorCode.TOOL_ABORTED
 
@@ -134,7 +145,12 @@ class UnknownTool(ToolError, LookupError):
 
 
 class InvalidInput(ToolError, ValueError):
-    """The input failed the tool's schema; `.path` names the bad field."""
+    """The input failed the tool's schema; `.path` names the bad field.
+
+    Args:
+        message: what is wrong with the input; kept as `.message`.
+        path: the bad field's place in the input (`<input>`: the input itself).
+    """
 
     code = ErrorCode.INVALID_INPUT
 

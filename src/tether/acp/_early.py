@@ -39,7 +39,7 @@ _CHECKED_PARAMS: Final = frozenset(
 
 
 def agent_version() -> str:
-    """tether's installed version, from its `.dist-info` folder's name.
+    """The installed version of tether, from its `.dist-info` folder's name.
 
     Found on `sys.path` as `importlib.metadata` finds it (first match), without that
     module's import cost; `importlib.metadata` only if no folder is found.
@@ -111,8 +111,11 @@ def _read_first_line(fd: int) -> bytes:
 
 
 def answer_initialize(receive_fd: int, send_fd: int) -> bytes:
-    """Read the first line from `receive_fd`; answer it on `send_fd` if it is an
-    `initialize` request. Return what was read and not answered, for the server."""
+    """Read the first line from `receive_fd`; answer an `initialize` on `send_fd`.
+
+    The line is answered only if it is an `initialize` request. Return what was read
+    and not answered, for the server.
+    """
     data = _read_first_line(receive_fd)
     line, newline, rest = data.partition(b"\n")
     answer = _early_answer(line) if newline else None

@@ -222,8 +222,11 @@ class AcpServer:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        """Agree on the protocol version and say what tether can do (the answer
-        `tether acp` gives its first `initialize` before the SDK is loaded)."""
+        """Agree on the protocol version and say what tether can do.
+
+        It is the answer `tether acp` gives its first `initialize` before the SDK is
+        loaded.
+        """
         return InitializeResponse.model_validate(initialize_result(protocol_version))
 
     async def new_session(
@@ -293,8 +296,11 @@ class AcpServer:
             self._tg.start_soon(session.tell_problems)
 
     async def _require_model(self) -> None:
-        """Refuse a request that needs the model when it cannot be used (checked once,
-        at the first such request, so `initialize` never waits for a model SDK)."""
+        """Refuse a request that needs the model when the model cannot be used.
+
+        Checked once, at the first such request, so `initialize` never waits for a
+        model SDK.
+        """
         if not self._model_checked:
             self._model_problem = await in_thread(
                 model_problem, self.model, self.config

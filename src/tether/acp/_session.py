@@ -175,8 +175,10 @@ class AcpSession:
         return None
 
     async def tell_problems(self) -> None:
-        """Show the editor what did not load for this session, as the agent's message
-        (an editor shows message chunks; it hides the agent's stderr)."""
+        """Show the editor what did not load for this session, as the agent's message.
+
+        An editor shows message chunks; it hides the agent's stderr.
+        """
         if not self.problems:
             return
         text = "".join(f"note: {problem}\n" for problem in self.problems)

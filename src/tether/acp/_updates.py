@@ -107,8 +107,10 @@ def call_requested(
     workspace: Path,
     stop_class: StopClass | None = None,
 ) -> ToolCallStart:
-    """The first update of a call: `pending`, with its kind, title, input and the
-    file it names (absolute, under `workspace` when relative)."""
+    """The first update of a call: `pending`, with its kind, title, input and file.
+
+    The file is the one the call names: absolute, under `workspace` when relative.
+    """
     return start_tool_call(
         call_id,
         title,

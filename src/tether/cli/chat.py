@@ -274,8 +274,10 @@ class _Terminal:
                 answered.set()
 
     async def stop(self) -> None:
-        """Stop the turn and show what still settles, then what it became; a second
-        press while it settles kills the process trees at once."""
+        """Stop the turn and show what still settles, then what it became.
+
+        A second press while it settles kills the process trees at once.
+        """
         if self.session is None:
             return
         if self.stopping:
@@ -304,8 +306,10 @@ class _Terminal:
             self._block(lines, "yellow")
 
     async def _count_down(self) -> None:
-        """Show the stop's pending calls again as their grace windows count down,
-        until the turn has settled."""
+        """Show the stop's pending calls again as their grace windows count down.
+
+        It goes on until the turn has settled.
+        """
         import anyio
 
         assert self.session is not None
@@ -427,8 +431,11 @@ async def _chat(
 
 
 def _end_summary(content: str) -> str:
-    """The end line's text of a call: its first line; a stopped call's output so far
-    is said in the line (it is printed on the lines after it)."""
+    """The end line's text of a call: its first line, and a stopped call's output.
+
+    A stopped call's output so far is said in the line (it is printed on the lines
+    after it).
+    """
     lines = content.splitlines()
     if not lines:
         return ""

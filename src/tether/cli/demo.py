@@ -1,5 +1,8 @@
-"""`tether demo`: the unattended demo (a run, a stop, the halt, a take-over); `tether
-demo turn`: one turn whose tools are stopped, then the abort report and the ledger."""
+"""The demo commands: the unattended demo, and one turn whose tools are stopped.
+
+`tether demo`: the unattended demo (a run, a stop, the halt, a take-over); `tether
+demo turn`: one turn whose tools are stopped, then the abort report and the ledger.
+"""
 
 from __future__ import annotations
 

@@ -23,8 +23,9 @@ _quiet = threading.Event()
 @click.option("--follow", "-f", is_flag=True, help="Keep printing while the run works.")
 @click.option("--store", "store_opt", default=None, help=_STORE_HELP)
 def logs(run_id: str, which: str | None, follow: bool, store_opt: str | None) -> None:
-    """Print the log of each lane of RUN (or of ITEM's lane: an item or lane id, or a
-    unique prefix of one), headed by its item and lane.
+    """Print the log of each lane of RUN, or of ITEM's lane, headed by item and lane.
+
+    ITEM is an item or lane id, or a unique prefix of one.
 
     \b
     Examples:

@@ -341,8 +341,11 @@ tree's private `/dev/shm` tmpfs (nothing is made outside, nothing can be left)."
 
 
 def tree_tmp(writable: Sequence[Path]) -> Path | None:
-    """Where a tree's private temporary directory goes: None for a tmpfs over `/tmp`
-    (no writable path lies below it), else `TREE_SHM_TMP`."""
+    """Where a tree's private temporary directory goes, or None for none.
+
+    None for a tmpfs over `/tmp` (no writable path lies below it), else
+    `TREE_SHM_TMP`.
+    """
     tmp = Path("/tmp")
     if tmp.is_dir() and not any(_contains(tmp, Path(p).resolve()) for p in writable):
         return None
@@ -394,8 +397,11 @@ def session_masks(
 
 
 def tree_env(env: Mapping[str, str], pass_env: Collection[str] = ()) -> dict[str, str]:
-    """Return `env` without tether's secrets (unless named in `pass_env`) and without
-    the session's escape variables (whatever is named), S15."""
+    """Return `env` without tether's secrets and the session's escape variables, S15.
+
+    A secret named in `pass_env` is kept; an escape variable is dropped whatever is
+    named.
+    """
     dropped = {name for name in WITHHELD if name not in pass_env}
     dropped.update(SESSION_VARIABLES)
     return {k: v for k, v in env.items() if k not in dropped}

@@ -442,8 +442,9 @@ class McpTools:
 
 
 async def _walled(spec: _ServerSpec, workspace: Path) -> StdioServerParameters:
-    """The SDK's parameters for a stdio server, started inside the wall (S15) when the
-    containment is `namespace`.
+    """The SDK's parameters for a stdio server, inside the wall (S15) if need be.
+
+    The server starts inside the wall when the containment is `namespace`.
 
     Raises:
         OSError: the command is not found, or the entry asks for what the fallback

@@ -1,5 +1,7 @@
-"""The stdio host: `tether host --stdio` serving the host core over JSON-RPC, and the
-runtime's client that starts it as a child process.
+"""The stdio host: the host core served over JSON-RPC, and the client that starts it.
+
+`tether host --stdio` serves the host core; the runtime's client starts it as a child
+process.
 
 The serving side keeps the protocol on a private copy of stdout and points fd 1 at
 stderr, so a tool that prints cannot corrupt a frame. The four tool messages go both

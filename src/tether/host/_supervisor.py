@@ -158,7 +158,7 @@ def _call(what: str, result: int) -> None:
 
 
 def unshare(flags: int) -> None:
-    """unshare(2)."""
+    """The `unshare` system call: `flags` says what this process stops sharing."""
     _call("unshare", _libc.unshare(ctypes.c_int(flags)))
 
 
@@ -169,7 +169,7 @@ def mount(
     flags: int,
     data: str | None = None,
 ) -> None:
-    """mount(2)."""
+    """The `mount` system call; the `OSError` of a failure names `target`."""
 
     def b(text: str | None) -> bytes | None:
         return None if text is None else os.fsencode(text)
@@ -181,7 +181,7 @@ def mount(
 
 
 def prctl(option: int, value: int) -> None:
-    """prctl(2) with one argument."""
+    """The `prctl` system call with one argument."""
     _call("prctl", _libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0))
 
 
@@ -244,7 +244,7 @@ def _syscall(what: str, number: int, *args: object) -> int:
 
 
 def open_tree(path: str, *, recursive: bool) -> int:
-    """open_tree(2) with `OPEN_TREE_CLONE`: a detached copy of the mount at `path`."""
+    """A detached copy of the mount at `path`: `open_tree` with `OPEN_TREE_CLONE`."""
     flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (AT_RECURSIVE if recursive else 0)
     return _syscall(
         f"open_tree {path}",
@@ -264,7 +264,7 @@ def mount_setattr(
     clear: int = 0,
     userns: int = 0,
 ) -> None:
-    """mount_setattr(2) on `path` (relative to `fd`; "" for the mount `fd` is)."""
+    """Call `mount_setattr` on `path` (relative to `fd`; "" for the mount `fd` is)."""
     flags = (AT_RECURSIVE if recursive else 0) | (AT_EMPTY_PATH if not path else 0)
     # struct mount_attr: attr_set, attr_clr, propagation, userns_fd (all __u64).
     attr = (ctypes.c_uint64 * 4)(set_, clear, 0, userns)
@@ -280,7 +280,7 @@ def mount_setattr(
 
 
 def move_mount(fd: int, target: str) -> None:
-    """move_mount(2): attach the detached mount `fd` at `target`."""
+    """Attach the detached mount `fd` at `target`: the `move_mount` system call."""
     _syscall(
         f"move_mount {target}",
         SYS_MOVE_MOUNT,
@@ -329,8 +329,11 @@ class Wall:
         self.clones: list[tuple[str, int, bool, int]] = []
 
     def take(self, token: str) -> None:
-        """Take one option (`--rw=P`, `--see=P`, `--mask=P`, `--tmp=P`,
-        `--net=none`, `--stdio`, `--parent=PID`) or a protect path."""
+        """Take one option or a protect path.
+
+        The options are `--rw=P`, `--see=P`, `--mask=P`, `--tmp=P`, `--net=none`,
+        `--stdio` and `--parent=PID`.
+        """
         name, _, value = token.partition("=")
         if name == "--rw":
             self.writable.append(value)
@@ -353,8 +356,10 @@ class Wall:
 
 
 def _closed_ancestor(path: str, *, itself: bool) -> str | None:
-    """The highest folder on the way to `path` (`itself`: or `path`) that others may
-    not traverse (no `o+x`)."""
+    """The highest folder on the way to `path` that others may not traverse (no `o+x`).
+
+    With `itself`, `path` counts as on the way.
+    """
     parts = path.strip("/").split("/")
     for n in range(1, len(parts) + (1 if itself else 0)):
         here = "/" + "/".join(parts[:n])
@@ -390,8 +395,11 @@ def _mount_points() -> list[str]:
 def _copies(
     path: str, read_only: bool, points: Sequence[str]
 ) -> tuple[str, int, bool, int]:
-    """A root caller's copies of `path`: with its submounts (and one without, for
-    idmapping where a submount's file system cannot), or alone when it has none."""
+    """A root caller's copies of `path`: with its submounts, or alone when it has none.
+
+    With submounts there is also a copy without them, for idmapping where a
+    submount's file system cannot.
+    """
     if any(p != path and _inside(path, p) for p in points):
         whole = open_tree(path, recursive=True)
         return (path, whole, read_only, open_tree(path, recursive=False))
@@ -403,8 +411,11 @@ def _tmpfs(target: str, options: str, flags: int = 0) -> None:
 
 
 def machine_root() -> bool:
-    """Whether this process is the machine's root: uid 0 of the initial user namespace
-    (uid 0 of a container's own user namespace is some unprivileged outer uid)."""
+    """Whether this process is the machine's root: uid 0 of the first user namespace.
+
+    The first is the initial user namespace: uid 0 of a container's own user namespace
+    is some unprivileged outer uid.
+    """
     if os.geteuid() != 0:
         return False
     try:
@@ -458,10 +469,12 @@ def build_wall(wall: Wall, root: bool) -> None:
 
 
 def _submounts_on_the_way(wall: Wall, path: str, userns: int) -> list[tuple[str, int]]:
-    """Read-only copies of the mounts below `path` that hold a writable or seen path,
-    shortest first: attached over a copy of `path` made without its submounts, they
+    """Read-only copies of the mounts below `path` that hold a writable or seen path.
+
+    Shortest first: attached over a copy of `path` made without its submounts, they
     keep the way to those paths (a writable path on a file system mounted below a
-    folder only root may traverse). Each is idmapped where its file system allows."""
+    folder only root may traverse). Each is idmapped where its file system allows.
+    """
     wanted = [*wall.writable, *wall.see]
     found: list[tuple[str, int]] = []
     for point in sorted(set(_mount_points()), key=len):
@@ -485,9 +498,11 @@ def _submounts_on_the_way(wall: Wall, path: str, userns: int) -> list[tuple[str,
 
 
 def attach_writable(wall: Wall, userns: int | None) -> None:
-    """Attach the writable copies (idmapped through `userns` for a root caller: the
-    tree's root writes files the caller owns), mount the private tmpfs mounts and
-    the masks, then wall the protect paths."""
+    """Attach the writable copies, mount the private tmpfs mounts and the masks.
+
+    The writable copies are idmapped through `userns` for a root caller (the tree's
+    root writes files the caller owns). Last, the protect paths are walled.
+    """
     for path, fd, read_only, alone in wall.clones:
         on_way: list[tuple[str, int]] = []
         if userns is not None:
@@ -820,8 +835,11 @@ class NamespaceSupervisor(Supervisor):
         return pid
 
     def map_ids(self, pid: int) -> None:
-        """Map the starter's ids: the caller's to themselves, or, for a root caller,
-        the tree's root to the unprivileged `TREE_UID` (S15: never the machine's root)."""
+        """Map the starter's ids: the caller's to themselves, unless it is root.
+
+        For a root caller, the tree's root maps to the unprivileged `TREE_UID` (S15:
+        never the machine's root).
+        """
         if self.root:
             write_file(f"/proc/{pid}/uid_map", f"0 {TREE_UID} 1\n")
             write_file(f"/proc/{pid}/setgroups", "deny")

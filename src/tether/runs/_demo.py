@@ -1,5 +1,7 @@
-"""The unattended demo: a run works, a stop halts it, a lift leaves it halted, a
-take-over restores the saved work and finishes. Offline, in a temporary directory.
+"""The unattended demo, offline in a temporary directory: a run, a stop, a take-over.
+
+A run works, a stop halts it, a lift leaves it halted, a take-over restores the saved
+work and finishes.
 
 Everything goes through the real parts: a real git repository and worktrees, command-
 line agents under the process-tree supervisor, the SQLite store, and a stop written by

@@ -152,8 +152,10 @@ async def run_plan(
 
 
 async def check_parts(plan: Plan) -> None:
-    """Refuse, before anything is recorded or claimed, a plan whose `repo` is not a git
-    repository or whose stage names an agent command that is not found.
+    """Refuse a plan whose parts are missing, before anything is recorded or claimed.
+
+    A part is missing when the plan's `repo` is not a git repository, or a stage names
+    an agent command that is not found.
 
     Raises:
         UsageError: one line naming the file, the field and what to do.

@@ -442,8 +442,11 @@ class Lane:
         )
 
     async def _keep_stage_work(self, stage: str, *, commit: bool) -> None:
-        """What a stage left: committed onto the lane's branch (unless the stage says
-        `commit = "never"`), and the branch brought into the person's repository."""
+        """Keep what a stage left, on the lane's branch and in the person's repository.
+
+        The work is committed onto the lane's branch (unless the stage says
+        `commit = "never"`), and the branch is brought into the person's repository.
+        """
         if commit:
             try:
                 made = await commit_leftovers(self.worktree, stage)
@@ -612,8 +615,11 @@ def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | N
 
 
 def lossless_save(lane: LaneRow) -> Path | None:
-    """The lossless copy of a lane's save on this machine: the one its view names, else
-    its newest; None when it was saved elsewhere (only its git view reaches here)."""
+    """The lossless copy of a lane's save on this machine; None when saved elsewhere.
+
+    The copy is the one its view names, else its newest. A save made elsewhere has
+    only its git view here.
+    """
     if lane.saved_commit is not None:
         exact = save_dir(lane.run, lane.id, lane.saved_commit)
         if exact.is_dir():

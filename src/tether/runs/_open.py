@@ -1,5 +1,8 @@
-"""Which store a run uses, and opening it: a SQLite file (the embedded default) or a
-PostgreSQL server. Above both backends, so that neither imports what chooses it."""
+"""Which store a run uses, and opening it: a SQLite file or a PostgreSQL server.
+
+The SQLite file is the embedded default. This module sits above both backends, so
+that neither imports what chooses it.
+"""
 
 from __future__ import annotations
 

@@ -174,9 +174,13 @@ class Run:
         held: Sequence[str] = (),
         chain: Sequence[str] = (),
     ) -> None:
-        """Lanes of a previous run this run takes over first (saved work restored);
-        `held`: items the previous run keeps held (this run ends with exit 4);
-        `chain`: the runs taken over, whose claims this run may take."""
+        """Give this run the lanes of a previous run, to take over first.
+
+        Args:
+            lanes: the lanes taken over; their saved work is restored.
+            held: items the previous run keeps held (this run ends with exit 4).
+            chain: the runs taken over, whose claims this run may take.
+        """
         self._inherit = list(lanes)
         self._held_elsewhere = tuple(held)
         self._chain = tuple(chain)
@@ -210,8 +214,11 @@ class Run:
             self.say(f"stopping ({source} {detail}): {what}".replace(" )", ")"))
 
     def _mark_halting(self) -> None:
-        """Tell the hooks of this run's agents that it took a stop (see
-        `halting_mark`): a file in the run's lane folder, read-only inside the wall."""
+        """Tell the hooks of this run's agents that it took a stop.
+
+        The mark (see `halting_mark`) is a file in the run's lane folder, read-only
+        inside the wall.
+        """
         from ..stop._hook import halting_mark
 
         mark = Path(halting_mark(self.id))
@@ -376,8 +383,10 @@ class Run:
         return found
 
     def _claimable(self) -> list[str] | None:
-        """The items this run may claim: the plan's (None: the whole queue), less those
-        whose lane could not open here."""
+        """The items this run may claim, less those whose lane could not open here.
+
+        The items are the plan's; None means the whole queue.
+        """
         if self.plan.items:
             ids = [i.id for i in self.plan.items]
         elif self._unopened:

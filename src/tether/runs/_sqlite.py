@@ -122,8 +122,10 @@ def _prepare_file(path: Path) -> None:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a store made by an earlier version up to the schema (items.holder,
-    runs.expires)."""
+    """Bring a store made by an earlier version up to the schema.
+
+    The columns added since: items.holder, runs.expires.
+    """
     cols = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
     if cols and "holder" not in cols:
         with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first

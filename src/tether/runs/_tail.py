@@ -33,8 +33,11 @@ _BREAKS = re.compile(rb"\r\n|\r|\n")
 
 
 def clean_line(text: str) -> str:
-    """`text` for one line of a screen: escapes and control characters dropped, tabs
-    made spaces, the ends stripped, cut at `LINE_BOUND` characters (with `…`)."""
+    """`text` made fit for one line of a screen.
+
+    Escapes and control characters dropped, tabs made spaces, the ends stripped, cut
+    at `LINE_BOUND` characters (with `…`).
+    """
     text = _CONTROLS.sub("", _ESCAPES.sub("", text).replace("\t", " ")).strip()
     if len(text) > LINE_BOUND:
         text = text[: LINE_BOUND - 1] + "…"
@@ -59,8 +62,10 @@ class LogTail:
     _seen: dict[Path, _Seen] = attrs.field(factory=dict)
 
     def last_line(self, log: Path) -> str | None:
-        """The last line `log` holds that is not blank (a line still being written
-        counts), cleaned for a screen; None before the log has one or exists."""
+        """The last line `log` holds that is not blank, cleaned for a screen.
+
+        A line still being written counts; None before the log has one or exists.
+        """
         try:
             fd = os.open(log, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:

@@ -115,8 +115,11 @@ async def _recover(
     say: Callable[[str], None],
     held: list[LaneRow],
 ) -> None:
-    """Save what the lanes of the dead run `rid` hold, record saves it made unrecorded,
-    and release its claims that never got a lane; lanes left held go into `held`."""
+    """Save what the lanes of the dead run `rid` hold, and settle what else it left.
+
+    Saves it made unrecorded are recorded, and its claims that never got a lane are
+    released; lanes left held go into `held`.
+    """
     finished = {i.id for i in store.items() if i.state in ("done", "failed")}
     for lane in store.lanes(rid):
         if lane.state not in (LaneState.OPEN, LaneState.IN_CALL, LaneState.HELD):
@@ -194,8 +197,11 @@ async def _unrecorded_save(
 
 
 def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
-    """For each item of the runs taken over not done nor held: where the take-over goes
-    on from — the newest saved lane of the item in any run, else the item's lane."""
+    """Where the take-over goes on from, for each item of the runs taken over.
+
+    Items done or held are left out. For each other item: the newest saved lane of the
+    item in any run, else the item's lane.
+    """
     work: list[LaneRow] = []
     seen: set[str] = set()
     for rid in chain:
@@ -214,8 +220,10 @@ def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
 
 
 def takeover_chain(store: Store, run_id: str) -> list[str]:
-    """`run_id`, then the runs it took over that were never taken over by another
-    (a take-over that died before it took their claims leaves them with them)."""
+    """`run_id`, then the runs it took over that were never taken over by another.
+
+    A take-over that died before it took their claims leaves them with them.
+    """
     chain = [run_id]
     row = store.run(run_id)
     while row is not None and row.takeover_of is not None:

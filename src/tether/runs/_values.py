@@ -62,8 +62,7 @@ ACTIVE_RUN_STATES = frozenset({RunState.RUNNING, RunState.HELD, RunState.HALTING
 
 
 class LaneState(enum.StrEnum):
-    """A lane's state; the moves it may make are `LANE_MOVES_INTO`, which the stores
-    hold.
+    """A lane's state; the stores hold its moves to `LANE_MOVES_INTO`.
 
     ```
     open <-> in-call                 an agent starts in it, and ends

@@ -21,8 +21,11 @@ def lane_log(run: str, lane: str) -> Path:
 
 
 def _lane_details(lane: str, run: str, events: list[Event]) -> dict[str, Any]:
-    """`stage` (the last one started), `started_at` (ISO 8601, UTC), `log` and
-    `saved_refs` (every save's view, oldest first) of a lane, from the ledger."""
+    """A lane's `stage`, `started_at`, `log` and `saved_refs`, from the ledger.
+
+    `stage` is the last one started, `started_at` is ISO 8601 in UTC, and
+    `saved_refs` holds every save's view, oldest first.
+    """
     mine = [e for e in events if e.lane == lane]
     stage = next((e.detail for e in reversed(mine) if e.kind == "stage-start"), None)
     opened = next((e.at for e in mine if e.kind == "lane-open"), None)
@@ -58,8 +61,10 @@ def account_runs() -> list[dict[str, str]]:
 
 
 def show_run(run_id: str, store_option: str | None = None) -> dict[str, Any]:
-    """`{"id", "state", "lanes": [{"item", "state", "saved_ref", "claimed", "stage",
-    "started_at", "log", "saved_refs"}]}`.
+    """A run and its lanes, as `tether runs show` prints them.
+
+    The shape: `{"id", "state", "lanes": [{"item", "state", "saved_ref", "claimed",
+    "stage", "started_at", "log", "saved_refs"}]}`.
 
     Raises:
         UsageError: no such run.

@@ -220,8 +220,9 @@ class AgentSession:
         return self._running
 
     def request_messages(self) -> tuple[Message, ...]:
-        """What the next model request will carry: the system message and the transcript,
-        with a result for every tool call (from the ledger where the transcript lacks one).
+        """What the next model request carries: the system message and the transcript.
+
+        Every tool call has a result: from the ledger where the transcript lacks one.
         """
         head = (
             (Message(role="system", content=self.agent.system),)

@@ -1,5 +1,6 @@
-"""Harnesses for testing tools against stops: a runtime with small bounds, its events
-waited on, and a call stopped once it started.
+"""Harnesses for testing tools against stops.
+
+A runtime with small bounds, its events waited on, and a call stopped once it started.
 
 Everything here waits on what the runtime announces (its event stream), with a bound:
 a test never sleeps to let things settle.
@@ -118,8 +119,10 @@ class EventLog:
     async def wait_announced(
         self, count: int, *, call_id: str | None = None, timeout: float = WAIT
     ) -> list[psutil.Process]:
-        """Wait until the progress output (of `call_id`, or of every call) announced
-        `count` processes of a tree (see `announce()`); return them, found from here.
+        """Wait until the progress output announced `count` processes of a tree.
+
+        The output is `call_id`'s, or every call's (see `announce()`). Return the
+        processes, found from here.
         """
         await self.wait_for(
             lambda _event: len(tree_pids(self.progress(call_id))) >= count,
@@ -148,7 +151,10 @@ class EventLog:
 
 @asynccontextmanager
 async def event_log(runtime: Runtime) -> AsyncIterator[EventLog]:
-    """Subscribe to `runtime`'s events for the block: `async with event_log(rt) as log`."""
+    """Subscribe to `runtime`'s events for the block.
+
+    Used as `async with event_log(rt) as log:`.
+    """
     stream = runtime.subscribe()
     async with stream:
         yield EventLog(stream)
@@ -157,8 +163,11 @@ async def event_log(runtime: Runtime) -> AsyncIterator[EventLog]:
 @final
 @attrs.frozen
 class StoppedCall:
-    """What `stop_once_started` saw: the caller's outcome, the abort's report, the
-    ledger's record once settled, and the processes the call announced."""
+    """What `stop_once_started` saw.
+
+    The caller's outcome, the abort's report, the ledger's record once settled, and
+    the processes the call announced.
+    """
 
     outcome: ToolResult | ToolAborted
     """The result the caller got, or the `ToolAborted` it caught."""
@@ -181,8 +190,9 @@ async def stop_once_started(
     reason: str | None = None,
     timeout: float = WAIT,
 ) -> StoppedCall:
-    """Call tool `name` in a new turn of `session`, stop the turn once the call started,
-    and wait until it has settled.
+    """Run tool `name` in a new turn of `session`; stop the turn once the call started.
+
+    Then wait until the turn has settled.
 
     "Started" is the call's first progress output (`ctx.progress(...)`: every tool of
     `tether.testing` reports `started` first); with `processes`, it is that many

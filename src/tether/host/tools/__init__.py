@@ -14,8 +14,10 @@ __all__ = ("default_tools", "open_mcp_tools", "standard_tools")
 
 
 def default_tools(config: Config | None = None) -> list[Tool]:
-    """Return the built-in tools: Read, Glob, Grep, WebFetch, Write, Edit, Bash,
-    GenerateImages (MCP and plugin tools are added by the runtime's host set-up).
+    """Return the built-in tools; the runtime's host set-up adds MCP and plugin tools.
+
+    The built-in tools are Read, Glob, Grep, WebFetch, Write, Edit, Bash and
+    GenerateImages.
 
     GenerateImages is left out where it has no renderer: no `image_command` is
     configured and the `images` extra (Pillow) is not installed; `standard_tools`
