@@ -113,8 +113,7 @@ def _read_first_line(fd: int) -> bytes:
 def answer_initialize(receive_fd: int, send_fd: int) -> bytes:
     """Read the first line from `receive_fd`; answer an `initialize` on `send_fd`.
 
-    The line is answered only if it is an `initialize` request. Return what was read
-    and not answered, for the server.
+    Return what was read and not answered, for the server.
     """
     data = _read_first_line(receive_fd)
     line, newline, rest = data.partition(b"\n")

@@ -431,10 +431,10 @@ async def _chat(
 
 
 def _end_summary(content: str) -> str:
-    """The end line's text of a call: its first line, and a stopped call's output.
+    """The end line's text of a call: its first line, and for a stopped call its output.
 
-    A stopped call's output so far is said in the line (it is printed on the lines
-    after it).
+    A stopped call's output so far is printed on the lines after the first; the end
+    line says it in brief (the one line, or the count and the last).
     """
     lines = content.splitlines()
     if not lines:

@@ -341,7 +341,7 @@ tree's private `/dev/shm` tmpfs (nothing is made outside, nothing can be left)."
 
 
 def tree_tmp(writable: Sequence[Path]) -> Path | None:
-    """Where a tree's private temporary directory goes, or None for none.
+    """Where a tree's private temporary directory goes, if it needs one.
 
     None for a tmpfs over `/tmp` (no writable path lies below it), else
     `TREE_SHM_TMP`.

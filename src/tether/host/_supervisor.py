@@ -411,10 +411,10 @@ def _tmpfs(target: str, options: str, flags: int = 0) -> None:
 
 
 def machine_root() -> bool:
-    """Whether this process is the machine's root: uid 0 of the first user namespace.
+    """Whether this process is the machine's root, not just a container's uid 0.
 
-    The first is the initial user namespace: uid 0 of a container's own user namespace
-    is some unprivileged outer uid.
+    The machine's root is uid 0 of the initial user namespace; uid 0 of a container's
+    own user namespace is some unprivileged outer uid.
     """
     if os.geteuid() != 0:
         return False

@@ -121,8 +121,8 @@ class EventLog:
     ) -> list[psutil.Process]:
         """Wait until the progress output announced `count` processes of a tree.
 
-        The output is `call_id`'s, or every call's (see `announce()`). Return the
-        processes, found from here.
+        Only `call_id`'s output counts when it is given, else every call's. Return the
+        processes (see `announce()`), found from here.
         """
         await self.wait_for(
             lambda _event: len(tree_pids(self.progress(call_id))) >= count,
