@@ -123,7 +123,8 @@ def setup(
 def with_containment(board: Board) -> Board:
     """The board with the containment process trees get here, and why: `refused`, with
     the reason, when `TETHER_CONTAINMENT` cannot be honoured (every process tree would
-    fail to start)."""
+    fail to start).
+    """
     from ..errors import UsageError
     from ..host import containment
 

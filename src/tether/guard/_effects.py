@@ -90,7 +90,8 @@ def _unknown(call: Call) -> None:
 def _tether_among(call: Call, args: list[str]) -> None:
     """A program given `tether` and then a verb as arguments may run `tether VERB`
     (`parallel tether ::: lift`): judged as if it did. A remote shell runs it on
-    another machine, whose stop is someone else's (spec 02)."""
+    another machine, whose stop is someone else's (spec 02).
+    """
     if call.base in _REMOTE_SHELLS:
         return
     for i, arg in enumerate(args):
@@ -108,7 +109,8 @@ _REMOTE_SHELLS = words("ssh mosh rsh slogin autossh")
 
 def _matches(name: str, pattern: str) -> bool:
     """`fnmatch.fnmatchcase`, imported on first use: most commands hold no pattern, and
-    the per-call hook does not pay for the import."""
+    the per-call hook does not pay for the import.
+    """
     import fnmatch
 
     return fnmatch.fnmatchcase(name, pattern)
@@ -123,7 +125,8 @@ def _verb_like(value: str) -> bool:
 
 def _anywhere(call: Call) -> None:
     """A wrapper whose options the guard does not know: its command may start at any
-    later position (`strace -f -o log tether lift`, `taskset -c 0 rm x`)."""
+    later position (`strace -f -o log tether lift`, `taskset -c 0 rm x`).
+    """
     _unknown(call)
     if call.base == "parallel" and ":::" in call.args:
         cut = call.args.index(":::")
@@ -382,7 +385,8 @@ def _interpreter(call: Call, family: str) -> None:
 
 def _is_tether_script(call: Call, word: str) -> bool:
     """A path to tether's own entry point: the console script, the package, or its
-    `__main__.py`, however it is spelled."""
+    `__main__.py`, however it is spelled.
+    """
     value = call.walker.known(word, call.state)
     if value is None:
         return "tether" in word  # a path known only at run time that may be tether's
@@ -429,7 +433,8 @@ def _function(call: Call) -> None:
 
 def _source(call: Call) -> None:
     """`source FILE` runs a file; from stdin or a process substitution it runs code
-    the command text does not show."""
+    the command text does not show.
+    """
     if call.args and STDIN_FILES.fullmatch(call.args[0]):
         call.stdin_code(f"`{call.base}`")
         if call.stdin is None:

@@ -109,7 +109,8 @@ class Judge:
 
     def lets_reads_by(self, tool_name: str) -> bool:
         """Whether every read-only call of this tool passes, whatever its input (a
-        tool that is not a shell reads; a read of a stop is allowed, spec 02)."""
+        tool that is not a shell reads; a read of a stop is allowed, spec 02).
+        """
         return not self._broken and self._kind(tool_name) not in _SHELL_TOOLS
 
     def _kind(self, tool_name: str) -> str:
@@ -127,7 +128,8 @@ class Judge:
         mutating: bool | None = None,
     ) -> str | None:
         """Why one call is refused; None when it may go on. Never raises: any error
-        inside the judgment is a reason (the guard fails closed)."""
+        inside the judgment is a reason (the guard fails closed).
+        """
         if self._broken:
             return self._broken
         try:
@@ -442,7 +444,8 @@ class _CallChecks:
 
     def _paths_in_code(self, effect: Effect) -> None:
         """Paths in inline code, spelled oddly (`..`, `//`, `/./`) or naming a folder
-        above a stop: normalised and judged as named."""
+        above a stop: normalised and judged as named.
+        """
         if not self.entries:
             return
         seen: set[str] = set()
@@ -468,7 +471,8 @@ class _CallChecks:
 
     def _guarded_ancestor(self, path: str) -> bool:
         """A folder above a stop path that naming counts as reaching it: any but `/`
-        and the home folder (commands name those all the time)."""
+        and the home folder (commands name those all the time).
+        """
         return path not in ("/", _norm(self.home), _norm(os.path.realpath(self.home)))
 
     def _tether(self, effect: Effect) -> None:

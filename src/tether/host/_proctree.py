@@ -361,7 +361,8 @@ class ProcessTree:
 
     def _sweep(self) -> None:
         """SIGKILL every process carrying this tree's marker (and, under the fallback,
-        the command's process group while it still holds one of them)."""
+        the command's process group while it still holds one of them).
+        """
         kind = self.containment.kind if self.containment is not None else None
         if kind == "subreaper" and self.pid is not None:
             marked = marked_pids(self.token)
@@ -373,7 +374,8 @@ class ProcessTree:
 
     async def _kill_from_host(self) -> None:
         """SIGKILL the tree from the host, in a thread (the sweep may wait), then the
-        supervisor, from the event loop's thread (the one that reaps it)."""
+        supervisor, from the event loop's thread (the one that reaps it).
+        """
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._kill_tree, limiter=builtin_threads())
             assert self._process is not None
@@ -434,7 +436,8 @@ def _progress_pump(
     on_output: Callable[[str], None], limit: int
 ) -> Callable[[bytes | None], None]:
     """Decode chunks (UTF-8, replacement characters) and stream at most `limit` bytes;
-    `None` flushes the decoder at the end."""
+    `None` flushes the decoder at the end.
+    """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     sent = 0
 

@@ -58,7 +58,8 @@ _exit_waiters: RunVar[anyio.CapacityLimiter] = RunVar("tether_exit_waiters")
 def _exit_waiter_limiter() -> anyio.CapacityLimiter:
     """Threads waiting for an exit where there is no pidfd: one per waiting call, so
     no bound (a bound shared by waits could be filled by waits of processes that live
-    long, and then no exit would be seen)."""
+    long, and then no exit would be seen).
+    """
     try:
         return _exit_waiters.get()
     except LookupError:
@@ -70,7 +71,8 @@ def _exit_waiter_limiter() -> anyio.CapacityLimiter:
 @final
 class _PipeReceiveStream(FdReceiveStream):
     """The parent's read end of a pipe: owned, closed by `aclose()`, which wakes a
-    task waiting on it (ClosedResourceError)."""
+    task waiting on it (ClosedResourceError).
+    """
 
     async def receive(self, max_bytes: int = _CHUNK) -> bytes:
         if self.closed:
@@ -91,7 +93,8 @@ class _PipeReceiveStream(FdReceiveStream):
 @final
 class _PipeSendStream(FdSendStream):
     """The parent's write end of a pipe: owned, closed by `aclose()`; a child that
-    closed its end makes `send()` raise BrokenResourceError."""
+    closed its end makes `send()` raise BrokenResourceError.
+    """
 
     async def send(self, item: bytes) -> None:
         if self.closed:
@@ -218,7 +221,8 @@ class ChildProcess(anyio.abc.Process):
 
     async def aclose(self) -> None:
         """Close the pipes and wait for the exit; killed if that wait is cancelled
-        (as `anyio.abc.Process.aclose`)."""
+        (as `anyio.abc.Process.aclose`).
+        """
         with anyio.CancelScope(shield=True) as scope:
             for stream in (self._stdin, self._stdout, self._stderr):
                 if stream is not None:
@@ -236,7 +240,8 @@ class ChildProcess(anyio.abc.Process):
 def _wait_exited(popen: subprocess.Popen[bytes]) -> None:
     """Block until the process exited, leaving it to be reaped in the loop's thread
     (`WNOWAIT`); where there is no `waitid`, reap it here (`Popen` holds a lock for
-    that, which its `poll()` in the loop's thread never blocks on)."""
+    that, which its `poll()` in the loop's thread never blocks on).
+    """
     waitid = getattr(os, "waitid", None)
     if waitid is None:  # pragma: no cover - macOS before Python 3.13
         popen.wait()
@@ -247,7 +252,8 @@ def _wait_exited(popen: subprocess.Popen[bytes]) -> None:
 
 def _open_pidfd(pid: int) -> int | None:
     """A pidfd for `pid`, or None where the kernel (or the platform) has none: the
-    thread fallback."""
+    thread fallback.
+    """
     pidfd_open = getattr(os, "pidfd_open", None)
     if pidfd_open is None:
         return None

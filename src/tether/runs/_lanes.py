@@ -363,7 +363,8 @@ async def _view_of_files(
     lane: Path, message: str, base: str, staged: str, env: Mapping[str, str]
 ) -> str:
     """The view's commit: `git add -A` into a copy of the lane's index, its tree, the
-    parents HEAD and the index's commit; objects written where `env` says."""
+    parents HEAD and the index's commit; objects written where `env` says.
+    """
     tmp_all = _tmp_dir() / f"save-{os.urandom(6).hex()}.index"
     into = {**env, "GIT_INDEX_FILE": str(tmp_all)}
     try:
@@ -380,7 +381,8 @@ async def _view_of_files(
 
 async def _fetch(repo: Path, lane: Path, commit: str) -> None:
     """Fetch `commit` (and what it needs) from the lane into the person's repository,
-    storing no ref: git checks every object it receives."""
+    storing no ref: git checks every object it receives.
+    """
     upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
     await git(
         "fetch",
@@ -397,7 +399,8 @@ async def _fetch(repo: Path, lane: Path, commit: str) -> None:
 
 async def keep_view(repo: Path, commit: str, ref: str) -> str:
     """Point `ref` at the view `commit` in the person's repository, or the first free
-    `ref.N`: a save never replaces another. Returns the ref used."""
+    `ref.N`: a save never replaces another. Returns the ref used.
+    """
     n = 1
     while True:
         name = ref if n == 1 else f"{ref}.{n}"

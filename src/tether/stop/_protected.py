@@ -96,7 +96,8 @@ Listing = tuple[list[str], list[str], bool]
 
 def listing(system_dir: Path | None = None) -> Listing:
     """The protected texts, the uid directories among them, and whether the list is
-    whole (every record and binding was read): read once per hook event."""
+    whole (every record and binding was read): read once per hook event.
+    """
     found: list[str] = [setup_text()]
     uid_dirs: list[str] = []
     whole = True
@@ -135,7 +136,8 @@ def listing(system_dir: Path | None = None) -> Listing:
 
 def _may_be_bound(real: str) -> bool:
     """False only where the binding reader would find no binding in `real` (the
-    system dir, its parent resolved): see the module docstring."""
+    system dir, its parent resolved): see the module docstring.
+    """
     from ._mounts import plan
 
     mounts = plan(posixpath.dirname(real) or ".", real)

@@ -203,7 +203,8 @@ def _fsync_dir(uid_fd: int) -> None:
 def _write_stop(uid_fd: int, data: bytes) -> str | None:
     """Write the stop atomically inside the uid directory (spec 02); on a full file
     system into the reserve's blocks, else without its text. Returns a note when
-    the file system was full, None otherwise."""
+    the file system was full, None otherwise.
+    """
     tmp = temp_name(STOP_NAME)
     note: str | None = None
     try:

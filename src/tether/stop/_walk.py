@@ -48,7 +48,8 @@ NAMESPACE_CHANGED = (
 @final
 class Route:
     """What every read of one place repeats, made once: names, paths, the place's
-    choices."""
+    choices.
+    """
 
     __slots__ = (
         "first",
@@ -123,7 +124,8 @@ def _open_level(route: Route, index: int, fd: int, flags: int) -> int:
 
 def _look_at(fd: int) -> Look:
     """The folder's `look`, made from `os.fstat` (mount id -1) where there is no
-    `statx`."""
+    `statx`.
+    """
     found = look(fd)
     if found is not None:
         return found
