@@ -34,8 +34,9 @@ def absolute(anchor: str, relative: str) -> str:
 def lazy_exports(
     module: str, groups: Mapping[str, Sequence[str]]
 ) -> tuple[tuple[str, ...], Callable[[str], Any], Callable[[], list[str]]]:
-    """Return a module's `__all__`, `__getattr__` and `__dir__` for re-exports imported
-    on first use.
+    """Return a module's `__all__`, `__getattr__` and `__dir__` for lazy re-exports.
+
+    Each re-exported name is imported on first use.
 
     `module` is the face's `__name__`; `groups` maps each module the names come from,
     relative to the face's package as in a `from` statement, to the names it gives.

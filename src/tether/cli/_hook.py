@@ -26,7 +26,8 @@ def run_claude_hook() -> NoReturn:
     A PostToolUse (or PostToolUseFailure) event is only recorded (exit 0): see
     `answer_hook_event`. Exit 2 with the reason on stderr is the one refusal both
     Claude Code and Codex read the same way; no JSON is printed, since Codex takes a
-    field it does not know for a failed hook and runs the call."""
+    field it does not know for a failed hook and runs the call.
+    """
     try:
         from ..stop._hook import MAX_EVENT_BYTES, answer_hook_event
 

@@ -50,8 +50,10 @@ def _who(uid: int | None) -> str:
 
 
 def reading_lines(reading: StopReading, stop_reason: str | None = None) -> list[Line]:
-    """The reading as the board and `tether status` show it (with the person's
-    `--reason` when the caller read it)."""
+    """The reading as the board and `tether status` show it.
+
+    It carries the person's `--reason` when the caller read it.
+    """
     lines: list[Line] = []
     match reading.outcome:
         case ReadOutcome.CLEAR:

@@ -121,9 +121,11 @@ def setup(
 
 
 def with_containment(board: Board) -> Board:
-    """The board with the containment process trees get here, and why: `refused`, with
-    the reason, when `TETHER_CONTAINMENT` cannot be honoured (every process tree would
-    fail to start)."""
+    """The board with the containment process trees get here, and why.
+
+    `refused`, with the reason, when `TETHER_CONTAINMENT` cannot be honoured (every
+    process tree would fail to start).
+    """
     from ..errors import UsageError
     from ..host import containment
 

@@ -88,9 +88,11 @@ def _unknown(call: Call) -> None:
 
 
 def _tether_among(call: Call, args: list[str]) -> None:
-    """A program given `tether` and then a verb as arguments may run `tether VERB`
-    (`parallel tether ::: lift`): judged as if it did. A remote shell runs it on
-    another machine, whose stop is someone else's (spec 02)."""
+    """A program given `tether` and then a verb as arguments may run `tether VERB`.
+
+    Such a call (`parallel tether ::: lift`) is judged as if it did. A remote shell runs
+    it on another machine, whose stop is someone else's (spec 02).
+    """
     if call.base in _REMOTE_SHELLS:
         return
     for i, arg in enumerate(args):
@@ -107,8 +109,10 @@ _REMOTE_SHELLS = words("ssh mosh rsh slogin autossh")
 
 
 def _matches(name: str, pattern: str) -> bool:
-    """`fnmatch.fnmatchcase`, imported on first use: most commands hold no pattern, and
-    the per-call hook does not pay for the import."""
+    """`fnmatch.fnmatchcase`, imported on first use.
+
+    Most commands hold no pattern, and the per-call hook does not pay for the import.
+    """
     import fnmatch
 
     return fnmatch.fnmatchcase(name, pattern)
@@ -122,8 +126,11 @@ def _verb_like(value: str) -> bool:
 
 
 def _anywhere(call: Call) -> None:
-    """A wrapper whose options the guard does not know: its command may start at any
-    later position (`strace -f -o log tether lift`, `taskset -c 0 rm x`)."""
+    """A wrapper whose options the guard does not know.
+
+    Its command may start at any later position (`strace -f -o log tether lift`,
+    `taskset -c 0 rm x`).
+    """
     _unknown(call)
     if call.base == "parallel" and ":::" in call.args:
         cut = call.args.index(":::")
@@ -381,8 +388,10 @@ def _interpreter(call: Call, family: str) -> None:
 
 
 def _is_tether_script(call: Call, word: str) -> bool:
-    """A path to tether's own entry point: the console script, the package, or its
-    `__main__.py`, however it is spelled."""
+    """A path to tether's own entry point, however it is spelled.
+
+    The entry point is the console script, the package, or its `__main__.py`.
+    """
     value = call.walker.known(word, call.state)
     if value is None:
         return "tether" in word  # a path known only at run time that may be tether's
@@ -428,8 +437,10 @@ def _function(call: Call) -> None:
 
 
 def _source(call: Call) -> None:
-    """`source FILE` runs a file; from stdin or a process substitution it runs code
-    the command text does not show."""
+    """`source FILE` runs a file.
+
+    From stdin or a process substitution it runs code the command text does not show.
+    """
     if call.args and STDIN_FILES.fullmatch(call.args[0]):
         call.stdin_code(f"`{call.base}`")
         if call.stdin is None:

@@ -100,8 +100,10 @@ class StopGuard:
         self._judge = Judge(protected, environ=environ, time_limit=time_limit)
 
     def lets_reads_by(self, tool_name: str) -> bool:
-        """Whether every read-only call of this tool passes, whatever its input (a
-        tool that is not a shell reads; a read of a stop is allowed, spec 02)."""
+        """Whether every read-only call of this tool passes, whatever its input.
+
+        A tool that is not a shell reads; a read of a stop is allowed (spec 02).
+        """
         return self._judge.lets_reads_by(tool_name)
 
     def judge(

@@ -108,8 +108,10 @@ class Judge:
             self._broken = f"the guard could not resolve the protected paths: {exc!r}"
 
     def lets_reads_by(self, tool_name: str) -> bool:
-        """Whether every read-only call of this tool passes, whatever its input (a
-        tool that is not a shell reads; a read of a stop is allowed, spec 02)."""
+        """Whether every read-only call of this tool passes, whatever its input.
+
+        A tool that is not a shell reads; a read of a stop is allowed (spec 02).
+        """
         return not self._broken and self._kind(tool_name) not in _SHELL_TOOLS
 
     def _kind(self, tool_name: str) -> str:
@@ -126,8 +128,11 @@ class Judge:
         cwd: str | os.PathLike[str],
         mutating: bool | None = None,
     ) -> str | None:
-        """Why one call is refused; None when it may go on. Never raises: any error
-        inside the judgment is a reason (the guard fails closed)."""
+        """Why one call is refused; None when it may go on.
+
+        Never raises: any error inside the judgment is a reason (the guard fails
+        closed).
+        """
         if self._broken:
             return self._broken
         try:
@@ -441,8 +446,11 @@ class _CallChecks:
             )
 
     def _paths_in_code(self, effect: Effect) -> None:
-        """Paths in inline code, spelled oddly (`..`, `//`, `/./`) or naming a folder
-        above a stop: normalised and judged as named."""
+        """Paths in inline code spelled oddly or naming a folder above a stop.
+
+        The odd spellings are `..`, `//` and `/./`; each path is normalised and judged
+        as named.
+        """
         if not self.entries:
             return
         seen: set[str] = set()
@@ -467,8 +475,11 @@ class _CallChecks:
                     )
 
     def _guarded_ancestor(self, path: str) -> bool:
-        """A folder above a stop path that naming counts as reaching it: any but `/`
-        and the home folder (commands name those all the time)."""
+        """A folder above a stop path that naming counts as reaching it.
+
+        Every such folder counts but `/` and the home folder (commands name those all
+        the time).
+        """
         return path not in ("/", _norm(self.home), _norm(os.path.realpath(self.home)))
 
     def _tether(self, effect: Effect) -> None:

@@ -77,8 +77,10 @@ if TYPE_CHECKING:  # type-only names: `typing` is not imported at run time (`_sl
         def emit(
             self, kind: EffectKind, value: str, how: str, *, runs: bool = True
         ) -> None:
-            """Report a value as it is (code, for instance); `runs`: the code can start
-            programs (a `sed` script without `e` cannot)."""
+            """Report a value as it is (code, for instance).
+
+            `runs`: the code can start programs (a `sed` script without `e` cannot).
+            """
 
         def link(self, target: str, name: str) -> None:
             """Report a symbolic link `name` made to `target` (raw words)."""

@@ -130,8 +130,9 @@ def namespace_wall(
     protect: Sequence[Path] | None = None,
     network: Network = "host",
 ) -> tuple[list[str], list[str], str]:
-    """The wall of a `namespace` tree (S15): its walled paths, the supervisor's wall
-    options and the tree's `TMPDIR`.
+    """The wall of a `namespace` tree (S15).
+
+    The wall is its walled paths, the supervisor's wall options and the tree's `TMPDIR`.
 
     `workspace` and the `writable` paths (made here if missing) can be written;
     `protect` (default: the stop's own paths) and tether's own folders stay read-only
@@ -360,8 +361,11 @@ class ProcessTree:
         return await self.wait()
 
     def _sweep(self) -> None:
-        """SIGKILL every process carrying this tree's marker (and, under the fallback,
-        the command's process group while it still holds one of them)."""
+        """SIGKILL every process carrying this tree's marker.
+
+        Under the fallback, also the command's process group while it still holds one of
+        them.
+        """
         kind = self.containment.kind if self.containment is not None else None
         if kind == "subreaper" and self.pid is not None:
             marked = marked_pids(self.token)
@@ -372,8 +376,11 @@ class ProcessTree:
         sweep_marked(self.token)
 
     async def _kill_from_host(self) -> None:
-        """SIGKILL the tree from the host, in a thread (the sweep may wait), then the
-        supervisor, from the event loop's thread (the one that reaps it)."""
+        """SIGKILL the tree from the host, then the supervisor.
+
+        The tree from a thread (the sweep may wait), the supervisor from the event
+        loop's thread (the one that reaps it).
+        """
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._kill_tree, limiter=builtin_threads())
             assert self._process is not None
@@ -433,8 +440,10 @@ def _pgid(pid: int) -> int | None:
 def _progress_pump(
     on_output: Callable[[str], None], limit: int
 ) -> Callable[[bytes | None], None]:
-    """Decode chunks (UTF-8, replacement characters) and stream at most `limit` bytes;
-    `None` flushes the decoder at the end."""
+    """Decode chunks (UTF-8, replacement characters) and stream at most `limit` bytes.
+
+    `None` flushes the decoder at the end.
+    """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     sent = 0
 

@@ -201,8 +201,10 @@ def _split_command(command: str) -> list[_Part] | None:
 
 
 def _reads_or_safe(op: str, target: str) -> bool:
-    """A redirection that reads, duplicates a descriptor, or writes where nothing
-    stays (`/dev/null`)."""
+    """A redirection that reads, duplicates a descriptor, or writes where nothing stays.
+
+    Such a place is `/dev/null`.
+    """
     if ">" not in op:
         return True  # `<`, `<<`, `<<<`: input
     return target in _SAFE_TARGETS or target.isdigit() or target == "-"

@@ -56,9 +56,11 @@ _exit_waiters: RunVar[anyio.CapacityLimiter] = RunVar("tether_exit_waiters")
 
 
 def _exit_waiter_limiter() -> anyio.CapacityLimiter:
-    """Threads waiting for an exit where there is no pidfd: one per waiting call, so
-    no bound (a bound shared by waits could be filled by waits of processes that live
-    long, and then no exit would be seen)."""
+    """Threads waiting for an exit where there is no pidfd: one per waiting call.
+
+    So there is no bound: a bound shared by waits could be filled by waits of processes
+    that live long, and then no exit would be seen.
+    """
     try:
         return _exit_waiters.get()
     except LookupError:
@@ -69,8 +71,10 @@ def _exit_waiter_limiter() -> anyio.CapacityLimiter:
 
 @final
 class _PipeReceiveStream(FdReceiveStream):
-    """The parent's read end of a pipe: owned, closed by `aclose()`, which wakes a
-    task waiting on it (ClosedResourceError)."""
+    """The parent's read end of a pipe: owned, closed by `aclose()`.
+
+    Closing it wakes a task waiting on it (ClosedResourceError).
+    """
 
     async def receive(self, max_bytes: int = _CHUNK) -> bytes:
         if self.closed:
@@ -90,8 +94,10 @@ class _PipeReceiveStream(FdReceiveStream):
 
 @final
 class _PipeSendStream(FdSendStream):
-    """The parent's write end of a pipe: owned, closed by `aclose()`; a child that
-    closed its end makes `send()` raise BrokenResourceError."""
+    """The parent's write end of a pipe: owned, closed by `aclose()`.
+
+    A child that closed its end makes `send()` raise BrokenResourceError.
+    """
 
     async def send(self, item: bytes) -> None:
         if self.closed:
@@ -159,8 +165,10 @@ class ChildProcess(anyio.abc.Process):
         return self._stderr
 
     def send_signal(self, signal: int) -> None:
-        """Send `signal` unless the process is reaped: through its pidfd, which names
-        this process and no other, or (without one) through `Popen`, which checks.
+        """Send `signal` unless the process is reaped.
+
+        It goes through its pidfd, which names this process and no other, or (without
+        one) through `Popen`, which checks.
 
         Called from the event loop's thread, the one that reaps and closes the pidfd.
         """
@@ -217,8 +225,10 @@ class ChildProcess(anyio.abc.Process):
             os.close(fd)
 
     async def aclose(self) -> None:
-        """Close the pipes and wait for the exit; killed if that wait is cancelled
-        (as `anyio.abc.Process.aclose`)."""
+        """Close the pipes and wait for the exit; killed if that wait is cancelled.
+
+        As `anyio.abc.Process.aclose` does.
+        """
         with anyio.CancelScope(shield=True) as scope:
             for stream in (self._stdin, self._stdout, self._stderr):
                 if stream is not None:
@@ -234,9 +244,11 @@ class ChildProcess(anyio.abc.Process):
 
 
 def _wait_exited(popen: subprocess.Popen[bytes]) -> None:
-    """Block until the process exited, leaving it to be reaped in the loop's thread
-    (`WNOWAIT`); where there is no `waitid`, reap it here (`Popen` holds a lock for
-    that, which its `poll()` in the loop's thread never blocks on)."""
+    """Block until the process exited, leaving it to be reaped in the loop's thread.
+
+    The wait uses `WNOWAIT`; where there is no `waitid`, reap it here (`Popen` holds a
+    lock for that, which its `poll()` in the loop's thread never blocks on).
+    """
     waitid = getattr(os, "waitid", None)
     if waitid is None:  # pragma: no cover - macOS before Python 3.13
         popen.wait()
@@ -246,8 +258,10 @@ def _wait_exited(popen: subprocess.Popen[bytes]) -> None:
 
 
 def _open_pidfd(pid: int) -> int | None:
-    """A pidfd for `pid`, or None where the kernel (or the platform) has none: the
-    thread fallback."""
+    """A pidfd for `pid`, or None where the kernel (or the platform) has none.
+
+    None means the thread fallback.
+    """
     pidfd_open = getattr(os, "pidfd_open", None)
     if pidfd_open is None:
         return None
@@ -335,8 +349,9 @@ async def run_process(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `command` to its end (stdin `/dev/null`) and return what it printed, as
-    `anyio.run_process(check=False)` does, without a thread (see above).
+    """Run `command` to its end (stdin `/dev/null`) and return what it printed.
+
+    As `anyio.run_process(check=False)` does, without a thread (see above).
 
     Raises:
         OSError: the command could not be started.

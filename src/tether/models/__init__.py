@@ -1,5 +1,7 @@
-"""The model side of the agent loop: the `Model` protocol, a scripted model and an
-OpenAI-compatible one, chosen by a spec string with `model_from_spec`.
+"""The model side of the agent loop: the `Model` protocol and two models.
+
+A scripted model and an OpenAI-compatible one, chosen by a spec string with
+`model_from_spec`.
 
 ```python
 from tether.models import model_from_spec

@@ -43,8 +43,11 @@ _TAIL = 4000
 
 
 def declared_writable() -> list[Path]:
-    """The folders `TETHER_WRITABLE` declares writable for every command and preset
-    stage agent (a builtin stage's tools write only the lane; the run says so)."""
+    """The folders `TETHER_WRITABLE` declares writable.
+
+    They are writable for every command and preset stage agent (a builtin stage's tools
+    write only the lane; the run says so).
+    """
     raw = os.environ.get(TetherEnv.WRITABLE, "")
     return [Path(p) for p in raw.split(os.pathsep) if os.path.isabs(p)]
 

@@ -362,8 +362,11 @@ async def _copy_index(lane: Path, into: Path) -> None:
 async def _view_of_files(
     lane: Path, message: str, base: str, staged: str, env: Mapping[str, str]
 ) -> str:
-    """The view's commit: `git add -A` into a copy of the lane's index, its tree, the
-    parents HEAD and the index's commit; objects written where `env` says."""
+    """The view's commit, from `git add -A` into a copy of the lane's index.
+
+    The commit has that index's tree and, as parents, HEAD and the index's commit;
+    objects are written where `env` says.
+    """
     tmp_all = _tmp_dir() / f"save-{os.urandom(6).hex()}.index"
     into = {**env, "GIT_INDEX_FILE": str(tmp_all)}
     try:
@@ -379,8 +382,10 @@ async def _view_of_files(
 
 
 async def _fetch(repo: Path, lane: Path, commit: str) -> None:
-    """Fetch `commit` (and what it needs) from the lane into the person's repository,
-    storing no ref: git checks every object it receives."""
+    """Fetch `commit` (and what it needs) from the lane into the person's repository.
+
+    No ref is stored: git checks every object it receives.
+    """
     upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
     await git(
         "fetch",
@@ -396,8 +401,11 @@ async def _fetch(repo: Path, lane: Path, commit: str) -> None:
 
 
 async def keep_view(repo: Path, commit: str, ref: str) -> str:
-    """Point `ref` at the view `commit` in the person's repository, or the first free
-    `ref.N`: a save never replaces another. Returns the ref used."""
+    """Point `ref` at the view `commit` in the person's repository.
+
+    When `ref` is taken, the first free `ref.N` instead: a save never replaces another.
+    Returns the ref used.
+    """
     n = 1
     while True:
         name = ref if n == 1 else f"{ref}.{n}"
@@ -420,8 +428,10 @@ async def keep_view(repo: Path, commit: str, ref: str) -> str:
 async def save_lane(
     repo: Path, lane: Path, *, run: str, lane_id: str, message: str
 ) -> Save:
-    """Save a lane aside losslessly: its view into the person's repository, then its
-    directory moved into `saves/` by one rename.
+    """Save a lane aside losslessly.
+
+    Its view goes into the person's repository, then its directory is moved into
+    `saves/` by one rename.
 
     Returns:
         The save.

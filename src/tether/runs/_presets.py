@@ -120,9 +120,11 @@ _PASS_ENV: dict[Preset, tuple[str, ...]] = {
 
 
 def preset_writable(preset: Preset, env: Mapping[str, str]) -> list[Path]:
-    """The folders a preset's CLI writes besides its lane (S15: declared by the preset):
+    """The folders a preset's CLI writes besides its lane, declared by the preset (S15).
+
     Claude Code's config folder, Codex's `CODEX_HOME`. Made if missing, so the wall has
-    a folder to leave writable."""
+    a folder to leave writable.
+    """
     home = Path(env.get("HOME", "~")).expanduser()
     if preset == "claude":
         folder = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")

@@ -139,9 +139,12 @@ def _refused(message: str) -> HookAnswer:
 
 
 def halting_mark(run: str) -> str:
-    """The file a run makes (outside the wall) once it took a stop: a tree sees it
-    read-only, so its hook refuses every call even where it cannot judge the stop
-    itself (a root caller's tree sees root's files as nobody's, and reads HOLD)."""
+    """The file a run makes (outside the wall) once it took a stop.
+
+    A tree sees it read-only, so its hook refuses every call even where it cannot judge
+    the stop itself (a root caller's tree sees root's files as nobody's, and reads
+    HOLD).
+    """
     from .._dirs import state_dir
 
     return os.path.join(state_dir(), "lanes", run, ".halting")
@@ -248,8 +251,10 @@ def answer_hook_event(
 
 
 def _append(path: str, line: str) -> None:
-    """Append one line with a single `write` (O_APPEND: concurrent hooks interleave
-    whole lines)."""
+    """Append one line with a single `write`.
+
+    With O_APPEND, concurrent hooks interleave whole lines.
+    """
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))

@@ -1,6 +1,7 @@
-"""What the stop guard protects: every stop directory this account honours, its setup
-record and the system binding. Above both the account's setup and the binding, which
-it reads.
+"""What the stop guard protects.
+
+Every stop directory this account honours, its setup record and the system binding.
+Above both the account's setup and the binding, which it reads.
 
 The per-call hook (`tether guard --claude-hook`, spec 05: at most 3x a bare
 interpreter's start) lists these on every agent tool call, so `protected_texts` works
@@ -95,8 +96,10 @@ Listing = tuple[list[str], list[str], bool]
 
 
 def listing(system_dir: Path | None = None) -> Listing:
-    """The protected texts, the uid directories among them, and whether the list is
-    whole (every record and binding was read): read once per hook event."""
+    """The protected texts, their uid directories and whether the list is whole.
+
+    The list is whole when every record and binding was read. Read once per hook event.
+    """
     found: list[str] = [setup_text()]
     uid_dirs: list[str] = []
     whole = True
@@ -134,8 +137,10 @@ def listing(system_dir: Path | None = None) -> Listing:
 
 
 def _may_be_bound(real: str) -> bool:
-    """False only where the binding reader would find no binding in `real` (the
-    system dir, its parent resolved): see the module docstring."""
+    """False only where the binding reader would find no binding in `real`.
+
+    `real` is the system dir, its parent resolved: see the module docstring.
+    """
     from ._mounts import plan
 
     mounts = plan(posixpath.dirname(real) or ".", real)

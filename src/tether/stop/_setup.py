@@ -98,8 +98,9 @@ def own_store() -> Path:
 
 
 def make_state_dir() -> Path:
-    """Make the account's state dir and what is missing above it, the home
-    `TETHER_HOME` names included, each level mode 0700; return it.
+    """Make the account's state dir and what is missing above it; return it.
+
+    The home `TETHER_HOME` names is made too if missing; each level is mode 0700.
 
     No set-up is one rule: `tether stop`, `tether lift` and `tether run` all make it
     before they read, so on an account never set up the stop the person sets is the one

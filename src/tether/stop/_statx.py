@@ -1,5 +1,6 @@
-"""The read's system calls written by hand: `statx` (the unique id of a mount, Linux
-6.8 and later; a directory's look) and an `O_PATH` `openat`.
+"""The read's system calls written by hand: `statx` and an `O_PATH` `openat`.
+
+`statx` gives the unique id of a mount (Linux 6.8 and later) and a directory's look.
 
 Row D9: a reader moved into another mount namespace may see a folder that someone
 mounted over there, so a run holds when its reader no longer reads in the namespace it

@@ -52,9 +52,11 @@ def _who(uid: int) -> str:
 
 
 def _ensure_own_store(person_uid: int) -> None:
-    """Make `<state>/stop/<uid>/` (mode 0700 levels) and its reserve (`_reserve`) when
-    the folder it is made in exists: the account's home, or the state dir's parent
-    when the state dir is not under the home (`XDG_STATE_HOME` elsewhere)."""
+    """Make `<state>/stop/<uid>/` (mode 0700 levels) and its reserve (`_reserve`).
+
+    Only when the folder it is made in exists: the account's home, or the state dir's
+    parent when the state dir is not under the home (`XDG_STATE_HOME` elsewhere).
+    """
     if person_uid != os.geteuid():
         return
     home = account_home()

@@ -201,9 +201,11 @@ def _fsync_dir(uid_fd: int) -> None:
 
 
 def _write_stop(uid_fd: int, data: bytes) -> str | None:
-    """Write the stop atomically inside the uid directory (spec 02); on a full file
-    system into the reserve's blocks, else without its text. Returns a note when
-    the file system was full, None otherwise."""
+    """Write the stop atomically inside the uid directory (spec 02).
+
+    On a full file system it goes into the reserve's blocks, else without its text.
+    Returns a note when the file system was full, None otherwise.
+    """
     tmp = temp_name(STOP_NAME)
     note: str | None = None
     try:

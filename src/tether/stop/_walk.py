@@ -47,8 +47,10 @@ NAMESPACE_CHANGED = (
 
 @final
 class Route:
-    """What every read of one place repeats, made once: names, paths, the place's
-    choices."""
+    """What every read of one place repeats, made once.
+
+    Its names, its paths and the place's choices.
+    """
 
     __slots__ = (
         "first",
@@ -122,8 +124,10 @@ def _open_level(route: Route, index: int, fd: int, flags: int) -> int:
 
 
 def _look_at(fd: int) -> Look:
-    """The folder's `look`, made from `os.fstat` (mount id -1) where there is no
-    `statx`."""
+    """The folder's `look`, made from `os.fstat` where there is no `statx`.
+
+    Its mount id is then -1.
+    """
     found = look(fd)
     if found is not None:
         return found

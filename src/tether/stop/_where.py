@@ -100,8 +100,9 @@ def folder_text(text: str) -> str:
 
 
 def read_setup_fields() -> tuple[str | None, int, bool] | None:
-    """The account's setup record as (folder, person_uid, allow_untrusted_fs); None
-    when there is none (the defaults hold).
+    """The account's setup record as (folder, person_uid, allow_untrusted_fs).
+
+    None when there is none (the defaults hold).
 
     Raises:
         StoreError: the record breaks the owner-only rule or is not a valid record.

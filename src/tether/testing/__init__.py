@@ -1,6 +1,8 @@
-"""Helpers for tool and plugin authors, and for tether's own tests: tools that misbehave
-on purpose, adversarial process trees, a local model server, and harnesses that run a
-call, stop it once it started and wait until it settled."""
+"""Helpers for tool and plugin authors, and for tether's own tests.
+
+Tools that misbehave on purpose, adversarial process trees, a local model server, and
+harnesses that run a call, stop it once it started and wait until it settled.
+"""
 
 from __future__ import annotations
 
