@@ -24,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
 
 INSTALL = ".venv/bin/python -m pip install --group bench"
 """The one line that installs the queues (the `bench` dependency group)."""

@@ -6,8 +6,11 @@ import os
 import platform
 import random
 import statistics
-from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 
 def percentile(values: Sequence[float], p: float) -> float:

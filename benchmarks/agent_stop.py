@@ -29,7 +29,6 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -37,10 +36,15 @@ import anyio
 import anyio.to_thread
 
 sys.path.insert(0, str(Path(__file__).parent))
+from typing import TYPE_CHECKING
+
 from _common import machine, summary
 
 from tether.models import ModelRequest, Move, ScriptedModel, StepDone, StreamEvent
 from tether.runs._builtin import run_builtin_agent
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 LATER = 8
 

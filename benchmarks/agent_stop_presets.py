@@ -25,9 +25,8 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.from_thread
 
@@ -35,6 +34,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, summary
 
 from tether.testing._agent_server import AgentServer, Move, Wire, tool_results
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _shell(body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]:

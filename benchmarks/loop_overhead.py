@@ -26,19 +26,24 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 import openai
 
 sys.path.insert(0, str(Path(__file__).parent))
+from typing import TYPE_CHECKING
+
 from _common import machine, percentile
 
 from tether import Agent, Runtime
 from tether.models import Message, ModelRequest, Move, OpenAIModel, ScriptedModel
-from tether.runtime import AgentEvent
 from tether.testing import ModelServer, text_reply
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from tether.runtime import AgentEvent
 
 PIECES = ["The ", "answer ", "is ", "forty", "-two."]
 Timing = tuple[float, float]

@@ -27,8 +27,11 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _percentiles(samples: list[int]) -> dict[str, float]:

@@ -7,7 +7,10 @@ import os
 import select
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 def run_in_pty(

@@ -142,3 +142,17 @@ def test_every_tether_error_is_drawn_in_the_error_tree() -> None:
     drawing = errors.__doc__ or ""
     missing = sorted(c.__name__ for c in ours if f"── {c.__name__} " not in drawing)
     assert missing == []
+
+
+# `tether.testing` imports the runtime where it is used: the stdio host imports it.
+@pytest.mark.parametrize("module_name", [m for m in PUBLIC if m != "tether.testing"])
+def test_the_public_value_classes_fields_resolve_at_run_time(module_name: str) -> None:
+    """A user's `typing.get_type_hints` (cattrs and the like) resolves every field of a
+    public attrs class: the names its annotations use are imported at run time."""
+    import attrs
+
+    module = importlib.import_module(module_name)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if isinstance(value, type) and attrs.has(value):
+            typing.get_type_hints(value)

@@ -4,12 +4,15 @@ them: workers blocked in `anyio.to_thread.run_sync` that ignore the stop."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 @asynccontextmanager

@@ -16,9 +16,12 @@ is asserted: when it passes, the test fails with what it waited for, never goes 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RECHECK = 0.02
 """Seconds between two checks: short against every bound used, long against a check."""

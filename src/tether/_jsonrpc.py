@@ -16,12 +16,14 @@ import math
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
-from anyio.streams.memory import MemoryObjectSendStream
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
 
 __all__ = (
     "INTERNAL_ERROR",

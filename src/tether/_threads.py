@@ -10,12 +10,14 @@ and the ACP server. Processes start without a thread at all (`host/_spawn.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("BUILTIN_THREADS", "builtin_threads", "in_thread")
 

@@ -9,8 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
-from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import attrs
@@ -30,6 +29,9 @@ from tether.acp import AcpServer
 from tether.acp._transport import LineTransport
 from tether.config import load_config, paths
 from tether.host._stdio import load_tool_refs
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Answer = Callable[[ToolCallUpdate], Awaitable[str | None]]
 """Picks a permission option id for a request, or None to answer `cancelled`."""
@@ -77,7 +79,7 @@ class Recorder:
         looks each handler up by name and answers "method not found" for one that is
         missing; the recorder offers only what these tests use.
         """
-        return cast(Client, self)
+        return cast("Client", self)
 
     def observe(self, event: StreamEvent) -> None:
         if event.direction is StreamDirection.INCOMING:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import psutil
 import pytest
 from acp import RequestError, text_block
-from acp.schema import ToolCallUpdate
 from tests.acp.support import Editor, Embedded, editor, embedded, write_script
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from acp.schema import ToolCallUpdate
 
 pytestmark = pytest.mark.anyio
 

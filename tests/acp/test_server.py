@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from functools import partial
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -18,6 +18,9 @@ from tests.threads import default_threads_held
 from tether._jsonrpc import FdReceiveStream, FdSendStream
 from tether.acp import AcpServer
 from tether.acp._transport import LineTransport
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

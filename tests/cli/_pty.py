@@ -11,9 +11,12 @@ import struct
 import subprocess
 import termios
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.cli._run import TETHER
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import click
 from click.testing import CliRunner, Result
 from tests.pty_run import run_in_pty
 
 from tether.stop import AGENT_MARKERS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import click
 
 TETHER = (sys.executable, "-m", "tether")
 """The command line of `tether` with the interpreter running the tests."""

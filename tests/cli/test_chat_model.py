@@ -6,15 +6,18 @@ from __future__ import annotations
 import datetime
 import re
 import shlex
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio.from_thread
 import pytest
 from tests.cli._pty import Pty
 
 from tether.testing import ModelServer, Reply, error_reply, text_reply
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
 
 MODEL = "openai:stub"
 

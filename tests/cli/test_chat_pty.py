@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.cli._pty import Pty
 from tests.cli._run import tether
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCRIPT = "\n".join(
     [

@@ -5,7 +5,7 @@ the variable and breaks only what needs it; `tether config path / show` (spec 04
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.cli._run import tether
@@ -13,6 +13,9 @@ from tests.cli._run import tether
 from tether import Runtime
 from tether.config import load_config
 from tether.errors import UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _write_config(home: Path, text: str) -> Path:

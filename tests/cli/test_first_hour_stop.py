@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.cli._run import tether
@@ -15,6 +15,9 @@ from tests.cli._run import tether
 from tether.stop import StopStore, set_stop, stop_reason
 from tether.stop._reason import REASON_LIMIT
 from tether.stop._setup import STOP_NAME
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _tether(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +15,9 @@ from hypothesis import strategies as st
 from tests.cli._run import TETHER, tether
 
 from tether.stop import protected_paths
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def run_hook(payload: bytes, *, cwd: Path) -> subprocess.CompletedProcess[bytes]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -15,6 +15,9 @@ from tether import Runtime, ToolAborted
 from tether.runtime import CallState
 from tether.testing import Echo, Fail, event_log
 from tether.tools import default_tools
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -5,8 +5,7 @@ a run honours. Real processes, a real pseudo-terminal for the verbs, real git.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.cli._run import tether_in_pty
@@ -24,6 +23,10 @@ from tests.runs.support import (
 from tests.waiting import wait_until
 
 from tether.runs import LaneState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture

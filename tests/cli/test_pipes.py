@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.cli._run import TETHER
 
 from tether.cli._app import COMMANDS
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PRINTING = [
     ["demo"],

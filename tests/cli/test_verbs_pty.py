@@ -7,13 +7,16 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.cli._run import person_env, tether, tether_in_pty
 
 from tether.stop import SetupRecord, StopStore
 from tether.stop._setup import save_setup
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _env = person_env
 _in_pty = tether_in_pty

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -18,6 +17,9 @@ from tether.errors import ErrorCode, GuardRefused
 from tether.guard import GuardVerdict, StopGuard, guard_tool_call
 from tether.host import StopClass, ToolContext
 from tether.host import tool as make_tool
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 @attrs.frozen

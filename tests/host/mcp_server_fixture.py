@@ -15,8 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types
@@ -24,6 +23,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 server = MCPServer("fixture")
 

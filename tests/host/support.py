@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from tether.errors import ToolAborted
 from tether.host import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def make_ctx(workspace: Path, **kwargs: Any) -> ToolContext:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -28,6 +26,10 @@ from tether.testing import (
     tree_procs,
 )
 from tether.testing._trees import flood
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 GRACE = 0.3
 MARGIN = 2.0

@@ -6,8 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.host.support import make_ctx
@@ -17,6 +16,10 @@ from tether.host.tools import _beneath
 from tether.host.tools.edit import Edit, edit_text
 from tether.host.tools.read import Read
 from tether.host.tools.write import Write, write_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture(params=["openat2", "walk"])

@@ -8,8 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import psutil
@@ -28,6 +27,9 @@ from tether.testing import (
     tree_procs,
 )
 from tether.testing._trees import ESCAPE_TREES, make_gate, open_gate
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 GRACE = 0.3
 

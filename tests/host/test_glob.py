@@ -8,9 +8,8 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -23,6 +22,9 @@ from tether.host import StopClass, ToolContext
 from tether.host.tools import glob as glob_module
 from tether.host.tools.glob import Glob, compile_glob
 from tether.host.tools.read import Read
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 TREE_DIRS = 100
 TREE_FILES = 1000

@@ -10,7 +10,7 @@ import subprocess
 import sysconfig
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import psutil
@@ -22,8 +22,10 @@ from tether.errors import ErrorCode, InvalidInput, ToolFailed
 from tether.host import StopClass, ToolContext
 from tether.host.tools import grep as grep_module
 from tether.host.tools.grep import Grep, rg_path
-from tether.runtime._runtime import HostKind
 from tether.runtime._values import ToolProgress
+
+if TYPE_CHECKING:
+    from tether.runtime._runtime import HostKind
 
 SLOW_PATTERN = "[a-z ]*a[a-z ]{32}[0-9]{7}"
 """A regex without a literal to skip by, whose automaton thrashes: rg takes seconds."""

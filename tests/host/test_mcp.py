@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -17,6 +16,9 @@ from tether._config import Config
 from tether.errors import InvalidInput, ToolFailed
 from tether.host import StopClass, ToolContext
 from tether.host._mcp import McpTool, McpTools
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
 
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 STDIO = {"command": sys.executable, "args": [str(FIXTURE)]}

@@ -15,10 +15,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import psutil
@@ -28,6 +27,9 @@ from tests.waiting import await_until, wait_until
 from tether._config import Config
 from tether.host import ToolContext
 from tether.host._mcp import McpTool, McpTools
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
 
 pytestmark = pytest.mark.rule("S15")
 

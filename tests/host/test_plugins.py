@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether.host import StopClass, ToolContext
 from tether.host._plugins import GROUP, PluginTool, load_plugins
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MODULE = '''
 from __future__ import annotations

@@ -7,9 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncGenerator
-from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import anyio
 import psutil
@@ -19,6 +17,10 @@ from tether._bounded import BoundedOutput
 from tether.host._contain import containment as probe_containment
 from tether.host._proctree import ProcessTree, run_command
 from tether.testing import alive, tree_pids, tree_procs
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+    from pathlib import Path
 
 _SAY = "echo tree-pid $$ $(readlink /proc/self/ns/pid)"
 _ESCAPEES = (
@@ -44,7 +46,7 @@ async def _read_until_pids(
     with anyio.fail_after(10):
         # `output()` is an async generator typed as the AsyncIterator it yields, which
         # has no `aclose`; closing it at once is what this early return needs.
-        generator = cast(AsyncGenerator[bytes, None], tree.output())
+        generator = cast("AsyncGenerator[bytes, None]", tree.output())
         async with contextlib.aclosing(generator) as output:
             async for chunk in output:
                 chunks.append(chunk.decode())

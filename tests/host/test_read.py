@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -15,6 +15,9 @@ from tether.errors import ToolAborted, ToolFailed
 from tether.host import StopClass
 from tether.host.tools import read as read_module
 from tether.host.tools.read import DEFAULT_LIMIT, MAX_LINE_CHARS, Read
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HUGE = 50 * 1024**3
 """Size of the sparse test file: far more than any test reads before its stop."""

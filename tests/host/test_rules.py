@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given
@@ -17,6 +16,9 @@ from tether._config import Config
 from tether.errors import UsageError
 from tether.host import StopClass, Tool, ToolContext, tool
 from tether.host._rules import PermissionRules, Rule, default_decision
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 
 def _make(name: str, stop_class: StopClass, subject_field: str | None) -> Tool:

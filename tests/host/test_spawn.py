@@ -7,8 +7,7 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -20,6 +19,10 @@ from tests.threads import default_threads_held
 
 from tether._jsonrpc import FdReceiveStream, FdSendStream
 from tether.host._spawn import DEVNULL, ChildProcess, start_process
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -3,7 +3,7 @@ names are named, and a tool that returns nothing is an error (tether choices).""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.host.support import make_ctx
@@ -12,6 +12,9 @@ from tether import Runtime, StopClass, ToolContext, tool
 from tether.errors import ToolFailed, UsageError
 from tether.host import FunctionTool
 from tether.host._tool import call_title
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_a_tool_without_stop_class_is_mutating() -> None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 import pytest
@@ -17,6 +15,10 @@ from tether.host._rules import PermissionRules
 from tether.host._tool import TypedTool, default_decision
 from tether.host.tools import default_tools
 from tether.host.tools.glob import compile_glob
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 BUILTINS = default_tools(Config())
 

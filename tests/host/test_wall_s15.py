@@ -17,8 +17,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -34,6 +34,9 @@ from tether.host._contain import (
 )
 from tether.host._supervisor import TREE_UID
 from tether.host.tools.bash import Bash
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.rule("S15")
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -18,6 +16,10 @@ from tether.errors import ErrorCode, ToolFailed
 from tether.host import PermissionRequest, StopClass, ToolContext
 from tether.host.tools import webfetch as webfetch_module
 from tether.host.tools.webfetch import WebFetch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 PAGE = b"""<!doctype html><html><head><title>T</title>
 <style>body { color: red }</style><script>var secret = 1;</script></head>

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +16,9 @@ from tether.host.tools import write as write_module
 from tether.host.tools._paths import is_inside
 from tether.host.tools.edit import Edit
 from tether.host.tools.write import Write
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def make_ctx(workspace: Path) -> ToolContext:

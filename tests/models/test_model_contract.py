@@ -5,9 +5,8 @@ real contract suite)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +22,9 @@ from tether.models import (
     ToolCall,
 )
 from tether.testing import ModelServer, text_reply, tool_call_reply
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.anyio
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -20,6 +19,9 @@ from tether.models import (
     model_from_spec,
 )
 from tether.testing import ModelServer, error_reply, text_reply, tool_call_reply
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

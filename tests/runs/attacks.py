@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ATTACKS: dict[str, str] = {
     # 1. The run's own truth: the store, the plan, the lane logs.

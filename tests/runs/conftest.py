@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.clocks import Clock
@@ -13,6 +13,9 @@ from tether.runs import Store
 from tether.runs._sqlite import SqliteStore
 
 from . import pg
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 StoreFactory = Callable[[], Store]
 """Opens one more connection to the same store (a second run, another machine)."""

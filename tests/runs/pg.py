@@ -17,11 +17,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import psycopg
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 URL_ENV = "TETHER_TEST_PG_URL"
 PASSWORD = "tether-test-secret"

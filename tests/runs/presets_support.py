@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
-from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.from_thread
 import pytest
 
 from tether.testing._agent_server import AgentServer, Move, Script, Wire, tool_results
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 WIRE: dict[str, Wire] = {"claude": "anthropic", "codex": "responses"}
 STOP_SAYS = "the person stopped this run"

@@ -5,14 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.cli._run import TETHER
 from tests.cli._run import tether as run_tether
 
-from tether.runs import Store
 from tether.runs._open import default_store_path
 from tether.runs._sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tether.runs import Store
 
 
 def git(cwd: Path, *args: str) -> str:

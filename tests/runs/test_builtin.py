@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -23,12 +23,16 @@ from tether.models import (
     StreamEvent,
     ToolCall,
 )
-from tether.runs._agents import AgentOutcome
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
 from tether.runs._lanes import save_dir
 from tether.stop import lift_stop, set_stop
 
 from .support import git, make_repo, open_default_store, run_id_of, start, tether
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from tether.runs._agents import AgentOutcome
 
 COMMIT_ALL = (
     "git add -A && { git diff --cached --quiet || "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -30,6 +30,9 @@ from tether.runs import (
 from tether.runs._sqlite import SqliteStore
 
 from . import pg
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ITEMS = ("a", "b", "c")
 RUNS = ("r1", "r2", "r3")

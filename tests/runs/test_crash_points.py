@@ -6,7 +6,7 @@ item's branch."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.waiting import wait_until
@@ -21,6 +21,9 @@ from .test_crash import (
     _takeover,
     _wait_tree_gone,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RUN_POINTS = {
     # point: (a stop is set while the agents are busy, the agents are let go at once)

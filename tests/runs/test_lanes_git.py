@@ -3,7 +3,7 @@ back by tether; many lanes opened at once with no lock and no race."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -12,6 +12,9 @@ from tether.runs._lanes import bring_back, git, lane_dir, open_lane
 
 from .support import git as sh_git
 from .support import make_repo
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -5,11 +5,14 @@ that line is new. Real `tether run` processes on a real git repository."""
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.runs.support import make_repo, run_id_of, start, write_plan
 from tests.waiting import wait_until
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
 
 _CHATTY = (
     'echo step one; sleep 0.5; touch "$MARKS/one"; '

@@ -5,7 +5,7 @@ on asyncio and trio."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -14,6 +14,9 @@ from tests.runs.support import make_repo
 from tests.threads import default_threads_held
 
 from tether.runs._lanes import git, lane_dir, open_lane, restore_copy, save_lane
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.waiting import wait_until
@@ -30,6 +30,9 @@ from .presets_support import (
     write_preset_plan,
 )
 from .support import git, make_repo, open_default_store, run_id_of, start, tether
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SLEEP = 3.0
 """Seconds the long tool call in flight runs."""

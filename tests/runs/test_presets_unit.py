@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +19,9 @@ from tether.runs._presets import (
     preset_env,
     read_calls,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _plan(tmp_path: Path, stage: str) -> Path:

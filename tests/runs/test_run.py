@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.waiting import wait_until
@@ -24,6 +24,9 @@ from .support import (
     tether,
     write_plan,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 COMMIT = (
     "echo {brief} > work.txt; git add work.txt; "

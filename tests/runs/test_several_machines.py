@@ -10,7 +10,7 @@ import json
 import shlex
 import signal
 from collections import Counter
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.docs._blocks import ROOT, Block, blocks
@@ -30,6 +30,9 @@ from .support import (
     tether,
     write_plan,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 COMMIT = (
     'echo "$TETHER_ITEM by $TETHER_RUN" > out.txt && git add out.txt && '

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING
 
 import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.clocks import Clock
 
 from tether.errors import StoreError
 from tether.runs import (
@@ -25,7 +25,10 @@ from tether.runs import (
 from tether.runs._sqlite import SqliteStore
 from tether.runs._values import LANE_MOVES_INTO
 
-from .conftest import StoreFactory
+if TYPE_CHECKING:
+    from tests.clocks import Clock
+
+    from .conftest import StoreFactory
 
 
 def _take(

@@ -4,11 +4,14 @@ gained since the last look, never the whole log again (a tether choice)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether.runs._tail import LINE_BOUND, TAIL_BOUND, LogTail, clean_line
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.fixture

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.runtime.support import TEST_TOOLS
 
-from tether import Runtime
 from tether.testing import runtime_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tether import Runtime
 
 
 @pytest.fixture(params=["inprocess", "stdio"])

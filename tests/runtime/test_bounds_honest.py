@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import psutil
@@ -19,6 +18,10 @@ from tether.host._stdio import StdioHostClient
 from tether.runtime import CallChanged, CallState, ToolProgress
 from tether.runtime._runtime import MIN_ABORT_BOUND
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic
@@ -23,6 +22,9 @@ from tether.host._wire import encoded_input
 from tether.runtime import CallState, PermissionRequest
 from tether.runtime._ledger import read_ledger_file
 from tether.testing import runtime_for
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -18,6 +16,10 @@ from tests.runtime.support import HeldWrite
 from tether import Runtime, ToolAborted
 from tether.runtime import CallState
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

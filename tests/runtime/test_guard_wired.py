@@ -3,13 +3,16 @@ both hosts: a call that would touch a stop ends GUARD_REFUSED and never runs."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether import ErrorCode, Runtime
 from tether.host.tools import default_tools
 from tether.stop import protected_paths
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

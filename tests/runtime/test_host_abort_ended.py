@@ -3,7 +3,7 @@ taken for an early abort, and no tombstone is left behind for a call that alread
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -22,6 +22,9 @@ from tether.host._protocol import (
 )
 from tether.host._rules import PermissionRules
 from tether.testing import Echo
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

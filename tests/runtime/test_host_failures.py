@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import signal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -18,6 +18,9 @@ from tether._jsonrpc import Connection, FdReceiveStream, FdSendStream
 from tether.host._stdio import StdioHostClient
 from tether.runtime import CallState
 from tether.testing import alive, announce, event_log
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

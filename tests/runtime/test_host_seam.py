@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -28,6 +27,10 @@ from tether.host._protocol import (
     ResultEvent,
 )
 from tether.host._stdio import StdioHostClient
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

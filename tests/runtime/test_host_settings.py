@@ -3,18 +3,21 @@ silence; those that can cross are carried faithfully."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.runtime.support import TEST_TOOLS
 
 from tether import ErrorCode, Runtime
 from tether.errors import UsageError
-from tether.host._broker import Decision
 from tether.host._rules import PermissionRules
-from tether.host._tool import Tool
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from tether.host._broker import Decision
+    from tether.host._tool import Tool
 
 pytestmark = pytest.mark.anyio
 

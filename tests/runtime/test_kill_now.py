@@ -3,7 +3,7 @@ report's countdown of the window moves while it is open."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -13,6 +13,9 @@ from tests.waiting import await_until
 from tether import Runtime, ToolAborted
 from tether.runtime import CallState
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 pytestmark = pytest.mark.anyio
 

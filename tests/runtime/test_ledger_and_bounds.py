@@ -6,7 +6,7 @@ import os
 import signal
 import stat
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -18,6 +18,9 @@ from tether.host._stdio import StdioHostClient
 from tether.runtime import CallState
 from tether.runtime._ledger import read_ledger_file
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ again and again (a full pass would otherwise cost more as a session goes on)."""
 from __future__ import annotations
 
 import gc
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,6 +13,9 @@ from tether import Runtime
 from tether.host._calls import HostCall
 from tether.runtime._executor import ActiveCall
 from tether.testing import Echo
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

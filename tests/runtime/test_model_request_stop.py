@@ -4,7 +4,7 @@ mechanism a model request uses (the full S11 test comes with the agent loop of s
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -14,6 +14,9 @@ from tether import Runtime, ToolAborted
 from tether.host.tools import default_tools
 from tether.runtime import CallState
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

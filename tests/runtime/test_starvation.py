@@ -4,8 +4,7 @@ the workers that outlive their calls are counted and named."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -16,6 +15,10 @@ from tests.threads import default_threads_held
 from tether import Runtime, ToolAborted
 from tether.host.tools import default_tools
 from tether.testing import event_log, runtime_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether import Runtime, ToolContext, tool
 from tether.errors import UsageError
 from tether.testing import Echo
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _run(script: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
@@ -20,6 +18,11 @@ from tether import Runtime, ToolAborted, ToolResult
 from tether.host._inprocess import InProcessHost
 from tether.runtime import CallChanged, CallState, PermissionRequest, ToolProgress
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
 
 TOOLS: dict[str, dict[str, Any]] = {
     "Stuck": {"seconds": 0.2},

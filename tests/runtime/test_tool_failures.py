@@ -3,9 +3,7 @@ inputs get the same answer on both hosts; and the host survives both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -15,6 +13,10 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 from tether import ErrorCode, Runtime
 from tether.runtime import CallState
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

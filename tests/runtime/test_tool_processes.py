@@ -3,7 +3,7 @@ settled while any of them is still being killed, whatever the tool's stop class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
@@ -11,6 +11,9 @@ from tests.host.contain_tools import slow_listing
 
 from tether import Runtime, ToolAborted
 from tether.testing import alive, event_log, stop_once_started
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ABORT_BOUND = 0.5
 MARGIN = 1.0

@@ -6,9 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -21,6 +19,10 @@ from tether._jsonrpc import MAX_LINE, Connection, FdReceiveStream, FdSendStream
 from tether.host._core import MAX_TEXT
 from tether.runtime import CallState, ToolProgress
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,10 @@ reads; a bare row id in running text (`D9`) is no citation, since it could be an
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _ROW = r"[A-Z]\d{1,2}"
 _FORMS: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def in_child(fn: Callable[[], str]) -> str:

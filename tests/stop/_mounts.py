@@ -9,10 +9,13 @@ import os
 import select
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _MS_NOSUID = 2

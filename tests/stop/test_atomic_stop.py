@@ -9,8 +9,8 @@ import json
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.mounts import mounted
@@ -21,6 +21,9 @@ from tether.stop._reserve import RESERVE_NAME
 from tether.stop._setup import LIFT_LOG_NAME, MAX_STOP_SIZE
 
 from ._tree import PERSON, make_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @pytest.mark.rule("atomic-stop")

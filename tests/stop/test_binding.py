@@ -12,8 +12,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.pty_run import run_in_pty
@@ -34,6 +34,9 @@ from tether.stop import (
 from tether.stop._setup import SETUP_FILE_NAME
 
 from ._child import in_child
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 PERSON = 1001
 """The person: their stop is in `<folder>/1001/stop`."""

@@ -9,8 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +19,9 @@ from tether.stop._setup import save_setup
 
 from ._mounts import fuse_fs, hung_mount
 from ._tree import OTHER, PERSON, make_tree, read_within
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 BOUND = 0.3
 """The bound these tests give a reading (the default is 2 s)."""

@@ -10,8 +10,8 @@ import select
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +19,9 @@ from tether.stop import ReadOutcome
 from tether.stop._read import Place, read_place
 
 from ._tree import OTHER, PERSON, Tree, make_tree, read_within
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 AGENT = 1003
 """The account the agents run as, in the privilege-dropping tests."""

@@ -8,8 +8,7 @@ import ctypes
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +18,10 @@ from tether.stop._read import RawRead, read_place
 
 from ._child import in_child
 from ._tree import OTHER, PERSON, Tree, make_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 
 def _later() -> int:

@@ -12,13 +12,16 @@ import socket
 import stat
 import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether.stop import ReadOutcome
 
 from ._tree import OTHER, PERSON, Tree, make_tree, read_within
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Build = Callable[[Tree], None]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,10 +16,14 @@ from tether.stop import ReadOutcome, StopStore
 from tether.stop._memo import SETTLED_NS, ReadMemo
 from tether.stop._mounts import Mount, MountPlan, plan, untrusted_fs_why
 from tether.stop._read import _fs_why, read_place
-from tether.stop._reading import Identity, RawRead
 from tether.stop._statx import look, root_mount
 
 from ._tree import OTHER, PERSON, Tree, make_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from tether.stop._reading import Identity, RawRead
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +14,9 @@ from tether.stop import ReadOutcome, SetupRecord, StopStore, lift_stop, set_stop
 from tether.stop._setup import save_setup
 
 from ._tree import PERSON, make_tree
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _shared(tmp_path: Path) -> tuple[Path, StopStore]:

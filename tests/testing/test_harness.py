@@ -4,7 +4,7 @@ their own tools with them, so they are tested like any public API)."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import psutil
@@ -19,6 +19,9 @@ from tether.testing import (
     stop_once_started,
     wait_exited,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

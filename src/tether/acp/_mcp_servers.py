@@ -9,12 +9,14 @@ instead, before anything starts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ("AcpMcpServers", "config_servers")
 

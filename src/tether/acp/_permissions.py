@@ -11,11 +11,9 @@ ends `TOOL_ABORTED`, a stop and not a refusal (S9).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
-from acp import Client
 from acp.schema import (
     AllowedOutcome,
     DeniedOutcome,
@@ -24,8 +22,14 @@ from acp.schema import (
 )
 
 from ..errors import ToolAborted
-from ..runtime import PermissionRequest
 from ._updates import tool_kind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from acp import Client
+
+    from ..runtime import PermissionRequest
 
 __all__ = ("ALLOW_ALWAYS", "ALLOW_ONCE", "REJECT_ONCE", "PermissionBridge")
 

@@ -12,10 +12,9 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 import anyio.abc
@@ -46,12 +45,16 @@ except ImportError as error:
 from .._config import Config, load_config
 from .._threads import in_thread
 from ..errors import TetherError, UsageError
-from ..host import Tool
 from ..models import ModelError, model_from_spec
 from ._early import initialize_result
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
 from ._transport import LineTransport
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..host import Tool
 
 __all__ = ("AcpServer", "AcpStatistics")
 

@@ -10,20 +10,14 @@ is already on the wire, before the answer to `session/prompt`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from pathlib import Path
-from typing import Final, final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 import anyio.abc
 from acp import Client, update_agent_message_text, update_user_message_text
-from acp.schema import StopReason as AcpStopReason
-from acp.schema import ToolCallProgress, ToolCallStart
 
-from .._config import Config
 from ..errors import ErrorCode, TetherError, UsageError
-from ..host import AbortSource, Tool
 from ..host.tools import open_mcp_tools
 from ..models import ToolCall, model_from_spec
 from ..runtime import (
@@ -50,6 +44,16 @@ from ._updates import (
     call_requested,
     call_started,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from acp.schema import StopReason as AcpStopReason
+    from acp.schema import ToolCallProgress, ToolCallStart
+
+    from .._config import Config
+    from ..host import AbortSource, Tool
 
 __all__ = ("AcpSession", "TurnFailed")
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
-from .._config import Config
 from .._jsonrpc import FdReceiveStream, FdSendStream
-from ..host import Tool
 from ._server import AcpServer
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from .._config import Config
+    from ..host import Tool
 
 __all__ = ("serve_stdio",)
 

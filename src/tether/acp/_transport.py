@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._jsonrpc import INVALID_REQUEST, MAX_LINE, PARSE_ERROR
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("LineTransport",)
 

@@ -6,9 +6,7 @@ live turns and for replaying a transcript on `session/load`. Nothing here sends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from acp import start_tool_call, text_block, tool_content, update_tool_call
 from acp.schema import (
@@ -23,6 +21,10 @@ from acp.schema import ToolKind as AcpKind
 
 from ..host import StopClass
 from ..runtime import CallState
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 __all__ = (
     "MAX_SHOWN",

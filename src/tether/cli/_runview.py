@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, final
 
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterator
+
     from rich.console import Console, RenderableType
     from rich.live import Live
     from rich.spinner import Spinner

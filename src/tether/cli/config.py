@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ._output import echo_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ("config",)
 

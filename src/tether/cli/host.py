@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from .._config import Config
+if TYPE_CHECKING:
+    from .._config import Config
 
 __all__ = ("host",)
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import UsageError
 from ..host import StopClass, Tool, ToolContext
 from ._output import echo_json
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ("permissions",)
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ("PINNED_FIELD", "local_address", "local_host")
 

@@ -28,14 +28,16 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, final
+from typing import TYPE_CHECKING, Literal, final
 
 import attrs
 
 from .._env import TetherEnv
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
 __all__ = (
     "SUPERVISOR",

@@ -12,11 +12,15 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ._tool import Tool
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._tool import Tool
 
 __all__ = ("check_stdio_loadable",)
 

@@ -22,13 +22,15 @@ mid-work; an allow rule (`allow = ["peek"]`) is how a person lets one run unaske
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ._tool import StopClass, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
 
 __all__ = ("GROUP", "PluginProblem", "PluginTool", "PluginTools", "load_plugins")
 

@@ -40,9 +40,8 @@ import math
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import anyio
 import anyio.abc
@@ -70,6 +69,9 @@ from ._contain import (
 )
 from ._spawn import start_process
 from ._sweep import TREE_MARKER, marked_pids, sweep_marked
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 
 __all__ = (
     "TREE_MARKER",

@@ -43,7 +43,6 @@ import fnmatch
 import functools
 import os
 import re
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -63,6 +62,8 @@ from ._addresses import PINNED_FIELD, local_host
 from ._tool import Decision, StopClass, Tool, default_decision
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from .._config import Config
 
 __all__ = ("Decision", "Explanation", "PermissionRules", "Rule", "default_decision")

@@ -28,9 +28,7 @@ import math
 import os
 import signal as _signals
 import subprocess
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import IO, Final, final
+from typing import IO, TYPE_CHECKING, Final, final
 
 import anyio
 import anyio.abc
@@ -39,6 +37,10 @@ import anyio.to_thread
 from anyio.lowlevel import RunVar
 
 from .._jsonrpc import FdReceiveStream, FdSendStream
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
 __all__ = ("DEVNULL", "PIPE", "ChildProcess", "run_process", "start_process")
 

@@ -16,10 +16,8 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -65,6 +63,10 @@ from ._wire import (
     permission_from_wire,
     permission_to_wire,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+    from pathlib import Path
 
 __all__ = ("StdioHostClient", "load_tool_refs", "serve_stdio", "tool_ref")
 

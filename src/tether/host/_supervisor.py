@@ -100,7 +100,10 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000

@@ -21,10 +21,9 @@ transcript; the script replays what the model said).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import attrs
@@ -41,6 +40,9 @@ from ._types import (
     ToolCallDelta,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 
 __all__ = ("SCRIPT_VERSION", "Move", "ScriptedModel", "script_from_transcript")
 

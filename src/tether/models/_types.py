@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import attrs
 
 from ..errors import TetherError
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
 
 __all__ = (
     "Message",

@@ -16,17 +16,20 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import anyio
 import attrs
 
 from .._env import TetherEnv
 from ..host import run_command
-from ._plan import Stage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ._plan import Stage
 
 __all__ = (
     "WINDOW_SHARE",

@@ -17,8 +17,7 @@ is the run's business.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import attrs
@@ -28,6 +27,10 @@ from ..host.tools import default_tools
 from ..models import Model, model_from_spec
 from ..runtime import Agent, AgentEvent, MessageChunk, Runtime, ToolCallEnded
 from ._agents import AgentOutcome
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 __all__ = ("STOPPED_EXIT", "TAKEOVER_PROMPT", "WALLED_TOOLS", "run_builtin_agent")
 

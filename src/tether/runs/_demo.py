@@ -15,8 +15,8 @@ import os
 import subprocess
 import tempfile
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -25,6 +25,9 @@ from ._entry import run_plan
 from ._open import default_store_path, open_store
 from ._run import ExitCode, Run
 from ._views import show_run
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("run_demo",)
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._config import paths
 from .._fs import write_atomic
-from ..stop import StopWatch
-from ._store import Store
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..stop import StopWatch
+    from ._store import Store
 
 __all__ = ("digest_dir", "write_digest")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -28,6 +28,9 @@ from ._plan import Plan, load_plan
 from ._run import ExitCode, Run
 from ._takeover import prepare_takeover, takeover_chain
 from ._values import LaneRow, LaneState, RunState
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 __all__ = ("KILL_BOUND", "run_plan")
 

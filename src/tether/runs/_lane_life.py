@@ -18,10 +18,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import shutil
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import attrs
@@ -36,7 +35,6 @@ from ._agents import (
     window_reset,
 )
 from ._builtin import run_builtin_agent
-from ._clock import RunClock
 from ._lanes import (
     GitFailed,
     SaveFailed,
@@ -58,9 +56,14 @@ from ._lanes import (
     save_lane,
     saved_ref,
 )
-from ._plan import Plan
 from ._store import Store, crash_point
 from ._values import Claim, LaneRow, LaneState, Receipt, StaleClaim
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._clock import RunClock
+    from ._plan import Plan
 
 __all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save")
 

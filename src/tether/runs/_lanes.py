@@ -44,9 +44,8 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import attrs
 
@@ -56,6 +55,9 @@ from .._threads import in_thread
 from ..errors import TetherError
 from ..host._spawn import run_process
 from ._store import crash_point
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = (
     "GitFailed",

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import _extras
 from .._config import load_config, paths
 from .._env import TetherEnv
 from ..errors import UsageError
 from ._sqlite import SqliteStore
-from ._store import Store
 from ._url import redact
+
+if TYPE_CHECKING:
+    from ._store import Store
 
 __all__ = ("default_store_path", "is_postgres_url", "open_store", "store_url")
 

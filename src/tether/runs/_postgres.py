@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import psycopg
 from psycopg import conninfo
@@ -46,6 +45,9 @@ from ._values import (
     RunState,
     refused_move,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ("SCHEMA_VERSION", "PostgresStore", "redact")
 

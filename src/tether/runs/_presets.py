@@ -37,7 +37,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import assert_never, final
+from typing import TYPE_CHECKING, assert_never, final
 
 import anyio
 import attrs
@@ -47,7 +47,9 @@ from ..host import run_command
 from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
 from ._plan import Preset, Stage
-from ._store import Store
+
+if TYPE_CHECKING:
+    from ._store import Store
 
 __all__ = (
     "CLAUDE_TOOLS",

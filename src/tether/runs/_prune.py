@@ -20,16 +20,19 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal, final
+from typing import TYPE_CHECKING, Literal, final
 
 import attrs
 
 from .._config import paths
 from ..errors import UsageError
-from ._store import Store
 from ._values import LaneState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ._store import Store
 
 __all__ = ("Prunable", "parse_age", "prunable", "remove")
 

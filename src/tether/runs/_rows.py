@@ -7,10 +7,12 @@ turns into its value here, once.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._values import Claim, Event, LaneRow, LaneState, Receipt, RunRow, RunState
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = (
     "CLAIM_COLS",

@@ -15,9 +15,8 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 from .._fs import check_owner_only
 from ..errors import StoreError
@@ -35,6 +34,9 @@ from ._values import (
     RunState,
     refused_move,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ("SqliteStore",)
 

@@ -10,8 +10,7 @@ finishes. This module does not know how a backend keeps its rows.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._env import TetherEnv
 from ._values import (
@@ -25,6 +24,9 @@ from ._values import (
     RunState,
     StaleClaim,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ("Store", "crash_point", "stale")
 

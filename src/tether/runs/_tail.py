@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ("LINE_BOUND", "TAIL_BOUND", "LogTail", "clean_line")
 

@@ -19,8 +19,8 @@ Whatever point the run (or an earlier take-over) died at, its items come back:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._threads import in_thread
 from ..errors import Refused, UsageError
@@ -29,6 +29,9 @@ from ._lanes import GitFailed, SaveFailed, find_saves, git, save_lane, saved_ref
 from ._liveness import here, is_dead
 from ._store import Store, crash_point
 from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("effective_state", "prepare_takeover", "takeover_chain")
 

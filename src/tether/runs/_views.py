@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ._lanes import lane_dir
 from ._open import default_store_path, open_store, store_url
 from ._takeover import effective_state
-from ._values import Event
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ._values import Event
 
 __all__ = ("account_runs", "lane_log", "list_runs", "show_run")
 

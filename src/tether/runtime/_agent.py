@@ -46,16 +46,12 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, final
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
 
 from .._ids import new_id
 from ..errors import ErrorCode, ToolAborted, UsageError
-from ..host import AbortSource
 from ..models import (
     Message,
     Model,
@@ -91,8 +87,12 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectReceiveStream
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
 
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from ..host import AbortSource
     from ._runtime import Runtime
 
 __all__ = (

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -34,6 +33,9 @@ from ._setup import (
 from ._store import StopStore, _ensure_own_store
 from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("KEEP", "Board", "build_board", "choose_setup", "why_not_change")
 

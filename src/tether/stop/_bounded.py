@@ -20,8 +20,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar, final
+from typing import TYPE_CHECKING, Generic, TypeVar, final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
 
 __all__ = ("Hung", "Progress", "run_bounded")
 

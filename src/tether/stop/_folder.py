@@ -20,11 +20,14 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
-from ._bounded import Progress
 from ._mounts import untrusted_fs_why
+
+if TYPE_CHECKING:
+    from ._bounded import Progress
 
 __all__ = (
     "DIR_FLAGS",

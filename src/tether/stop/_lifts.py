@@ -11,11 +11,14 @@ import json
 import os
 import stat
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ._setup import LIFT_LOG_NAME
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ("LiftRecord", "append_lift", "find_lift")
 

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from typing import final
+from typing import TYPE_CHECKING, final
 
-from ._reading import StopReading
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._reading import StopReading
 
 __all__ = ("SETTLED_NS", "ReadMemo")
 

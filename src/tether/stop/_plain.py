@@ -20,14 +20,17 @@ from __future__ import annotations
 import os
 from errno import ENOENT
 from stat import S_ISDIR, S_ISREG, S_ISVTX
+from typing import TYPE_CHECKING
 
 from ._folder import _OTHERS_WRITE, DIR_FLAGS
-from ._memo import ReadMemo
-from ._mounts import MountPlan
 from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
 from ._statx import judge_root, look, open_path
-from ._walk import Route
+
+if TYPE_CHECKING:
+    from ._memo import ReadMemo
+    from ._mounts import MountPlan
+    from ._walk import Route
 
 __all__ = ("read_plain",)
 

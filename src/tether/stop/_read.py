@@ -20,19 +20,21 @@ import stat
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
 from ._bounded import Hung, Progress, run_bounded
 from ._folder import DIR_FLAGS, RuleBroken, fs_type
 from ._folder import untrusted_fs_why as _untrusted_fs_why
-from ._memo import ReadMemo
 from ._mounts import MountPlan, Table, plan
 from ._plain import read_plain
 from ._reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._setup import MAX_STOP_SIZE, STOP_NAME
 from ._walk import Look, Route, open_uid, walk
+
+if TYPE_CHECKING:
+    from ._memo import ReadMemo
 
 __all__ = (
     "FILE_FLAGS",

@@ -31,7 +31,10 @@ import ctypes
 import os
 import struct
 import threading
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = (
     "Look",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import pwd
 import stat
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -30,6 +30,9 @@ from ._system import (
     load_binding,
     save_binding,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ("SystemBoard", "bind_accounts", "unbind_accounts")
 

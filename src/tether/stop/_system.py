@@ -28,9 +28,8 @@ import os
 import pwd
 import stat
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import attrs
 
@@ -43,6 +42,9 @@ from ._read import READ_BOUND, within_bound
 from ._setup import check_folder_path
 from ._statx import stamp as look_stamp
 from ._where import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = (
     "BINDING_NAME",

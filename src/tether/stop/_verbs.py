@@ -20,10 +20,9 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -50,6 +49,9 @@ from ._setup import (
     make_state_dir,
 )
 from ._store import StopStore, _ensure_own_store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = ("AGENT_MARKERS", "LiftResult", "check_caller", "lift_stop", "set_stop")
 

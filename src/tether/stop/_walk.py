@@ -21,9 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from stat import S_ISDIR, S_ISVTX
-from typing import final
+from typing import TYPE_CHECKING, final
 
-from ._bounded import Progress
 from ._folder import (
     _OTHERS_WRITE,
     _READ_DIR_FLAGS,
@@ -35,6 +34,9 @@ from ._folder import (
     open_uid_dir_with_stat,
 )
 from ._statx import Look, judge_root, look
+
+if TYPE_CHECKING:
+    from ._bounded import Progress
 
 __all__ = ("NAMESPACE_CHANGED", "Look", "Route", "open_uid", "walk")
 

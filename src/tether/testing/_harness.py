@@ -9,9 +9,7 @@ a test never sleeps to let things settle.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -22,6 +20,9 @@ from ..errors import ToolAborted
 from ._trees import tree_pids, tree_procs
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+    from pathlib import Path
+
     from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ..host import Tool

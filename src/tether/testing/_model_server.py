@@ -15,14 +15,16 @@ from __future__ import annotations
 import collections
 import json
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.abc
 import attrs
 import h11
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Sequence
 
 __all__ = ("ModelServer", "Reply", "error_reply", "text_reply", "tool_call_reply")
 

@@ -17,13 +17,15 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import anyio
 import attrs
 import psutil
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from pathlib import Path
 
 __all__ = (
     "ESCAPE_TREES",

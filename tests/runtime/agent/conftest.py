@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -13,7 +11,12 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Agent, AgentSession, Runtime
 from tether.models import Model, Move, ScriptedModel, ToolCall
-from tether.runtime import AbortReport, AgentEvent
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable
+    from pathlib import Path
+
+    from tether.runtime import AbortReport, AgentEvent
 
 
 def call(name: str, call_id: str, /, **input: Any) -> ToolCall:

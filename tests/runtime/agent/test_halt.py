@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -30,6 +28,10 @@ from tether.models import (
     ToolCall,
 )
 from tether.runtime import AgentEvent, CallState, ToolCallEnded, TurnEnded
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
 
 NOT_RUN = (
     "TOOL_ABORTED: stopped before it started; it did not run"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -12,6 +11,9 @@ import pytest
 from tether.models import OpenAIModel
 from tether.runtime import MessageChunk
 from tether.testing import ModelServer, text_reply, tool_call_reply
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 pytestmark = pytest.mark.anyio
 

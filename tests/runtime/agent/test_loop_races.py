@@ -4,7 +4,7 @@ how many scheduler turns pass first; the loop's invariants must hold for every c
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -22,6 +22,9 @@ from tether.runtime import (
     ToolCallRequested,
     TurnEnded,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CALLS = [
     ("Echo", {"text": "quick"}),

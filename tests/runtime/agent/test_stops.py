@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.runtime.agent.conftest import Harness, call
@@ -21,6 +19,10 @@ from tether.runtime import (
     ToolCallRequested,
     ToolCallStarted,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -3,7 +3,7 @@ never kept gets its truth from the ledger's final state."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.runtime.agent.conftest import call
@@ -13,6 +13,9 @@ from tether import Agent, Runtime
 from tether.errors import UsageError
 from tether.models import Message, Move, ScriptedModel, ToolCall
 from tether.runtime import CallRecord, CallState, tool_result_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import _extras
 from ..._config import Config, load_config
-from .._tool import Tool
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from .._tool import Tool
 
 __all__ = ("default_tools", "open_mcp_tools", "standard_tools")
 

@@ -25,11 +25,13 @@ import errno
 import functools
 import os
 import struct
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 __all__ = (
     "Anchor",

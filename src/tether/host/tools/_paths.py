@@ -14,9 +14,8 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -28,8 +27,12 @@ import pathspec
 from ..._fs import write_atomic_at
 from ..._threads import builtin_threads
 from ...errors import ToolAborted
-from .._tool import ToolContext
 from ._beneath import PathEscapes, located
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from .._tool import ToolContext
 
 __all__ = (
     "IgnoreRules",

@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import pydantic
 
-from ..._config import Config
 from ..._env import TetherEnv
 from ...errors import ErrorCode, InvalidInput, ToolFailed
 from .._proctree import CommandOutcome, run_command
 from .._tool import StopClass, Tool, ToolContext, TypedTool
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..._config import Config
 
 __all__ = ("Bash", "agent_env", "describe_exit", "lost_supervisor_message", "tools")
 

@@ -9,14 +9,11 @@ workspace (S15), and it does not decide whether a path may be edited.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio.to_thread
 import pydantic
 
-from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
@@ -28,6 +25,12 @@ from ._paths import (
     replace_at,
     resolve,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from ..._config import Config
 
 __all__ = ("Edit", "tools")
 

@@ -16,21 +16,24 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.to_thread
 import pydantic
 
 from ... import _extras
-from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed, UsageError
 from .._proctree import run_command
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from .bash import agent_env, describe_exit, lost_supervisor_message
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..._config import Config
 
 __all__ = ("BUILTIN_COMMAND", "GenerateImages", "tools")
 

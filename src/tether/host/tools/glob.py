@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import pydantic
 
-from ..._config import Config
 from ..._glob import compile_glob, expand_braces
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
@@ -28,6 +26,11 @@ from ._paths import (
     resolve,
     run_worker,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..._config import Config
 
 __all__ = ("Glob", "compile_glob", "tools")
 

@@ -13,10 +13,9 @@ import contextlib
 import importlib.metadata
 import os
 import sysconfig
-from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import anyio
 import anyio.abc
@@ -25,12 +24,16 @@ import anyio.to_thread
 import attrs
 import pydantic
 
-from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed
 from .._spawn import DEVNULL, start_process
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..._config import Config
 
 __all__ = ("Grep", "rg_path", "tools")
 

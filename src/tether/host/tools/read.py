@@ -12,14 +12,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import pydantic
 
-from ..._config import Config
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import (
@@ -31,6 +28,12 @@ from ._paths import (
     resolve,
     run_worker,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from ..._config import Config
 
 __all__ = ("Read", "tools")
 

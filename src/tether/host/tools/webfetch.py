@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
 import anyio.to_thread
@@ -27,12 +26,16 @@ import httpx
 import markdownify
 import pydantic
 
-from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed
 from .._addresses import PINNED_FIELD
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import run_stoppable
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..._config import Config
 
 __all__ = ("WebFetch", "tools")
 

@@ -10,18 +10,21 @@ written: the permission broker does, with `_paths.is_inside()` for workspace rul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio.to_thread
 import pydantic
 
-from ..._config import Config
 from ..._threads import builtin_threads
 from ...errors import ToolFailed
 from .._tool import StopClass, Tool, ToolContext, TypedTool
 from ._paths import PathEscapes, escape_message, replace_file, resolve
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from ..._config import Config
 
 __all__ = ("Write", "tools")
 
