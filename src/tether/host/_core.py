@@ -95,9 +95,10 @@ class HostCore:
         self.calls = CallTable(tombstone_ttl=tombstone_ttl, clock=clock)
         self.admission = Admission(limit=max_concurrent)
         self._tg: anyio.abc.TaskGroup | None = None
-        self._idle = anyio.Event()
-        self._ended = anyio.Event()
-        """Set when a call ends (replaced by each wait for one)."""
+        self._idle: anyio.Event | None = None
+        """Set when no call is left; made by a wait for it (most calls end unwatched)."""
+        self._ended: anyio.Event | None = None
+        """Set when a call ends; made by a wait for one."""
 
     @property
     def workspace(self) -> Path:
@@ -119,8 +120,9 @@ class HostCore:
     async def wait_idle(self) -> None:
         """Wait until no call is active."""
         while len(self.calls):
+            if self._idle is None:
+                self._idle = anyio.Event()
             await self._idle.wait()
-            self._idle = anyio.Event()
 
     def started_writes(self) -> list[HostCall]:
         """Running MUTATING and EXTENSION calls: never cut once started (spec 01)."""
@@ -134,7 +136,8 @@ class HostCore:
     async def wait_started_writes(self) -> None:
         """Wait until every started MUTATING and EXTENSION call has ended."""
         while self.started_writes():
-            self._ended = anyio.Event()
+            if self._ended is None:
+                self._ended = anyio.Event()
             await self._ended.wait()
 
     def describe_active(self) -> list[str]:
@@ -322,13 +325,19 @@ class HostCore:
                         result = _aborted(key, "stopped before it started")
                 raise
         finally:
-            self._release(call)
+            if call.placed:
+                self._release(call)
             self.calls.remove(key)
             call.phase = "finished"
             call.ctx._end()
-            self._ended.set()
-            if not len(self.calls):
+            # Each waiter made its event and looks again once woken: no event is set
+            # for a call nobody waits on.
+            if self._ended is not None:
+                self._ended.set()
+                self._ended = None
+            if self._idle is not None and not len(self.calls):
                 self._idle.set()
+                self._idle = None
             if result is not None:
                 emit(result)
 

@@ -296,7 +296,10 @@ class Executor:
         state = _PHASE_STATE.get(phase)
         if state is not None and call.outcome is None and call.stop is None:
             if state is CallState.RUNNING:
-                self._move(call, state, {"started_at": time.time()})
+                key = call.key
+                self.ledger.start(key.session_id, key.call_id, time.time())
+                if self.subscribers:
+                    self._changed(call)
             else:
                 self._move(call, state)
 
@@ -341,19 +344,9 @@ class Executor:
         one ledger move."""
         key = call.key
         call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
-        now = time.time()
-        self._move(
-            call,
-            CallState.SUCCEEDED,
-            {
-                "output": bounded(output),
-                "error": None,
-                "stopped_at": None,
-                "code": None,
-                "ended_at": now,
-                "settled_at": now,
-            },
-        )
+        self.ledger.succeed(key.session_id, key.call_id, bounded(output), time.time())
+        if self.subscribers:
+            self._changed(call)
         call.done.set()
         self._forget(call)
 
@@ -364,7 +357,12 @@ class Executor:
     ) -> None:
         key = call.key
         self.ledger.transition(key.session_id, key.call_id, state, changes)
+        self._changed(call)
+
+    def _changed(self, call: ActiveCall) -> None:
+        """Tell the subscribers, if any, the call's state in the ledger now."""
         if self.subscribers:
+            key = call.key
             rec = self.ledger.get(key.session_id, key.call_id)
             self.emit(
                 CallChanged(
@@ -416,13 +414,7 @@ class Executor:
         key = call.key
         if not self.ledger.is_settled(key.session_id, key.call_id):
             self.ledger.settle(key.session_id, key.call_id, time.time())
-            if self.subscribers:
-                rec = self.ledger.get(key.session_id, key.call_id)
-                self.emit(
-                    CallChanged(
-                        rec.session_id, rec.call_id, rec.tool, rec.state, rec.code, True
-                    )
-                )
+            self._changed(call)
         self._forget(call)
 
     def _forget(self, call: ActiveCall) -> None:

@@ -123,7 +123,8 @@ class Turn:
 
     def _on_call_settled(self, call: ActiveCall) -> None:
         del self.calls[call.key.call_id]
-        self._check_settled()
+        if self.closed or self.stop is not None:  # else it cannot settle yet
+            self._check_settled()
 
     def _check_settled(self) -> None:
         if self.settled.is_set() or not (self.closed or self.stopped):
