@@ -218,7 +218,7 @@ class HostCore:
         ctx = ToolContext(
             call_id=key.call_id,
             session_id=key.session_id,
-            workspace=self.workspace,
+            workspace=self.broker.workspace,
             on_progress=on_progress,
         )
         call = HostCall(key=key, tool=tool, args=args, ctx=ctx)
@@ -299,7 +299,8 @@ class HostCore:
             if result is None and call.stop_requested:
                 result = _aborted(key, "stopped before it started")
             if result is None:
-                self._set_phase(call, "running", emit)
+                call.phase = "running"  # `_set_phase`, on the path of every call
+                emit(PhaseEvent(key, "running", call.tool.stop_class))
                 in_tool = True
                 output = await call.tool.run(call.ctx, call.args)
                 in_tool = False
