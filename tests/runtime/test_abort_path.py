@@ -1,5 +1,6 @@
 """What `Session.abort()` waits for before it returns: the stop handlers, never a stopped
-tool's own cleanup; and a call asked for just before the stop is in its report."""
+tool's own cleanup; a call asked for just before the stop is in its report; and what
+waits for the host's started writes is woken when they end."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.runtime.support import TEST_TOOLS
+from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
 from tether import Runtime, StopClass, ToolAborted, ToolContext, tool
+from tether.host._inprocess import InProcessHost
 from tether.runtime import CallState
 from tether.testing import event_log
 
@@ -85,3 +87,32 @@ async def test_a_call_asked_for_just_before_the_stop_is_refused_in_the_report(
         assert report.settled
         assert len(outcomes) == 1
         assert "not started" in str(outcomes[0])
+
+
+async def test_every_wait_for_started_writes_wakes_when_they_end(
+    workspace: Path,
+) -> None:
+    """Two waits for the host's started writes both end when the write does: neither
+    misses the wake-up the other one was given."""
+    async with (
+        Runtime(workspace=workspace, tools=TEST_TOOLS, permissions=ALLOW_ALL) as rt,
+        event_log(rt) as events,
+    ):
+        assert isinstance(rt.host, InProcessHost)
+        core = rt.host.core
+        session = rt.session()
+        woken: list[int] = []
+
+        async def wait(n: int) -> None:
+            await core.wait_started_writes()
+            woken.append(n)
+
+        async with session.turn() as turn, anyio.create_task_group() as tg:
+            tg.start_soon(turn.call, "SlowWrite", {"path": "out.txt", "seconds": 0.2})
+            await events.wait_started()
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as waits:
+                    waits.start_soon(wait, 1)
+                    waits.start_soon(wait, 2)
+        assert sorted(woken) == [1, 2]
+        assert (workspace / "out.txt").exists()
