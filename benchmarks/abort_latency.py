@@ -1,7 +1,7 @@
 """`Session.abort()` return time with a read-only call that never returns.
 
 Run: .venv/bin/python benchmarks/abort_latency.py [--runs N] [--host inprocess|stdio]
-Target (spec 05): p50 <= 1 ms, p99 <= 3 ms on the in-process host.
+Target (spec 05): p50 <= 0.5 ms, p99 <= 2 ms on the in-process host.
 """
 
 from __future__ import annotations

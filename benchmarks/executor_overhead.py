@@ -1,7 +1,8 @@
 """Per-call cost of `turn.call` with the defaults a user gets, as a ratio to the floor.
 
 Run: .venv/bin/python benchmarks/executor_overhead.py [--calls N] [--rounds R]
-     .venv/bin/python benchmarks/executor_overhead.py --instructions  (needs valgrind)
+     .venv/bin/python benchmarks/executor_overhead.py --instructions --calls 3000
+     (needs valgrind; fewer calls leave the one-off costs of a run in the figure)
 
 Three figures from one run, rounds interleaved so that machine load hits all alike:
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import re
 import shutil
 import statistics
@@ -122,6 +124,9 @@ def _instructions(calls: int) -> None:
             capture_output=True,
             text=True,
             check=True,
+            # One hash seed for every run: the runs' dicts and sets then grow alike, and
+            # the difference between them is the calls' own work.
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         ).stderr
         found = re.search(r"Collected : (\d+)", out)
         assert found, out

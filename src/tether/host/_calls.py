@@ -88,8 +88,10 @@ class CallTable:
 
     def claim_id(self, key: CallKey) -> bool:
         """Record the call id as used in its session; False if it was used before (S8)."""
-        seen = self._seen.setdefault(key.session_id, {})
-        if key.call_id in seen:
+        seen = self._seen.get(key.session_id)
+        if seen is None:
+            seen = self._seen[key.session_id] = {}
+        elif key.call_id in seen:
             return False
         seen[key.call_id] = key.tool
         return True

@@ -2,8 +2,9 @@
 
 Order of a call (spec 01): register its cancellation, then the guard and permission, then
 admission, then the tool. A stop before the tool runs means it never runs. Once running,
-the stop class decides: READ_ONLY is cancelled at once, PROCESS is told to terminate and
-killed when the grace window closes, MUTATING and EXTENSION run to their real result.
+the stop class's row of the stop table (`StopClass.policy`) decides: READ_ONLY is
+cancelled at once, PROCESS is told to terminate and killed when the grace window closes,
+MUTATING and EXTENSION run to their real result.
 
 Both hosts use this core: the in-process host calls it directly, the stdio host behind
 JSON-RPC. It does not know about JSON-RPC or the runtime's ledger; it reports through an
@@ -44,7 +45,7 @@ from ._protocol import (
     PhaseEvent,
     ResultEvent,
 )
-from ._tool import StopClass, Tool, ToolContext
+from ._tool import OnStop, Tool, ToolContext
 
 __all__ = ("MAX_TEXT", "HostCore", "HostStatistics", "cut_text")
 
@@ -94,9 +95,10 @@ class HostCore:
         self.calls = CallTable(tombstone_ttl=tombstone_ttl, clock=clock)
         self.admission = Admission(limit=max_concurrent)
         self._tg: anyio.abc.TaskGroup | None = None
-        self._idle = anyio.Event()
-        self._ended = anyio.Event()
-        """Set when a call ends (replaced by each wait for one)."""
+        self._idle: anyio.Event | None = None
+        """Set when no call is left; made by a wait for it (most calls end unwatched)."""
+        self._ended: anyio.Event | None = None
+        """Set when a call ends; made by a wait for one."""
 
     @property
     def workspace(self) -> Path:
@@ -118,8 +120,9 @@ class HostCore:
     async def wait_idle(self) -> None:
         """Wait until no call is active."""
         while len(self.calls):
+            if self._idle is None:
+                self._idle = anyio.Event()
             await self._idle.wait()
-            self._idle = anyio.Event()
 
     def started_writes(self) -> list[HostCall]:
         """Running MUTATING and EXTENSION calls: never cut once started (spec 01)."""
@@ -127,13 +130,14 @@ class HostCore:
             call
             for call in self.calls
             if call.phase == "running"
-            and call.tool.stop_class in (StopClass.MUTATING, StopClass.EXTENSION)
+            and call.tool.stop_class.policy.on_stop is OnStop.AWAIT
         ]
 
     async def wait_started_writes(self) -> None:
         """Wait until every started MUTATING and EXTENSION call has ended."""
         while self.started_writes():
-            self._ended = anyio.Event()
+            if self._ended is None:
+                self._ended = anyio.Event()
             await self._ended.wait()
 
     def describe_active(self) -> list[str]:
@@ -160,7 +164,7 @@ class HostCore:
             if (
                 call.stop_requested
                 and call.phase == "running"
-                and call.tool.stop_class is StopClass.READ_ONLY
+                and call.tool.stop_class.policy.on_stop is OnStop.ABANDON
             ):
                 counts[call.key.tool] = counts.get(call.key.tool, 0) + 1
         return counts
@@ -207,14 +211,14 @@ class HostCore:
 
         def on_progress(text: str) -> None:
             call.keep_progress(text)
-            if call.stop_requested and tool.stop_class in _ABANDONED:
+            if call.stop_requested and tool.stop_class.policy.abandons:
                 return  # S4: the runtime takes no progress after the stop; none is sent
             emit(OutputEvent(key, cut_text(text)))
 
         ctx = ToolContext(
             call_id=key.call_id,
             session_id=key.session_id,
-            workspace=self.workspace,
+            workspace=self.broker.workspace,
             on_progress=on_progress,
         )
         call = HostCall(key=key, tool=tool, args=args, ctx=ctx)
@@ -250,21 +254,16 @@ class HostCore:
         if phase in PRE_START_PHASES:
             call.cancel()  # its operation never starts
         elif phase == "running":
-            match call.tool.stop_class:
-                case StopClass.READ_ONLY:
-                    call.ctx.cancelled.set()
-                    call.cancel()
-                    # The abandoned worker may still be blocked: free its place now.
-                    self._release(call)
-                case StopClass.PROCESS:
-                    # Terminate; the runtime sends the kill when its grace window closes.
-                    call.ctx.cancelled.set()
-                case StopClass.EXTENSION:
-                    # Never abandoned once started; the flag only tells the extension
-                    # that a stop was asked for (it may still finish cleanly).
-                    call.ctx.cancelled.set()
-                case StopClass.MUTATING:
-                    pass  # never abandoned once started: its real result is awaited
+            # The class's row of the stop table: a PROCESS call's flag is its SIGTERM
+            # (the runtime sends the kill when its grace window closes); an awaited
+            # call that is told may still finish cleanly, and its result is awaited.
+            policy = call.tool.stop_class.policy
+            if policy.tells_tool:
+                call.ctx.cancelled.set()
+            if policy.on_stop is OnStop.ABANDON:
+                call.cancel()
+                # The abandoned worker may still be blocked: free its place now.
+                self._release(call)
         return _ack(call, phase)
 
     def _release(self, call: HostCall) -> None:
@@ -300,11 +299,12 @@ class HostCore:
             if result is None and call.stop_requested:
                 result = _aborted(key, "stopped before it started")
             if result is None:
-                self._set_phase(call, "running", emit)
+                call.phase = "running"  # `_set_phase`, on the path of every call
+                emit(PhaseEvent(key, "running", call.tool.stop_class))
                 in_tool = True
                 output = await call.tool.run(call.ctx, call.args)
                 in_tool = False
-                if call.stop_requested and call.tool.stop_class in _ABANDONED:
+                if call.stop_requested and call.tool.stop_class.policy.abandons:
                     result = _aborted(key, "stopped while running", cut_text(output))
                 else:
                     result = ResultEvent(key, cut_text(output))
@@ -326,13 +326,19 @@ class HostCore:
                         result = _aborted(key, "stopped before it started")
                 raise
         finally:
-            self._release(call)
+            if call.placed:
+                self._release(call)
             self.calls.remove(key)
             call.phase = "finished"
             call.ctx._end()
-            self._ended.set()
-            if not len(self.calls):
+            # Each waiter made its event and looks again once woken: no event is set
+            # for a call nobody waits on.
+            if self._ended is not None:
+                self._ended.set()
+                self._ended = None
+            if self._idle is not None and not len(self.calls):
                 self._idle.set()
+                self._idle = None
             if result is not None:
                 emit(result)
 
@@ -383,10 +389,6 @@ class HostCore:
             await self.admission.acquire()
             call.placed = True
         return None
-
-
-_ABANDONED = (StopClass.READ_ONLY, StopClass.PROCESS)
-"""Classes whose work a stop abandons: their output after the stop is not taken."""
 
 
 def _is_our_cancellation(exc: BaseException) -> bool:

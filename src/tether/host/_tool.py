@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = (
     "Decision",
     "FunctionTool",
+    "OnStop",
     "StopClass",
+    "StopPolicy",
     "Tool",
     "ToolContext",
     "TypedTool",
@@ -50,6 +52,48 @@ class StopClass(enum.StrEnum):
     """Changes files: never abandoned once started; its real result is awaited."""
     EXTENSION = "extension"
     """MCP and plugin tools: as MUTATING, the real result is awaited."""
+
+    @property
+    def policy(self) -> StopPolicy:
+        """What a stop does to a started call of this class: the one table both sides
+        of the host seam read."""
+        return _POLICIES[self]
+
+
+class OnStop(enum.Enum):
+    """What a stop does to a call whose operation has started (spec 01)."""
+
+    ABANDON = "abandon"
+    """The runtime stops waiting at once and the call ends TOOL_ABORTED; the host
+    cancels its work; what it prints or returns later is discarded."""
+    TERMINATE = "terminate"
+    """The host sends SIGTERM to its process tree; the runtime waits at most the grace
+    window for its end, then has every descendant killed."""
+    AWAIT = "await"
+    """Never abandoned: the runtime waits for the host's real result."""
+
+
+@attrs.frozen
+class StopPolicy:
+    """A row of the stop-class table."""
+
+    on_stop: OnStop
+    tells_tool: bool
+    """Whether the tool's `ctx.cancelled` is set at the stop (a write is not told: it
+    runs to its end as if no stop had come)."""
+
+    @property
+    def abandons(self) -> bool:
+        """Whether the call ends at the stop, its later output and result not taken."""
+        return self.on_stop is not OnStop.AWAIT
+
+
+_POLICIES: dict[StopClass, StopPolicy] = {
+    StopClass.READ_ONLY: StopPolicy(OnStop.ABANDON, tells_tool=True),
+    StopClass.PROCESS: StopPolicy(OnStop.TERMINATE, tells_tool=True),
+    StopClass.MUTATING: StopPolicy(OnStop.AWAIT, tells_tool=False),
+    StopClass.EXTENSION: StopPolicy(OnStop.AWAIT, tells_tool=True),
+}
 
 
 Decision: typing.TypeAlias = typing.Literal["allow", "ask", "deny"]

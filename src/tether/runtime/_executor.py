@@ -39,7 +39,7 @@ from ..host._protocol import (
     PhaseEvent,
     ResultEvent,
 )
-from ..host._tool import StopClass
+from ..host._tool import OnStop, StopClass, StopPolicy
 from ..host._wire import encoded_input
 from ._ledger import (
     CallRecord,
@@ -59,9 +59,6 @@ from ._values import (
 )
 
 __all__ = ("ActiveCall", "Executor")
-
-_AWAITED = (StopClass.MUTATING, StopClass.EXTENSION, None)
-"""Classes whose started operation is never abandoned (an unknown tool counts as one)."""
 
 _PHASE_STATE: dict[HostPhase, CallState] = {
     "pending_permission": CallState.PENDING_PERMISSION,
@@ -123,6 +120,11 @@ class ActiveCall:
     def streamed(self) -> str:
         """What the call streamed so far (head and tail)."""
         return "" if self._streamed is None else self._streamed.text()
+
+    @property
+    def policy(self) -> StopPolicy:
+        """The class's row of the stop table (an unknown tool's is MUTATING's)."""
+        return (self.stop_class or StopClass.MUTATING).policy
 
     @property
     def class_word(self) -> str:
@@ -294,25 +296,25 @@ class Executor:
         state = _PHASE_STATE.get(phase)
         if state is not None and call.outcome is None and call.stop is None:
             if state is CallState.RUNNING:
-                self._move(call, state, {"started_at": time.time()})
+                key = call.key
+                self.ledger.start(key.session_id, key.call_id, time.time())
+                if self.subscribers:
+                    self._changed(call)
             else:
                 self._move(call, state)
 
     def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
-        if call.outcome is not None or (call.stop is not None and self._abandons(call)):
+        if call.outcome is not None or (call.stop is not None and call.policy.abandons):
             self.dropped_progress += 1
             return  # S4: progress of an abandoned call stops at the stop
         call.stream(event.text)
         key = call.key
         self.emit(ToolProgress(key.session_id, key.call_id, key.tool, event.text))
 
-    def _abandons(self, call: ActiveCall) -> bool:
-        return call.stop_class in (StopClass.READ_ONLY, StopClass.PROCESS)
-
     def _on_result(self, call: ActiveCall, event: ResultEvent) -> None:
         if call.outcome is None:
             if event.code is ErrorCode.TOOL_ABORTED or (
-                call.stop is not None and self._abandons(call)
+                call.stop is not None and call.policy.abandons
             ):
                 self._finish_aborted(call, partial=event.output or call.streamed())
             elif event.code is not None:
@@ -342,19 +344,9 @@ class Executor:
         one ledger move."""
         key = call.key
         call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
-        now = time.time()
-        self._move(
-            call,
-            CallState.SUCCEEDED,
-            {
-                "output": bounded(output),
-                "error": None,
-                "stopped_at": None,
-                "code": None,
-                "ended_at": now,
-                "settled_at": now,
-            },
-        )
+        self.ledger.succeed(key.session_id, key.call_id, bounded(output), time.time())
+        if self.subscribers:
+            self._changed(call)
         call.done.set()
         self._forget(call)
 
@@ -365,7 +357,12 @@ class Executor:
     ) -> None:
         key = call.key
         self.ledger.transition(key.session_id, key.call_id, state, changes)
+        self._changed(call)
+
+    def _changed(self, call: ActiveCall) -> None:
+        """Tell the subscribers, if any, the call's state in the ledger now."""
         if self.subscribers:
+            key = call.key
             rec = self.ledger.get(key.session_id, key.call_id)
             self.emit(
                 CallChanged(
@@ -417,13 +414,7 @@ class Executor:
         key = call.key
         if not self.ledger.is_settled(key.session_id, key.call_id):
             self.ledger.settle(key.session_id, key.call_id, time.time())
-            if self.subscribers:
-                rec = self.ledger.get(key.session_id, key.call_id)
-                self.emit(
-                    CallChanged(
-                        rec.session_id, rec.call_id, rec.tool, rec.state, rec.code, True
-                    )
-                )
+            self._changed(call)
         self._forget(call)
 
     def _forget(self, call: ActiveCall) -> None:
@@ -440,7 +431,7 @@ class Executor:
         if call.is_settled or call.stop is not None:
             return
         call.stop = stop
-        if call.outcome is None and call.stop_class is StopClass.READ_ONLY:
+        if call.outcome is None and call.policy.on_stop is OnStop.ABANDON:
             # The caller is answered now; the call settles once the host says it started
             # no process that is still being killed (`_apply_ack`).
             self._finish_aborted(call, partial=call.streamed())
@@ -460,7 +451,8 @@ class Executor:
             self._apply_ack(call, ack)
 
     def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
-        if call.stop_class is StopClass.READ_ONLY and not call.is_settled:
+        on_stop = call.policy.on_stop
+        if on_stop is OnStop.ABANDON and not call.is_settled:
             if ack is not None and ack.processes:
                 # S13: its result comes once the trees it started are reaped.
                 call.processes = ack.processes
@@ -479,7 +471,7 @@ class Executor:
             # Unconfirmed: only the host can say whether the operation started. Its
             # result (TOOL_ABORTED if the stop reached it first) decides (style 18).
             call.why = f"{word}: stop not confirmed by the host, waiting for result"
-            if call.stop_class is StopClass.PROCESS:
+            if on_stop is OnStop.TERMINATE:
                 self._start_grace_window(call)
             return
         if ack.phase in PRE_START_PHASES:
@@ -490,14 +482,14 @@ class Executor:
         if ack.phase == "finished":
             call.why = f"{word}: finished, waiting for its result"
             return
-        match call.stop_class:
-            case StopClass.PROCESS:
+        match on_stop:
+            case OnStop.TERMINATE:
                 self._move(call, CallState.ABORTING)
                 call.why = f"{word}: terminating, {_left(self.grace)}"
                 self._start_grace_window(call)
-            case StopClass.MUTATING | StopClass.EXTENSION | None:
+            case OnStop.AWAIT:
                 call.why = f"{word}: started, waiting for result"
-            case StopClass.READ_ONLY:  # pragma: no cover - handled above
+            case OnStop.ABANDON:  # pragma: no cover - handled above
                 pass
 
     def _start_grace_window(self, call: ActiveCall) -> None:
@@ -547,7 +539,7 @@ class Executor:
         for call in list(self.active.values()):
             if call.outcome is None:
                 started = call.host_phase in ("running", "finished")
-                if started and call.stop_class in _AWAITED:
+                if started and call.policy.on_stop is OnStop.AWAIT:
                     self._finish(
                         call,
                         CallState.END_UNKNOWN,
@@ -589,7 +581,7 @@ class Executor:
             call
             for call in self.active.values()
             if not call.is_settled
-            and call.stop_class in _AWAITED
+            and call.policy.on_stop is OnStop.AWAIT
             and call.host_phase in ("running", "finished")
         ]
 
@@ -654,7 +646,7 @@ class Executor:
         killed now (a second stop). Other calls are not touched: a started write still
         runs to its real end."""
         for call in calls:
-            if call.is_settled or call.stop_class is not StopClass.PROCESS:
+            if call.is_settled or call.policy.on_stop is not OnStop.TERMINATE:
                 continue
             call.kill_now = True
             if call.grace is not None:
@@ -698,7 +690,7 @@ def _left(seconds: float) -> str:
 
 def _has_processes(call: ActiveCall) -> bool:
     """Whether the call may have started processes the host has to reap."""
-    return call.stop_class is StopClass.PROCESS or call.processes > 0
+    return call.policy.on_stop is OnStop.TERMINATE or call.processes > 0
 
 
 def _record(

@@ -177,6 +177,11 @@ def input_column(value: object) -> str:
 
 
 _REQUESTED = CallState.REQUESTED.value
+_RUNNING = CallState.RUNNING.value
+_SUCCEEDED = CallState.SUCCEEDED.value
+_STARTABLE = frozenset(
+    {old for old, new in _LEGAL_VALUES.items() if _RUNNING in new} | {_RUNNING}
+)
 _BLANK: dict[str, Any] = {
     a.name: (None if a.default is attrs.NOTHING else a.default)
     for a in attrs.fields(CallRecord)
@@ -237,7 +242,10 @@ class Ledger:
         if self._db is not None:
             self._write(row, insert=True)  # first: a row the file refused is not kept
         self._rows[key] = row
-        self._turns.setdefault((session_id, turn_id), []).append(row)
+        turn = self._turns.get((session_id, turn_id))
+        if turn is None:
+            turn = self._turns[(session_id, turn_id)] = []
+        turn.append(row)
 
     def add(self, record: CallRecord) -> None:
         """Record a new call.
@@ -283,6 +291,39 @@ class Ledger:
             code = changes.get("code")
             if code is not None:
                 row["code"] = ErrorCode(code).value
+        if self._db is not None:
+            self._write(row, insert=False)
+
+    def start(self, session_id: str, call_id: str, at: float) -> None:
+        """Move a call to RUNNING, started at `at`: `transition()` without a changes
+        mapping, on the path of every call.
+
+        Raises:
+            UsageError: the call cannot start from its state.
+        """
+        row = self._rows[(session_id, call_id)]
+        if row["state"] not in _STARTABLE:
+            raise UsageError(f"call {call_id}: illegal move {row['state']} -> running")
+        row["state"] = _RUNNING
+        row["started_at"] = at
+        if self._db is not None:
+            self._write(row, insert=False)
+
+    def succeed(self, session_id: str, call_id: str, output: str, at: float) -> None:
+        """End and settle a call that returned `output` with no stop and no error: the
+        most common end, written in one move.
+
+        Raises:
+            UsageError: the call has already ended.
+        """
+        row = self._rows[(session_id, call_id)]
+        if row["state"] in _FINAL_VALUES:
+            raise UsageError(
+                f"call {call_id}: illegal move {row['state']} -> succeeded"
+            )
+        row["state"] = _SUCCEEDED
+        row["output"] = output
+        row["ended_at"] = row["settled_at"] = at
         if self._db is not None:
             self._write(row, insert=False)
 

@@ -146,7 +146,8 @@ class Runtime:
             grace=grace,
             abort_bound=abort_bound,
             emit=self.emit,
-            stop_class_of=self.stop_class_of,
+            # The table itself, not a method over it: one call less per tool call.
+            stop_class_of=self._classes.get,
             subscribers=self._subscribers,
         )
         self._stack: AsyncExitStack | None = None

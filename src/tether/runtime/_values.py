@@ -22,7 +22,7 @@ __all__ = (
 )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see `CallKey`
 class ToolResult:
     """What a finished call returned; `is_error` with a `code` when it failed."""
 

@@ -1,0 +1,51 @@
+"""The ledger's per-call moves (start, succeed) keep the rules of `transition()`: a call
+starts only from a state before RUNNING, succeeds once, and the file agrees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.errors import UsageError
+from tether.runtime import CallState
+from tether.runtime._ledger import Ledger, read_ledger_file
+
+
+def test_start_then_succeed_ends_and_settles_the_call(tmp_path: Path) -> None:
+    """A started call that succeeds is final and settled, in memory and in the file."""
+    ledger = Ledger(tmp_path / "ledger.db")
+    ledger.request("s", "c1", "Echo", "t", "read_only", "{}")
+    ledger.start("s", "c1", 10.0)
+    assert ledger.get("s", "c1").state is CallState.RUNNING
+    ledger.succeed("s", "c1", "out", 11.0)
+    record = ledger.get("s", "c1")
+    ledger.close()
+    assert record.state is CallState.SUCCEEDED
+    assert (record.started_at, record.ended_at, record.settled_at) == (10.0, 11.0, 11.0)
+    assert (record.output, record.error, record.code) == ("out", None, None)
+    assert read_ledger_file(tmp_path / "ledger.db") == [record]
+
+
+def test_a_final_call_neither_starts_nor_succeeds_again() -> None:
+    """Final states never change: both moves refuse, and the row is left as it was."""
+    ledger = Ledger()
+    ledger.request("s", "c1", "Echo", "t", "read_only", "{}")
+    ledger.transition("s", "c1", CallState.ABORTED)
+    before = ledger.get("s", "c1")
+    with pytest.raises(UsageError, match="aborted -> running"):
+        ledger.start("s", "c1", 1.0)
+    with pytest.raises(UsageError, match="aborted -> succeeded"):
+        ledger.succeed("s", "c1", "late", 1.0)
+    assert ledger.get("s", "c1") == before
+
+
+def test_a_queued_call_may_start_an_aborting_one_may_not() -> None:
+    """RUNNING follows the states before it; a call being terminated never restarts."""
+    ledger = Ledger()
+    ledger.request("s", "c1", "Bash", "t", "process", "{}")
+    ledger.transition("s", "c1", CallState.QUEUED)
+    ledger.start("s", "c1", 1.0)
+    ledger.transition("s", "c1", CallState.ABORTING)
+    with pytest.raises(UsageError, match="aborting -> running"):
+        ledger.start("s", "c1", 2.0)
