@@ -13,7 +13,7 @@ import anyio
 import psutil
 import pytest
 
-from tether._bounded import BoundedOutput
+from tether._bounded_output import BoundedOutput
 from tether.host._contain import containment as probe_containment
 from tether.host._proctree import ProcessTree, run_command
 from tether.testing import alive, tree_pids, tree_procs

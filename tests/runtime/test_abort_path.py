@@ -4,7 +4,7 @@ waits for the host's started writes is woken when they end."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -14,6 +14,9 @@ from tether import Runtime, StopClass, ToolAborted, ToolContext, tool
 from tether.host._inprocess import InProcessHost
 from tether.runtime import CallState
 from tether.testing import event_log
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -24,6 +24,7 @@ from tether.host._protocol import (
     ExecuteRequest,
     HostConnection,
     HostEvent,
+    KillRequest,
     ResultEvent,
 )
 from tether.host._stdio import StdioHostClient
@@ -190,6 +191,30 @@ async def test_abort_answers_with_the_phase_of_the_call(
         result = await results.result(key)
         assert result.code is None  # mutating: its real result
         assert (workspace / "f.txt").exists()
+
+
+async def test_kill_ends_only_a_running_call_and_says_which(
+    host_kind: str, workspace: Path
+) -> None:
+    """`tools.kill` (a closed grace window) ends a running call's task at once; for a
+    call it never saw the host says so and keeps no tombstone (a kill is no stop)."""
+    async with open_host(host_kind, workspace) as (host, results):
+        unknown = CallKey("s1", "k0", "SlowWrite")
+        ack = await host.kill(KillRequest(unknown))
+        assert (ack.found, ack.phase) == (False, "unknown")
+        await host.execute(ExecuteRequest(unknown, {"path": "u.txt", "seconds": 0}))
+        assert (await results.result(unknown)).code is None  # not blocked
+        key = CallKey("s1", "k1", "Stubborn")
+        await host.execute(ExecuteRequest(key, {}))
+        await results.wait(
+            lambda e: (
+                getattr(e, "phase", None) == "running"
+                and getattr(e, "key", None) == key
+            )
+        )
+        ack = await host.kill(KillRequest(key))
+        assert (ack.found, ack.phase) == (True, "running")
+        assert (await results.result(key)).code is ErrorCode.TOOL_ABORTED
 
 
 def test_stdio_host_answers_malformed_messages_and_keeps_serving(

@@ -3,13 +3,16 @@ starts only from a state before RUNNING, succeeds once, and the file agrees."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether.errors import UsageError
 from tether.runtime import CallState
 from tether.runtime._ledger import Ledger, read_ledger_file
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_start_then_succeed_ends_and_settles_the_call(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ def host(
 ) -> None:
     """Serve tool calls over JSON-RPC 2.0 on stdin/stdout (one JSON object per line).
 
-    Methods: `tools.execute` and `tools.abort` (runtime to host); notifications
+    Methods: `tools.execute`, `tools.abort` and `tools.kill` (runtime to host); notifications
     `tools.progress` and `tools.result` (host to runtime); `permission.request` (host to
     runtime, with --ask-runtime). The runtime starts this for `Runtime(host="stdio")`.
 

@@ -16,7 +16,7 @@ import anyio
 import attrs
 from anyio import TaskHandle
 
-from .._bounded import BoundedOutput
+from .._bounded_output import BoundedOutput
 from ._protocol import CallKey, HostPhase
 from ._tool import Tool, ToolContext
 

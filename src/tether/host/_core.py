@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 import attrs
 
-from .._bounded import BoundedOutput
+from .._bounded_output import BoundedOutput
 from ..errors import (
     DuplicateCallId,
     ErrorCode,
@@ -31,7 +31,6 @@ from ..errors import (
     UnknownTool,
 )
 from ._admission import Admission
-from ._broker import Broker
 from ._calls import CallTable, HostCall
 from ._protocol import (
     PRE_START_PHASES,
@@ -41,11 +40,17 @@ from ._protocol import (
     ExecuteRequest,
     HostEvent,
     HostPhase,
+    KillRequest,
     OutputEvent,
     PhaseEvent,
     ResultEvent,
 )
 from ._tool import OnStop, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ._broker import Broker
 
 __all__ = ("MAX_TEXT", "HostCore", "HostStatistics", "cut_text")
 
@@ -231,6 +236,21 @@ class HostCore:
             self._run, call, emit, name=f"tool {key.tool} {key.call_id}"
         )
 
+    def kill(self, request: KillRequest) -> AbortAck:
+        """Close a stopped call's grace window: end its task and its tree now."""
+        call = self.calls.get(request.key)
+        if call is None:
+            found = self.calls.was_claimed(request.key)
+            return AbortAck(found=False, phase="finished" if found else "unknown")
+        phase = call.phase
+        if phase == "running":
+            # The tool's task ends, and with it every process of the tree (SIGKILL to
+            # each descendant).
+            call.stop_requested = True
+            call.ctx.cancelled.set()
+            call.cancel()
+        return _ack(call, phase)
+
     def abort(self, request: AbortRequest) -> AbortAck:
         """Apply a typed stop to a call and say what phase it was in."""
         call = self.calls.get(request.key)
@@ -241,13 +261,6 @@ class HostCore:
             self.calls.bury(request.key)
             return AbortAck(found=False, phase="unknown")
         phase = call.phase
-        if request.kill and phase == "running":
-            # The runtime's grace window closed: the tool's task ends, and with it
-            # every process of the tree (SIGKILL to each descendant).
-            call.stop_requested = True
-            call.ctx.cancelled.set()
-            call.cancel()
-            return _ack(call, phase)
         if call.stop_requested:
             return _ack(call, phase)
         call.stop_requested = True
@@ -343,8 +356,11 @@ class HostCore:
                 emit(result)
 
     def _refusal(self, call: HostCall) -> tuple[ResultEvent | None, bool]:
-        """The result of a call that must not start (stopped, denied), or None if it
-        may; and whether the approver must be asked first."""
+        """Return the result of a call that must not start, and whether to ask.
+
+        The result is None when the call may start (it is not stopped nor denied); the
+        flag says whether the approver must be asked first.
+        """
         key = call.key
         if call.stop_requested:
             # Stopped before this task ran: not even the approver is asked.

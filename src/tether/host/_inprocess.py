@@ -7,13 +7,16 @@ thread that ignores the stop) keeps running there; such tools belong in the stdi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ._core import HostCore
-from ._protocol import AbortAck, AbortRequest, ExecuteRequest, Sink
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from ._core import HostCore
+    from ._protocol import AbortAck, AbortRequest, ExecuteRequest, KillRequest, Sink
 
 __all__ = ("InProcessHost",)
 
@@ -32,6 +35,10 @@ class InProcessHost:
     async def abort(self, request: AbortRequest) -> AbortAck:
         """Apply the abort in the core and answer at once."""
         return self.core.abort(request)
+
+    async def kill(self, request: KillRequest) -> AbortAck:
+        """Kill the call's tree in the core and answer at once."""
+        return self.core.kill(request)
 
     def outliving(self) -> dict[str, int]:
         """Stopped calls whose worker still runs here, by tool."""

@@ -51,7 +51,7 @@ import attrs
 import psutil
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._bounded import BoundedOutput
+from .._bounded_output import BoundedOutput
 from .._threads import builtin_threads
 from ..errors import UsageError
 from ._contain import (

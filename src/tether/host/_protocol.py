@@ -1,13 +1,13 @@
 """The host protocol as domain values: what the runtime and a host say to each other.
 
-Four messages cross the seam: `tools.execute` (runtime -> host), `tools.abort`
-(runtime -> host, answered with `found` and the call's phase), `tools.progress` and
-`tools.result` (host -> runtime). A host that asks the person for permission sends
+Five messages cross the seam: `tools.execute` (runtime -> host), `tools.abort` and
+`tools.kill` (runtime -> host, answered with `found` and the call's phase),
+`tools.progress` and `tools.result` (host -> runtime). A host that asks the person for permission sends
 `permission.request` back to the runtime's approver. These are the domain forms; the
 JSON-RPC frames of the stdio host are converted at one boundary (`_wire.py`).
 
-`HostConnection` is what the runtime needs of any host, in-process or over stdio: the two
-requests, and the reaping hook that ends every process a lost host started.
+`HostConnection` is what the runtime needs of any host, in-process or over stdio: the
+three requests, and the reaping hook that ends every process a lost host started.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ __all__ = (
     "HostConnection",
     "HostEvent",
     "HostPhase",
+    "KillRequest",
     "OutputEvent",
     "PermissionRequest",
     "PhaseEvent",
@@ -78,17 +79,26 @@ class ExecuteRequest:
 
 @attrs.frozen
 class AbortRequest:
-    """`tools.abort`: stop a call.
+    """`tools.abort`: stop a call, as its stop class says.
 
-    A PROCESS call is first told to terminate; the runtime owns the grace window and,
-    when it closes, sends the abort again with `kill` (the host then kills every
-    descendant at once). The host keeps no timer of its own.
+    A PROCESS call is told to terminate; the runtime owns the grace window and, when it
+    closes, sends `KillRequest`. The host keeps no timer of its own.
     """
 
     key: CallKey
     source: AbortSource
     reason: str | None
-    kill: bool = False
+
+
+@attrs.frozen
+class KillRequest:
+    """`tools.kill`: a stopped PROCESS call's grace window closed; kill its tree now.
+
+    The host ends the call's task, and with it every descendant (SIGKILL to each); a
+    call that is not running is left as it is.
+    """
+
+    key: CallKey
 
 
 @attrs.frozen
@@ -167,6 +177,10 @@ class HostConnection(Protocol):
 
     async def abort(self, request: AbortRequest) -> AbortAck:
         """Send `tools.abort` and return the host's answer."""
+        ...
+
+    async def kill(self, request: KillRequest) -> AbortAck:
+        """Send `tools.kill` and return the host's answer."""
         ...
 
     def outliving(self) -> dict[str, int]:

@@ -44,6 +44,7 @@ from ._protocol import (
     CallKey,
     ExecuteRequest,
     HostEvent,
+    KillRequest,
     OutputEvent,
     PermissionRequest,
     ResultEvent,
@@ -60,6 +61,8 @@ from ._wire import (
     event_to_wire,
     execute_from_wire,
     execute_to_wire,
+    kill_from_wire,
+    kill_to_wire,
     permission_from_wire,
     permission_to_wire,
 )
@@ -236,12 +239,16 @@ async def serve_stdio(
     def abort(params: dict[str, Any]) -> dict[str, Any]:
         return abort_ack_to_wire(core.abort(abort_from_wire(params)))
 
+    def kill(params: dict[str, Any]) -> dict[str, Any]:
+        return abort_ack_to_wire(core.kill(kill_from_wire(params)))
+
     conn = Connection(
         FdReceiveStream(0),
         FdSendStream(proto_fd),
         inline={
             "tools.execute": execute,
             "tools.abort": abort,
+            "tools.kill": kill,
             "host.ready": lambda params: {"ready": True},
         },
     )
@@ -286,6 +293,12 @@ class StdioHostClient:
         """Send `tools.abort` and return the host's answer."""
         return abort_ack_from_wire(
             await self.conn.request("tools.abort", abort_to_wire(request))
+        )
+
+    async def kill(self, request: KillRequest) -> AbortAck:
+        """Send `tools.kill` and return the host's answer."""
+        return abort_ack_from_wire(
+            await self.conn.request("tools.kill", kill_to_wire(request))
         )
 
     @classmethod

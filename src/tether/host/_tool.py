@@ -55,8 +55,10 @@ class StopClass(enum.StrEnum):
 
     @property
     def policy(self) -> StopPolicy:
-        """What a stop does to a started call of this class: the one table both sides
-        of the host seam read."""
+        """What a stop does to a started call of this class.
+
+        The one table both sides of the host seam read.
+        """
         return _POLICIES[self]
 
 
@@ -135,8 +137,11 @@ class ToolContext:
         return self._processes
 
     def _end(self) -> None:
-        """The call is over: later progress goes nowhere (and the context no longer
-        holds the host's call, so both are freed as soon as nothing uses them)."""
+        """The call is over: later progress goes nowhere.
+
+        The context no longer holds the host's call either, so both are freed as soon
+        as nothing uses them.
+        """
         self._on_progress = None
 
     def progress(self, text: str) -> None:
@@ -317,9 +322,11 @@ _Direct: typing.TypeAlias = (
 
 
 def _direct(model: type[pydantic.BaseModel]) -> _Direct:
-    """The validator and serializer of a built model that keeps pydantic's own
-    `model_validate` and `model_dump` (None for any other), found once per model: a
-    tool's input model is not rebuilt once its tool is in use."""
+    """The validator and serializer of a model that keeps pydantic's own, or None.
+
+    A built model that keeps pydantic's `model_validate` and `model_dump` gets them;
+    found once per model: a tool's input model is not rebuilt once its tool is in use.
+    """
     try:
         return _DIRECT[model]
     except KeyError:

@@ -23,6 +23,7 @@ from ._protocol import (
     ExecuteRequest,
     HostEvent,
     HostPhase,
+    KillRequest,
     OutputEvent,
     PermissionRequest,
     PhaseEvent,
@@ -103,8 +104,9 @@ _encode = _InputEncoder().encode
 
 
 def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
-    """Return `raw` as a tool input both hosts take alike, with its JSON text, or say
-    why it cannot be one.
+    """Return `raw` as a tool input both hosts take alike, with its JSON text.
+
+    Otherwise say why it cannot be one.
 
     Every input is checked here, for the in-process host too, so the same input gets the
     same answer on both hosts: a JSON object that JSON can carry, within a frame.
@@ -167,7 +169,6 @@ class _Execute(_Key):
 class _Abort(_Key):
     source: AbortSource = "user"
     reason: str | None = None
-    kill: bool = False
 
 
 class _AbortAck(pydantic.BaseModel):
@@ -232,14 +233,23 @@ def abort_to_wire(request: AbortRequest) -> dict[str, Any]:
         **_key_dict(request.key),
         "source": request.source,
         "reason": request.reason,
-        "kill": request.kill,
     }
 
 
 def abort_from_wire(params: dict[str, Any]) -> AbortRequest:
     """Parse `tools.abort` params."""
     m = _parse(_Abort, params)
-    return AbortRequest(m.key(), m.source, m.reason, kill=m.kill)
+    return AbortRequest(m.key(), m.source, m.reason)
+
+
+def kill_to_wire(request: KillRequest) -> dict[str, Any]:
+    """`tools.kill` params."""
+    return _key_dict(request.key)
+
+
+def kill_from_wire(params: dict[str, Any]) -> KillRequest:
+    """Parse `tools.kill` params."""
+    return KillRequest(_parse(_Key, params).key())
 
 
 def abort_ack_to_wire(ack: AbortAck) -> dict[str, Any]:

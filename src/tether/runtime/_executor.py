@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from .._bounded import BoundedOutput
+from .._bounded_output import BoundedOutput
 from ..errors import ErrorCode, InvalidInput, ToolAborted, ToolError
 from ..host._calls import PARTIAL_LIMIT
 from ..host._protocol import (
@@ -35,6 +35,7 @@ from ..host._protocol import (
     HostConnection,
     HostEvent,
     HostPhase,
+    KillRequest,
     OutputEvent,
     PhaseEvent,
     ResultEvent,
@@ -340,8 +341,10 @@ class Executor:
         self._settle(call)
 
     def _succeed(self, call: ActiveCall, output: str) -> None:
-        """End and settle a call that succeeded with no stop: the most common end, in
-        one ledger move."""
+        """End and settle a call that succeeded with no stop, in one ledger move.
+
+        The most common end of a call.
+        """
         key = call.key
         call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
         self.ledger.succeed(key.session_id, key.call_id, bounded(output), time.time())
@@ -575,8 +578,10 @@ class Executor:
         )
 
     def started_writes(self) -> list[ActiveCall]:
-        """Unsettled calls whose operation started and is never abandoned: MUTATING,
-        EXTENSION and tools the runtime does not know (spec 01)."""
+        """Unsettled calls whose operation started and is never abandoned.
+
+        MUTATING, EXTENSION and tools the runtime does not know (spec 01).
+        """
         return [
             call
             for call in self.active.values()
@@ -586,8 +591,10 @@ class Executor:
         ]
 
     def waiting(self, calls: Collection[ActiveCall] | None = None) -> list[str]:
-        """Name each unsettled call (or each of `calls`): tool, call id, and since when
-        it was requested."""
+        """Name each unsettled call (or each of `calls`).
+
+        Each with its tool, its call id and since when it was requested.
+        """
         out = []
         for call in self.active.values() if calls is None else calls:
             rec = self.ledger.get(call.key.session_id, call.key.call_id)
@@ -627,24 +634,19 @@ class Executor:
         word = call.class_word
         call.why = f"{word}: kill sent, not confirmed by the host"
         assert self.host is not None
-        stop = call.stop
-        request = AbortRequest(
-            call.key,
-            stop.source if stop else "turn",
-            stop.reason if stop else None,
-            kill=True,
-        )
         try:
-            ack = await self.host.abort(request)
+            ack = await self.host.kill(KillRequest(call.key))
         except Exception:  # the host is gone: `host_lost` reaps what it started
             return
         if not call.is_settled and ack.found and ack.phase == "running":
             call.why = f"{word}: killed, waiting for the process tree to be reaped"
 
     def kill_now(self, calls: Collection[ActiveCall]) -> None:
-        """Close the grace window of each stopped PROCESS call at once: its tree is
-        killed now (a second stop). Other calls are not touched: a started write still
-        runs to its real end."""
+        """Close the grace window of each stopped PROCESS call at once.
+
+        Its tree is killed now (a second stop). Other calls are not touched: a started
+        write still runs to its real end.
+        """
         for call in calls:
             if call.is_settled or call.policy.on_stop is not OnStop.TERMINATE:
                 continue

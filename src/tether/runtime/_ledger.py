@@ -13,15 +13,17 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
 
 from .._fs import check_owner_only
 from ..errors import ErrorCode, StoreError, ToolAborted, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ("CallRecord", "CallState", "Ledger", "read_ledger_file")
 
@@ -295,8 +297,9 @@ class Ledger:
             self._write(row, insert=False)
 
     def start(self, session_id: str, call_id: str, at: float) -> None:
-        """Move a call to RUNNING, started at `at`: `transition()` without a changes
-        mapping, on the path of every call.
+        """Move a call to RUNNING, started at `at`.
+
+        `transition()` without a changes mapping, on the path of every call.
 
         Raises:
             UsageError: the call cannot start from its state.
@@ -310,8 +313,9 @@ class Ledger:
             self._write(row, insert=False)
 
     def succeed(self, session_id: str, call_id: str, output: str, at: float) -> None:
-        """End and settle a call that returned `output` with no stop and no error: the
-        most common end, written in one move.
+        """End and settle a call that returned `output` with no stop and no error.
+
+        The most common end, written in one move.
 
         Raises:
             UsageError: the call has already ended.

@@ -7,13 +7,11 @@ import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 import anyio
 import anyio.abc
 import attrs
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._config import Config, load_config
 from .._ids import new_id
@@ -28,13 +26,19 @@ from ..host._contain import (
 from ..host._core import HostCore
 from ..host._inprocess import InProcessHost
 from ..host._loadable import check_stdio_loadable
-from ..host._protocol import Approver, HostConnection
 from ..host._tool import StopClass, Tool, call_title, check_unique_names
 from ..host.tools import open_mcp_tools, standard_tools
 from ._executor import Executor
 from ._ledger import Ledger
 from ._session import Session
 from ._values import RuntimeEvent, ToolProgress
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from ..host._protocol import Approver, HostConnection
 
 __all__ = ("MIN_ABORT_BOUND", "Runtime", "RuntimeStatistics")
 
@@ -155,10 +159,12 @@ class Runtime:
 
     @property
     def problems(self) -> list[str]:
-        """What the runtime could not do as asked: plugins and MCP servers skipped (and
-        why), the fallback containment when it is in force (and why), stopped calls
-        whose workers still run (by tool), and what closing waited for or could not
-        wait for."""
+        """What the runtime could not do as asked.
+
+        Plugins and MCP servers skipped (and why), the fallback containment when it is
+        in force (and why), stopped calls whose workers still run (by tool), and what
+        closing waited for or could not wait for.
+        """
         return [*self._problems, *self.executor.outliving()]
 
     def statistics(self) -> RuntimeStatistics:

@@ -10,9 +10,8 @@ runtime: it does not import the runtime.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.lowlevel
@@ -21,8 +20,12 @@ from .._ids import new_id
 from ..errors import DuplicateCallId, UsageError
 from ..host._protocol import AbortSource, CallKey
 from ._executor import ActiveCall, Executor, raise_or_return
-from ._ledger import CallRecord
 from ._values import AbortReport, PendingCall, StopRequest, ToolResult, TurnSettled
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ._ledger import CallRecord
 
 __all__ = ("Session", "Turn")
 
@@ -256,8 +259,10 @@ class Session:
         )
 
     def pending(self) -> tuple[PendingCall, ...]:
-        """Name each call of the session still running after a stop, and why, now
-        (a PROCESS call's grace window counts down)."""
+        """Name each call of the session still running after a stop, and why, now.
+
+        A PROCESS call's grace window counts down.
+        """
         turns = self.unsettled_turns()
         return self.executor.pending([c for t in turns for c in t.calls.values()])
 
