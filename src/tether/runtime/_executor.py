@@ -144,10 +144,11 @@ class Executor:
         abort_bound: float,
         emit: Callable[[RuntimeEvent], None],
         stop_class_of: Callable[[str], StopClass | None] = lambda _name: None,
-        subscribers: Collection[object] = (None,),
+        listened: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.subscribers = subscribers
-        """Who takes call changes (read at each change; empty: none are built)."""
+        self.listened = listened
+        """Whether anyone takes call changes now (asked at each change; when nobody
+        does, none is built)."""
         self.ledger = ledger
         self.grace = grace
         """The PROCESS grace window, in seconds."""
@@ -299,7 +300,7 @@ class Executor:
             if state is CallState.RUNNING:
                 key = call.key
                 self.ledger.start(key.session_id, key.call_id, time.time())
-                if self.subscribers:
+                if self.listened():
                     self._changed(call)
             else:
                 self._move(call, state)
@@ -348,7 +349,7 @@ class Executor:
         key = call.key
         call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
         self.ledger.succeed(key.session_id, key.call_id, bounded(output), time.time())
-        if self.subscribers:
+        if self.listened():
             self._changed(call)
         call.done.set()
         self._forget(call)
@@ -364,7 +365,7 @@ class Executor:
 
     def _changed(self, call: ActiveCall) -> None:
         """Tell the subscribers, if any, the call's state in the ledger now."""
-        if self.subscribers:
+        if self.listened():
             key = call.key
             rec = self.ledger.get(key.session_id, key.call_id)
             self.emit(

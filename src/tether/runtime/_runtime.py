@@ -152,7 +152,7 @@ class Runtime:
             emit=self.emit,
             # The table itself, not a method over it: one call less per tool call.
             stop_class_of=self._classes.get,
-            subscribers=self._subscribers,
+            listened=self._listened,
         )
         self._stack: AsyncExitStack | None = None
         self.host: HostConnection | None = None
@@ -203,6 +203,9 @@ class Runtime:
         session = Session(self.executor, new_id("session"))
         self.sessions.append(session)
         return session
+
+    def _listened(self) -> bool:
+        return bool(self._subscribers)
 
     def subscribe(self) -> MemoryObjectReceiveStream[RuntimeEvent]:
         """Receive every event (progress, call changes, `turn.settled`) from now on."""
