@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import anyio
 import psutil
@@ -19,7 +19,6 @@ from tether.host._proctree import ProcessTree, run_command
 from tether.testing import alive, tree_pids, tree_procs
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator
     from pathlib import Path
 
 _SAY = "echo tree-pid $$ $(readlink /proc/self/ns/pid)"
@@ -44,10 +43,8 @@ async def _read_until_pids(
 ) -> tuple[list[str], list[psutil.Process]]:
     chunks: list[str] = []
     with anyio.fail_after(10):
-        # `output()` is an async generator typed as the AsyncIterator it yields, which
-        # has no `aclose`; closing it at once is what this early return needs.
-        generator = cast("AsyncGenerator[bytes, None]", tree.output())
-        async with contextlib.aclosing(generator) as output:
+        # Closing the generator at once is what this early return needs.
+        async with contextlib.aclosing(tree.output()) as output:
             async for chunk in output:
                 chunks.append(chunk.decode())
                 if len(tree_pids("".join(chunks))) >= count:

@@ -71,7 +71,13 @@ from ._spawn import start_process
 from ._sweep import TREE_MARKER, marked_pids, sweep_marked
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+    from collections.abc import (
+        AsyncGenerator,
+        Callable,
+        Collection,
+        Mapping,
+        Sequence,
+    )
 
 __all__ = (
     "TREE_MARKER",
@@ -285,7 +291,7 @@ class ProcessTree:
         kind, _, rest = line.decode("ascii", "replace").partition(" ")
         return kind, rest
 
-    async def output(self) -> AsyncIterator[bytes]:
+    async def output(self) -> AsyncGenerator[bytes, None]:
         """Yield the command's merged stdout and stderr until every writer is gone."""
         if self._process is None or self._process.stdout is None:
             return
