@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ("EXTRAS", "installed", "missing", "require")
+__all__ = ("EXTRAS", "installed", "missing")
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg",),  # the PostgreSQL store of runs
@@ -30,9 +30,3 @@ def installed(extra: str) -> bool:
 def missing(extra: str, what: str) -> str:
     """The line that says `what` needs `extra` and how to install it."""
     return f"{what} needs tether's {extra!r} extra: pip install 'tether[{extra}]'"
-
-
-def require(extra: str, what: str) -> None:
-    """Raise ImportError with `missing()`'s line unless `extra` is installed."""
-    if not installed(extra):
-        raise ImportError(missing(extra, what), name=EXTRAS[extra][0])
