@@ -190,6 +190,23 @@ _CHANGES: dict[str, tuple[Callable[[Tree], None], str, str]] = {
         "a symlink",
     ),
     "another account's stop": (_foreign_stop, "STOPPED", f"owner_uid={OTHER}"),
+    "parent replaced": (lambda tree: _replace(tree.parent), "HOLD", "shared"),
+    "folder replaced": (lambda tree: _replace(tree.folder), "HOLD", "not the folder"),
+    "stop made writable by others": (
+        lambda tree: os.chmod(tree.stop, 0o1646),
+        "STOPPED",
+        "writable by others",
+    ),
+    "stop given to another account": (
+        lambda tree: os.chown(tree.stop, OTHER, OTHER),
+        "CLEAR",
+        f"owned by uid {OTHER}",
+    ),
+    "stop grown past the bound": (
+        lambda tree: os.truncate(tree.stop, 5000),
+        "HOLD",
+        "more than a stop's",
+    ),
 }
 
 
@@ -205,14 +222,15 @@ def test_folder_rule_a_change_after_plain_reads_is_seen_by_the_next_read(
     tree = make_tree(tmp_path)
     tree.set_stop()
     run = _Run(tree, monkeypatch)
-    for _ in range(3):
+    for _ in range(4):
         assert run.read().reading.outcome is ReadOutcome.STOPPED
-    assert run.full == 1  # the second and third reads took the plain pass
+    assert run.full == 1  # the later reads took the plain pass
+    assert run.memo.anchors is not None  # the third and fourth through its anchors
     make, outcome, said = _CHANGES[change]
     make(tree)
     reading = run.read().reading
     assert reading.outcome == outcome, reading
-    shown = f"{reading.reason} {reading.set_at} {reading.not_honoured}"
+    shown = f"{reading.reason} {reading.set_at} {reading.not_honoured} {reading.notes}"
     assert said in shown
 
 

@@ -11,7 +11,23 @@ sign instead of deriving the finding again:
   only a ctime older than that tick tells a later change from the listed state;
 - that the listing names no other account's entry, so the scan has nothing to open
   (`alone`), for the same listing and mount table;
-- the reading itself, a value made from the place and the stop's `fstat` alone.
+- the reading itself, a value made from the place and the stop's `fstat` alone;
+- the directories of the chain, held open (`O_PATH`) as anchors (`Anchors`): the next
+  read looks each name up again below the directory above it and judges what it finds,
+  and uses the anchor only when the name still leads to it.
+
+Why an anchor keeps the walk's guarantee. The walk judges each directory by its own
+descriptor so that what it judged is what it walks into. A read with anchors looks up
+each name with `statx` (`AT_SYMLINK_NOFOLLOW`) below the anchor above it and compares
+the identity found with the anchor's: an open descriptor keeps its inode alive, so no
+other file can have that identity meanwhile, and a directory has one name in one
+parent; equal identities mean the name leads, now, to the very directory held, and
+the look's owner and mode are that directory's now. The look is judged exactly as an
+`fstat` of a descriptor opened at that moment would be, and the next name is looked up
+below it. A link, a directory renamed, replaced or mounted over shows another identity;
+the read then lets every anchor go and walks again, opening each level. Holding them
+keeps the folder's file system busy: an unmount of it waits for the run (a lazy one
+detaches it, and the next read finds another identity).
 
 A memo also carries the unique id of the mount of `/` pinned at the watch's start
 (`_statx`), so the walk's look at the root tells a reader moved into another mount
@@ -25,16 +41,18 @@ one place of one watch; `StopStore.read` passes none and remembers nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, final
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._reading import StopReading
+    from ._reading import RawRead, StopReading
 
-__all__ = ("SETTLED_NS", "ReadMemo")
+__all__ = ("SETTLED_NS", "Anchors", "ReadMemo")
 
 SETTLED_NS = 1_000_000_000
 """How far in the past a folder's `st_ctime` must be for its listing to be kept.
@@ -45,6 +63,73 @@ share a ctime with, whatever the file system's timestamp granularity.
 
 
 @final
+class Anchors:
+    """The chain's directories, held open between two reads of one watch's place.
+
+    `fds[i]` is the directory of the walk's level `i` (the first below `/` first, the
+    uid directory last), `ids[i]` its `(st_ino, dev major, dev minor)` as `statx` gave
+    it when it was opened and judged. `steps` is what a read looks up for each level:
+    the directory above (`AT_FDCWD` for the first, looked up by its absolute name), the
+    name, and the identity it must lead to. Only the thread that made them uses them.
+    """
+
+    __slots__ = (
+        "clear",
+        "fds",
+        "folder_id",
+        "ids",
+        "steps",
+        "stopped",
+        "thread",
+        "uid_id",
+    )
+
+    def __init__(
+        self,
+        fds: tuple[int, ...],
+        ids: tuple[tuple[int, int, int], ...],
+        names: tuple[bytes, ...],
+    ) -> None:
+        self.fds = fds
+        self.ids = ids
+        self.steps = tuple(
+            (fds[at - 1] if at else _AT_FDCWD, name, ids[at])
+            for at, name in enumerate(names)
+        )
+        """`(directory above, name, identity)` of each level; `names` are the first
+        level's absolute name, then each name below it, the uid directory's last."""
+        (ino, major, minor), (uid_ino, uid_major, uid_minor) = ids[-2:]
+        self.folder_id = (os.makedev(major, minor), ino)
+        """The folder's `(st_dev, st_ino)`, as a read reports it."""
+        self.uid_id = (os.makedev(uid_major, uid_minor), uid_ino)
+        """The uid directory's `(st_dev, st_ino)`."""
+        self.thread = threading.get_ident()
+        self.clear: RawRead | None = None
+        """The CLEAR answer through these anchors, made once."""
+        self.stopped: tuple[tuple[int, ...], RawRead] | None = None
+        """The stop's look (`_statx.Look`) and the STOPPED answer the memo's reading
+        gave for it: the look holds every field the reading is made from."""
+
+    def close(self) -> None:
+        """Close every descriptor held; a second call does nothing.
+
+        An `O_PATH` descriptor has nothing to flush, so a failed close loses nothing:
+        the descriptor is released all the same.
+        """
+        fds, self.fds = self.fds, ()
+        self.steps = ()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_AT_FDCWD = -100
+
+
+@final
 class ReadMemo:
     """The findings a watch's reads of one place reuse while their sign is unchanged."""
 
@@ -52,6 +137,7 @@ class ReadMemo:
         "_clock",
         "_listing",
         "alone",
+        "anchors",
         "clear",
         "lists",
         "root_mount",
@@ -72,10 +158,18 @@ class ReadMemo:
         """The last STOPPED reading and the stop's `fstat` fields it was made from."""
         self.lists = 0
         """How many times the folder was listed (a test reads it)."""
+        self.anchors: Anchors | None = None
+        """The chain held open by the last plain pass; None: none held."""
         self.alone: tuple[tuple[int, ...], int] | None = None
         """The stamp of a kept listing in which no name is another account's (only
         the person's own and mount points the scan never enters), and the mount
         table's generation it was judged on; None: not known to be so."""
+
+    def let_go(self) -> None:
+        """Close the anchors held, if any."""
+        anchors, self.anchors = self.anchors, None
+        if anchors is not None:
+            anchors.close()
 
     def mark_alone(self, stamp: tuple[int, ...], generation: int) -> None:
         """Note that the listing kept for `stamp` names no other account's entry."""

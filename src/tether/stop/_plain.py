@@ -7,6 +7,14 @@ them: no function of the walk, no message built. What it may take from the watch
 is only what the memo keeps for a full read too: the reading value, and the listing of
 the folder while its look is unchanged.
 
+The pass has two forms. The first read of a run's plain passes opens every level (the
+opening pass) and, when it answers, keeps the chain's descriptors open in the memo as
+anchors (`_memo.Anchors`). Each later read looks each name up below the anchor above it
+(the anchored pass): one `statx` per level instead of an `open`, an `fstat` and a
+`close`, with the same judgement of what it finds; a name that no longer leads to its
+anchor lets the anchors go, and the opening pass runs instead (`_memo` says why this
+keeps the walk's guarantee).
+
 It answers only when every check passed and the answer is one the memo already holds;
 at the first thing that is not so (a directory that fails the rule, an error, a pin
 that differs, another account's entry in the folder, a stop it has not seen) it answers
@@ -20,12 +28,27 @@ from __future__ import annotations
 import os
 from errno import ENOENT
 from stat import S_ISDIR, S_ISREG, S_ISVTX
+from threading import get_ident
 from typing import TYPE_CHECKING
 
 from ._folder import _OTHERS_WRITE, DIR_FLAGS
+from ._memo import Anchors
 from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
-from ._statx import judge_root, look, open_path
+from ._statx import (
+    AT_EMPTY_PATH,
+    AT_SYMLINK_NOFOLLOW,
+    LEVEL,
+    LOOK,
+    LOOK_MASK,
+    MNT_ID,
+    buffer,
+    call,
+    judge_root,
+    level,
+    look,
+    open_path,
+)
 
 if TYPE_CHECKING:
     from ._memo import ReadMemo
@@ -62,20 +85,164 @@ def read_plain(
     mode = seen[1]
     if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
         return None
-    held = [-1, -1, -1]  # the folder chain's, the uid directory's, the stop's
-    answer: RawRead | None = None
+    anchors = memo.anchors
+    if anchors is not None and anchors.thread == get_ident():
+        try:
+            through = _anchored(route, pins, mounts, memo, anchors)
+        except OSError:
+            through = _MOVED
+        if not isinstance(through, _Moved):
+            return through
+        memo.let_go()  # a level is not the one held: walk again, opening each
+    held: list[int] = []  # the chain's, the uid directory's, then the stop's
+    ids: list[tuple[int, int, int]] = []
+    answer = None
     try:
-        answer = _through(route, pins, mounts, memo, held)
+        answer = _through(route, pins, mounts, memo, held, ids)
     except OSError:
         answer = None
-    finally:
-        for fd in held:
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    answer = None  # the full read then holds on its own close
+    kept = len(route.names) + 1
+    if answer is not None and memo.anchors is None and len(ids) == kept:
+        # The chain and the uid directory stay open for the next read: its anchors.
+        names = (route.first, *route.names[1:], route.uid_name)
+        memo.anchors = Anchors(tuple(held[:kept]), tuple(ids), names)
+        del held[:kept]
+    for fd in held:
+        try:
+            os.close(fd)
+        except OSError:
+            answer = None  # the full read then holds on its own close
     return answer
+
+
+def _fails(uid: int, mode: int, person: int) -> bool:
+    """Whether a directory of the chain fails the folder rule (the full read says how)."""
+    return (
+        (uid != 0 and uid != person)
+        or not S_ISDIR(mode)
+        or bool(mode & _OTHERS_WRITE and not mode & S_ISVTX)
+    )
+
+
+def _folder_passes(
+    route: Route, mounts: MountPlan, memo: ReadMemo, seen: tuple[int, ...]
+) -> bool:
+    """Whether the folder's look `seen` passes as the full read left it.
+
+    The rule of the chain, a file system the table trusts, and a listing kept that
+    names no other account (when they are reported).
+    """
+    if _fails(seen[2], seen[3], route.person):
+        return False
+    if route.judge_fs and mounts.whys.get(seen[12]) != "":
+        return False  # untrusted, or a mount the table does not list
+    alone = memo.alone
+    return not route.scan or (
+        alone is not None and alone[0] == seen and alone[1] == mounts.generation
+    )
+
+
+class _Moved:
+    """The anchored pass's answer when a level is not the directory held."""
+
+
+_MOVED = _Moved()
+
+
+def _anchored(
+    route: Route,
+    pins: tuple[Identity | None, Identity | None],
+    mounts: MountPlan,
+    memo: ReadMemo,
+    anchors: Anchors,
+) -> RawRead | _Moved | None:
+    """The pass through the anchors: `_MOVED` when a name leads elsewhere now.
+
+    Each level is looked up by name below the anchor above it and judged on what the
+    look shows, as `_through` judges the descriptor it opens.
+
+    Raises:
+        OSError: the look at the stop failed.
+    """
+    fn = call()
+    steps = anchors.steps
+    if fn is None or len(steps) != len(route.names) + 1:
+        return _MOVED
+    buf = buffer()
+    person = route.person
+    *chain, (above, name, ident), (uid_above, uid_name, uid_ident) = steps
+    for up, below, want in chain:
+        if fn(up, below, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
+            return _MOVED
+        uid, mode, ino, major, minor = LEVEL.unpack_from(buf)
+        if (ino, major, minor) != want:
+            return _MOVED
+        if _fails(uid, mode, person):
+            return None  # the full read says why
+    if fn(above, name, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
+        return _MOVED
+    seen = LOOK.unpack_from(buf)  # fields by index: `_statx.Look`
+    if (seen[4], seen[10], seen[11]) != ident:
+        return _MOVED
+    if not seen[0] & MNT_ID:
+        seen = (*seen[:12], -1)  # as `look` gives it on an older kernel
+    if pins[0] is not None and anchors.folder_id != pins[0]:
+        return _MOVED
+    if not _folder_passes(route, mounts, memo, seen):
+        return None
+    if fn(uid_above, uid_name, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
+        return _MOVED
+    uid, mode, ino, major, minor = LEVEL.unpack_from(buf)
+    if (ino, major, minor) != uid_ident:
+        return _MOVED
+    if uid != person or mode & _OTHERS_WRITE or not S_ISDIR(mode):
+        return None
+    if pins[1] is not None and anchors.uid_id != pins[1]:
+        return _MOVED
+    fd = open_path(anchors.fds[-1], _STOP)
+    if fd < 0:
+        clear = anchors.clear
+        if fd == -ENOENT and clear is not None:
+            return clear
+        if fd != -ENOENT or memo.clear is None:
+            return None
+        anchors.clear = RawRead(memo.clear, anchors.folder_id, anchors.uid_id, None)
+        return anchors.clear
+    try:
+        if fn(fd, b"", AT_EMPTY_PATH, LOOK_MASK, buf):
+            return None
+    finally:
+        os.close(fd)
+    seen = LOOK.unpack_from(buf)
+    stopped = anchors.stopped
+    if stopped is not None and stopped[0] == seen:
+        return stopped[1]  # the look the answer was made from, field for field
+    found = _stopped(route, memo, seen, anchors.folder_id, anchors.uid_id)
+    if found is not None:
+        anchors.stopped = (seen, found)
+    return found
+
+
+def _stopped(
+    route: Route,
+    memo: ReadMemo,
+    seen: tuple[int, ...],
+    folder_id: Identity,
+    uid_id: Identity,
+) -> RawRead | None:
+    """The STOPPED answer for the stop's look `seen`, when the memo's reading is it."""
+    mode = seen[3]
+    if not S_ISREG(mode) or seen[2] != route.person or seen[5] > route.max_size:
+        return None
+    stopped = memo.stopped
+    stop_id = (os.makedev(seen[10], seen[11]), seen[4], seen[8] * _NS + seen[9])
+    key = (*stop_id, seen[6] * _NS + seen[7], seen[1], mode, seen[2])
+    if stopped is None or stopped[0] != key:
+        return None
+    return RawRead(stopped[1], folder_id, uid_id, stop_id)
+
+
+_NS = 1_000_000_000
 
 
 def _through(
@@ -84,69 +251,87 @@ def _through(
     mounts: MountPlan,
     memo: ReadMemo,
     held: list[int],
+    ids: list[tuple[int, int, int]],
 ) -> RawRead | None:
-    """The pass below a root that passed; `held` gets every descriptor it opens."""
+    """The opening pass below a root that passed.
+
+    `held` gets every descriptor it opens, level by level, and `ids` the identity of
+    each directory judged.
+
+    Raises:
+        OSError: an open or a look failed.
+    """
     person = route.person
     names = route.names
     last = len(names) - 1
     # Every directory `O_PATH`, the folder too: the pass lists nothing (it answers
     # only while the kept listing stands), and an `O_PATH` open and close are the
     # lighter calls.
-    for index in range(last + 1):
-        above = held[0]
-        if above >= 0:
-            held[0] = os.open(names[index], DIR_FLAGS, dir_fd=above)
-            os.close(above)
-        else:
-            held[0] = os.open(route.first, DIR_FLAGS)
-        if index < last:
-            st = os.fstat(held[0])
-            mode = st.st_mode
-            if (
-                (st.st_uid != 0 and st.st_uid != person)
-                or not S_ISDIR(mode)
-                or (mode & _OTHERS_WRITE and not mode & S_ISVTX)
-            ):
-                return None
-    seen = look(held[0])  # fields by index: `_statx.Look`
+    fd = os.open(route.first, DIR_FLAGS)
+    held.append(fd)
+    for index in range(last):
+        judged = level(fd)
+        if judged is None:
+            return None
+        uid, mode, ino, major, minor = judged
+        if _fails(uid, mode, person):
+            return None
+        ids.append((ino, major, minor))
+        fd = os.open(names[index + 1], DIR_FLAGS, dir_fd=fd)
+        held.append(fd)
+    seen = look(fd)  # fields by index: `_statx.Look`
     if seen is None:
         return None
-    uid = seen[2]
-    mode = seen[3]
-    if (
-        (uid != 0 and uid != person)
-        or not S_ISDIR(mode)
-        or (mode & _OTHERS_WRITE and not mode & S_ISVTX)
-    ):
-        return None
+    ids.append((seen[4], seen[10], seen[11]))
     folder_id = (os.makedev(seen[10], seen[11]), seen[4])
     if pins[0] is not None and folder_id != pins[0]:
         return None
-    if route.judge_fs and mounts.whys.get(seen[12]) != "":
-        return None  # untrusted, or a mount the table does not list
-    alone = memo.alone
-    if route.scan and (
-        alone is None or alone[0] != seen or alone[1] != mounts.generation
-    ):
+    if not _folder_passes(route, mounts, memo, seen):
         return None
-    held[1] = os.open(route.uid_name, DIR_FLAGS, dir_fd=held[0])
-    st = os.fstat(held[1])
-    if st.st_uid != person or st.st_mode & _OTHERS_WRITE:
+    fd = os.open(route.uid_name, DIR_FLAGS, dir_fd=fd)
+    held.append(fd)
+    judged = level(fd)
+    if judged is None:
         return None
-    uid_id = (st.st_dev, st.st_ino)
+    uid, mode, ino, major, minor = judged
+    if uid != person or mode & _OTHERS_WRITE:
+        return None
+    ids.append((ino, major, minor))
+    uid_id = (os.makedev(major, minor), ino)
     if pins[1] is not None and uid_id != pins[1]:
         return None
+    return _judge_stop(route, memo, fd, folder_id, uid_id)
+
+
+def _judge_stop(
+    route: Route,
+    memo: ReadMemo,
+    uid_fd: int,
+    folder_id: Identity,
+    uid_id: Identity,
+) -> RawRead | None:
+    """The stop below the uid directory `uid_fd` that passed, as the memo knows it.
+
+    Raises:
+        OSError: the stop's `fstat` failed.
+    """
     # One descriptor, opened with `O_PATH`: the stop's type gate and its open at once
     # (spec 02: on Linux prefer `O_PATH`, which opens nothing).
-    fd = open_path(held[1], _STOP)
+    fd = open_path(uid_fd, _STOP)
     if fd < 0:
         clear = memo.clear
         if fd != -ENOENT or clear is None:
             return None
         return RawRead(clear, folder_id, uid_id, None)
-    held[2] = fd
-    st = os.fstat(fd)
-    if not S_ISREG(st.st_mode) or st.st_uid != person or st.st_size > route.max_size:
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if (
+        not S_ISREG(st.st_mode)
+        or st.st_uid != route.person
+        or st.st_size > route.max_size
+    ):
         return None
     stopped = memo.stopped
     stop_id = (st.st_dev, st.st_ino, st.st_mtime_ns)

@@ -161,6 +161,7 @@ def read_place(
     after_open: Hook = None,
     memo: ReadMemo | None = None,
     table: Table | None = None,
+    plain: bool = True,
 ) -> RawRead:
     """Read the stop at `place` once, within `place.bound` seconds; never raises.
 
@@ -184,6 +185,8 @@ def read_place(
             sign it is keyed on is unchanged (`_memo`); None: derive everything.
         table: the mount table the caller looked at just before (`_mounts.table`);
             None: look now.
+        plain: try the plain pass first (`_plain`) where there is a memo; False:
+            the caller tried it on this read already.
     """
     try:
         route = place.route
@@ -200,12 +203,14 @@ def read_place(
         hooks = (after_gate, after_open)
         if mounts is not None and mounts.local:
             # Local kernel filesystems only: every call returns (`within_bound`).
-            plainly = memo is not None and after_gate is None and after_open is None
+            plainly = (
+                plain and memo is not None and after_gate is None and after_open is None
+            )
             if plainly and (check_fs or not route.judge_fs):
                 assert memo is not None
-                plain = read_plain(route, pins, mounts, memo)
-                if plain is not None:
-                    return plain  # as a full read found it before: `_plain`
+                found = read_plain(route, pins, mounts, memo)
+                if found is not None:
+                    return found  # as a full read found it before: `_plain`
             return _read_now(place, pins, check_fs, hooks, mounts, memo, None)
 
         def read(progress: Progress | None) -> RawRead:

@@ -37,10 +37,19 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = (
+    "AT_EMPTY_PATH",
+    "AT_SYMLINK_NOFOLLOW",
+    "LEVEL",
+    "LOOK",
+    "LOOK_MASK",
+    "MNT_ID",
     "Look",
     "available",
+    "buffer",
+    "call",
     "judge_root",
     "judge_with_mount",
+    "level",
     "look",
     "open_path",
     "root_mount",
@@ -61,6 +70,16 @@ _LOOK = struct.Struct("<I12xII4xH2xQQ48xqI4xqI4x8xIIQ")
 # stx_nlink .. stx_size, then stx_ctime .. stx_dev_minor: what `stamp` compares (the
 # access time is left out: a look must not see a change in a read).
 _STAMP = struct.Struct("<16x48s32x48s")
+LEVEL = struct.Struct("<20xI4xH2xQ96xII")
+"""stx_uid, stx_mode, stx_ino, stx_dev_major and stx_dev_minor: a directory's judgement
+and identity (`level`)."""
+LOOK = _LOOK
+"""The struct of `Look`."""
+AT_SYMLINK_NOFOLLOW = _AT_SYMLINK_NOFOLLOW
+AT_EMPTY_PATH = _AT_EMPTY_PATH
+LOOK_MASK = _STATX_BASIC_STATS | _STATX_MNT_ID
+"""What `look` asks for (a by-name look must ask the same to compare alike)."""
+MNT_ID = _STATX_MNT_ID
 _SIZE = 256  # sizeof(struct statx)
 
 
@@ -123,6 +142,22 @@ def judge_root() -> tuple[int, int, int] | None:
     return uid, mode, mount
 
 
+def _fill(fd: int, mask: int) -> ctypes.Array[ctypes.c_char] | None:
+    """This thread's buffer, filled by `statx` of `fd` itself; None: no `statx`.
+
+    Raises:
+        OSError: the call failed on `fd`.
+    """
+    fn = _statx or _call()
+    if fn is None:
+        return None
+    buf = _buffers.buf
+    if fn(fd, b"", _AT_EMPTY_PATH, mask, buf):
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return buf
+
+
 def look(fd: int) -> Look | None:
     """One `statx` of the directory `fd`, with the id of its mount; None: no `statx`.
 
@@ -134,13 +169,9 @@ def look(fd: int) -> Look | None:
     Raises:
         OSError: the call failed on `fd`.
     """
-    fn = _statx or _call()
-    if fn is None:
+    buf = _fill(fd, _STATX_BASIC_STATS | _STATX_MNT_ID)
+    if buf is None:
         return None
-    buf = _buffers.buf
-    if fn(fd, b"", _AT_EMPTY_PATH, _STATX_BASIC_STATS | _STATX_MNT_ID, buf):
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
     found: Look = _LOOK.unpack_from(buf)
     if not found[0] & _STATX_MNT_ID:
         return (*found[:12], -1)  # an older kernel: the field is not the mount's
@@ -196,6 +227,29 @@ def open_path(dir_fd: int, name: bytes) -> int:
             return -38
     fd = fn(dir_fd, name, _O_PATH_FLAGS)
     return fd if fd >= 0 else -ctypes.get_errno()
+
+
+def call() -> Callable[..., int] | None:
+    """The `statx` function itself, for a caller that makes many calls in a row."""
+    return _statx or _call()
+
+
+def buffer() -> ctypes.Array[ctypes.c_char]:
+    """This thread's `struct statx` buffer, which every call of this module fills."""
+    return _buffers.buf
+
+
+def level(fd: int) -> tuple[int, int, int, int, int] | None:
+    """`(st_uid, st_mode, st_ino, dev major, dev minor)` of `fd`; None: no `statx`.
+
+    Raises:
+        OSError: the call failed on `fd`.
+    """
+    buf = _fill(fd, _STATX_BASIC_STATS)
+    if buf is None:
+        return None
+    found: tuple[int, int, int, int, int] = LEVEL.unpack_from(buf)
+    return found
 
 
 def available() -> bool:

@@ -27,7 +27,8 @@ import attrs
 from ..errors import StoreError
 from ._lifts import find_lift
 from ._memo import ReadMemo
-from ._mounts import Table, table
+from ._mounts import Table, plan, table
+from ._plain import read_plain
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._reserve import keep_reserve
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
@@ -322,12 +323,39 @@ class _View:
     pins: tuple[Identity | None, Identity | None] = (None, None)
     """`(folder_pin, uid_dir_pin)`, made when a pin is set rather than on each read."""
 
-    def read(self, now: Table) -> StopReading:
+    def quick(self, now: Table) -> StopReading | None:
+        """The read when the plain pass answers it and nothing more is to be said.
+
+        None: read with `read` (a pin to set, a lift to report, a pass that did not
+        answer), which then makes no plain pass of its own.
+        """
+        route = self.place.route
+        mounts = plan(route.store_text, route.uid_text, now)
+        if (
+            mounts is None
+            or not mounts.local
+            or (route.judge_fs and mounts.untrusted is not None)
+        ):
+            return None
+        pins = self.pins
+        if pins[0] is None or pins[1] is None:
+            return None
+        raw = read_plain(route, pins, mounts, self.memo)
+        if raw is None:
+            return None
+        reading = raw.reading
+        if reading.outcome is ReadOutcome.STOPPED:
+            self.last_stop = raw.stop_id
+        elif self.last_stop is not None:
+            return None  # a lift to report
+        return reading
+
+    def read(self, now: Table, *, plain: bool = True) -> StopReading:
         place = self.place
         # The filesystem type is judged on every read (spec 02: the chain's checks are
         # cache-free); a reading that held never leaves a pin later reads trust.
         raw = read_place(
-            place, pins=self.pins, check_fs=True, memo=self.memo, table=now
+            place, pins=self.pins, check_fs=True, memo=self.memo, table=now, plain=plain
         )
         reading = raw.reading
         if reading.outcome is not ReadOutcome.HOLD and None in self.pins:
@@ -478,7 +506,11 @@ class StopWatch:
             changed = self._changed(now)
             views = self._views
             if len(views) == 1 and not changed and not self.store.holds:
-                return views[0].read(now)  # one place, nothing else to say
+                view = views[0]
+                quick = view.quick(now)  # as the read before found it: `_plain`
+                if quick is not None:
+                    return quick
+                return view.read(now, plain=False)  # one place, nothing else to say
             holds = [*self.store.holds, *changed]
             readings = [view.read(now) for view in views]
             return combine(self.store.place, readings, holds)
