@@ -143,3 +143,33 @@ def test_folder_rule_anchors_made_in_one_thread_are_not_used_in_another(
     if os.geteuid() == 0:
         os.chown(tree.uid_dir, PERSON + 1, PERSON + 1)
         assert run.read().reading.outcome is ReadOutcome.HOLD
+
+
+@pytest.mark.rule("folder-rule")
+def test_folder_rule_a_stop_held_is_let_go_when_it_is_lifted_or_set_again(
+    tmp_path: Path,
+) -> None:
+    """A stop seen is held (`O_PATH`) so the next read judges its name against it;
+    a lift lets it go, and a stop set again is judged on a descriptor of its own."""
+    before = _open_fds()
+    tree = make_tree(tmp_path)
+    tree.set_stop()
+    run = _Run(tree)
+    run.anchored(ReadOutcome.STOPPED)
+    assert run.read().reading.outcome is ReadOutcome.STOPPED
+    anchors = run.memo.anchors
+    assert anchors is not None
+    assert anchors.stop is not None
+    chain = len(tree.uid_dir.parts) - 1
+    assert len(_open_fds() - before) == chain + 1
+    tree.stop.unlink()
+    assert run.read().reading.outcome is ReadOutcome.CLEAR
+    assert anchors.stop is None
+    assert len(_open_fds() - before) == chain
+    os.utime(tree.set_stop(), ns=(10**18, 10**18))
+    for _ in range(3):
+        reading = run.read().reading
+        assert reading.outcome is ReadOutcome.STOPPED
+        assert reading.set_at is not None
+        assert reading.set_at.year == 2001
+    assert anchors.stop is not None

@@ -146,6 +146,11 @@ def _fifo_at_stop(tree: Tree) -> None:
         os.chown(tree.stop, PERSON, PERSON)
 
 
+def _set_again(tree: Tree) -> None:
+    tree.stop.unlink()
+    os.utime(tree.set_stop(), ns=(10**18, 10**18))
+
+
 def _foreign_stop(tree: Tree) -> None:
     other = tree.folder / str(OTHER)
     other.mkdir(mode=0o755)
@@ -184,6 +189,7 @@ _CHANGES: dict[str, tuple[Callable[[Tree], None], str, str]] = {
         "2001-",
     ),
     "stop swapped for a FIFO": (_fifo_at_stop, "HOLD", "a FIFO"),
+    "stop set again": (_set_again, "STOPPED", "2001-"),
     "stop swapped for a link": (
         _swap_for_link,
         "HOLD",

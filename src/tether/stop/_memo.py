@@ -79,6 +79,7 @@ class Anchors:
         "folder_id",
         "ids",
         "steps",
+        "stop",
         "stopped",
         "thread",
         "uid_id",
@@ -106,6 +107,8 @@ class Anchors:
         self.thread = threading.get_ident()
         self.clear: RawRead | None = None
         """The CLEAR answer through these anchors, made once."""
+        self.stop: tuple[int, tuple[int, int, int]] | None = None
+        """The stop held (`O_PATH`): its descriptor, judged when opened, and identity."""
         self.stopped: tuple[tuple[int, ...], RawRead] | None = None
         """The stop's look (`_statx.Look`) and the STOPPED answer the memo's reading
         gave for it: the look holds every field the reading is made from."""
@@ -116,11 +119,19 @@ class Anchors:
         An `O_PATH` descriptor has nothing to flush, so a failed close loses nothing:
         the descriptor is released all the same.
         """
+        self.let_stop_go()
         fds, self.fds = self.fds, ()
         self.steps = ()
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def let_stop_go(self) -> None:
+        """Close the stop's descriptor, if one is held."""
+        stop, self.stop = self.stop, None
+        if stop is not None:
+            with contextlib.suppress(OSError):
+                os.close(stop[0])
 
     def __del__(self) -> None:
         self.close()

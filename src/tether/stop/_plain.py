@@ -26,6 +26,7 @@ same finding from the same kernel answers before.
 from __future__ import annotations
 
 import os
+from ctypes import get_errno
 from errno import ENOENT
 from stat import S_ISDIR, S_ISREG, S_ISVTX
 from threading import get_ident
@@ -36,7 +37,6 @@ from ._memo import Anchors
 from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
 from ._statx import (
-    AT_EMPTY_PATH,
     AT_SYMLINK_NOFOLLOW,
     LEVEL,
     LOOK,
@@ -199,27 +199,59 @@ def _anchored(
         return None
     if pins[1] is not None and anchors.uid_id != pins[1]:
         return _MOVED
-    fd = open_path(anchors.fds[-1], _STOP)
-    if fd < 0:
+    uid_fd = anchors.fds[-1]
+    if fn(uid_fd, _STOP, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
+        if get_errno() != ENOENT:
+            return None  # only "not there" is no stop: the full read says the rest
+        anchors.let_stop_go()
         clear = anchors.clear
-        if fd == -ENOENT and clear is not None:
-            return clear
-        if fd != -ENOENT or memo.clear is None:
-            return None
-        anchors.clear = RawRead(memo.clear, anchors.folder_id, anchors.uid_id, None)
-        return anchors.clear
-    try:
-        if fn(fd, b"", AT_EMPTY_PATH, LOOK_MASK, buf):
-            return None
-    finally:
-        os.close(fd)
+        if clear is None:
+            if memo.clear is None:
+                return None
+            clear = anchors.clear = RawRead(
+                memo.clear, anchors.folder_id, anchors.uid_id, None
+            )
+        return clear
     seen = LOOK.unpack_from(buf)
+    stop = anchors.stop
+    if stop is None or (seen[4], seen[10], seen[11]) != stop[1]:
+        return _hold_stop(route, memo, anchors, uid_fd)
     stopped = anchors.stopped
     if stopped is not None and stopped[0] == seen:
         return stopped[1]  # the look the answer was made from, field for field
     found = _stopped(route, memo, seen, anchors.folder_id, anchors.uid_id)
     if found is not None:
         anchors.stopped = (seen, found)
+    return found
+
+
+def _hold_stop(
+    route: Route, memo: ReadMemo, anchors: Anchors, uid_fd: int
+) -> RawRead | None:
+    """A stop the anchors do not hold yet: judged on a descriptor, then held.
+
+    Raises:
+        OSError: the look at the descriptor failed.
+    """
+    anchors.let_stop_go()
+    # One descriptor, opened with `O_PATH`: the stop's type gate and its open at once
+    # (spec 02: on Linux prefer `O_PATH`, which opens nothing).
+    fd = open_path(uid_fd, _STOP)
+    if fd < 0:
+        return None
+    try:
+        seen = look(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    found = None
+    if seen is not None:
+        found = _stopped(route, memo, seen, anchors.folder_id, anchors.uid_id)
+    if seen is None or found is None:
+        os.close(fd)
+        return None
+    anchors.stop = (fd, (seen[4], seen[10], seen[11]))
+    anchors.stopped = (seen, found)
     return found
 
 

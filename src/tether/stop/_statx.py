@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = (
-    "AT_EMPTY_PATH",
     "AT_SYMLINK_NOFOLLOW",
     "LEVEL",
     "LOOK",
@@ -76,7 +75,6 @@ and identity (`level`)."""
 LOOK = _LOOK
 """The struct of `Look`."""
 AT_SYMLINK_NOFOLLOW = _AT_SYMLINK_NOFOLLOW
-AT_EMPTY_PATH = _AT_EMPTY_PATH
 LOOK_MASK = _STATX_BASIC_STATS | _STATX_MNT_ID
 """What `look` asks for (a by-name look must ask the same to compare alike)."""
 MNT_ID = _STATX_MNT_ID
