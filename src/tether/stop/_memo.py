@@ -42,6 +42,7 @@ one place of one watch; `StopStore.read` passes none and remembers nothing.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 import time
@@ -74,6 +75,8 @@ class Anchors:
     """
 
     __slots__ = (
+        "buf",
+        "call",
         "clear",
         "fds",
         "folder_id",
@@ -90,8 +93,13 @@ class Anchors:
         fds: tuple[int, ...],
         ids: tuple[tuple[int, int, int], ...],
         names: tuple[bytes, ...],
+        call: Callable[..., int],
     ) -> None:
         self.fds = fds
+        self.call = call
+        """`statx`, as `_statx.call` gives it."""
+        self.buf = ctypes.create_string_buffer(256)
+        """A `struct statx` of the anchors' own: one thread uses them."""
         self.ids = ids
         self.steps = tuple(
             (fds[at - 1] if at else _AT_FDCWD, name, ids[at])

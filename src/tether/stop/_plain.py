@@ -37,12 +37,15 @@ from ._memo import Anchors
 from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
 from ._statx import (
+    AT_FDCWD,
     AT_SYMLINK_NOFOLLOW,
     LEVEL,
     LOOK,
     LOOK_MASK,
     MNT_ID,
-    buffer,
+    MNT_ID_UNIQUE,
+    ROOT,
+    ROOT_MASK,
     call,
     judge_root,
     level,
@@ -76,15 +79,6 @@ def read_plain(
         mounts: the mount plan of this read (local mounts only: every call returns).
         memo: the watch's memo of the place.
     """
-    root_mount = memo.root_mount
-    if root_mount is None or not route.names:
-        return None
-    seen = judge_root()
-    if seen is None or seen[2] != root_mount or seen[0] != 0:
-        return None
-    mode = seen[1]
-    if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
-        return None
     anchors = memo.anchors
     if anchors is not None and anchors.thread == get_ident():
         try:
@@ -94,6 +88,15 @@ def read_plain(
         if not isinstance(through, _Moved):
             return through
         memo.let_go()  # a level is not the one held: walk again, opening each
+    root_mount = memo.root_mount
+    if root_mount is None or not route.names:
+        return None
+    seen = judge_root()
+    if seen is None or seen[2] != root_mount or seen[0] != 0:
+        return None
+    mode = seen[1]
+    if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
+        return None
     held: list[int] = []  # the chain's, the uid directory's, then the stop's
     ids: list[tuple[int, int, int]] = []
     answer = None
@@ -105,7 +108,9 @@ def read_plain(
     if answer is not None and memo.anchors is None and len(ids) == kept:
         # The chain and the uid directory stay open for the next read: its anchors.
         names = (route.first, *route.names[1:], route.uid_name)
-        memo.anchors = Anchors(tuple(held[:kept]), tuple(ids), names)
+        fn = call()
+        if fn is not None:
+            memo.anchors = Anchors(tuple(held[:kept]), tuple(ids), names, fn)
         del held[:kept]
     for fd in held:
         try:
@@ -164,11 +169,19 @@ def _anchored(
     Raises:
         OSError: the look at the stop failed.
     """
-    fn = call()
+    fn = anchors.call
+    buf = anchors.buf
     steps = anchors.steps
-    if fn is None or len(steps) != len(route.names) + 1:
+    if len(steps) != len(route.names) + 1:
         return _MOVED
-    buf = buffer()
+    # The root first, as `judge_root` judges it: by the path `/`, with its mount.
+    if fn(AT_FDCWD, b"/", 0, ROOT_MASK, buf):
+        return None
+    mask, uid, mode, mount = ROOT.unpack_from(buf)
+    if not mask & MNT_ID_UNIQUE or mount != memo.root_mount or uid != 0:
+        return None
+    if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
+        return None
     person = route.person
     *chain, (above, name, ident), (uid_above, uid_name, uid_ident) = steps
     for up, below, want in chain:

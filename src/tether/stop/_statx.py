@@ -37,11 +37,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = (
+    "AT_FDCWD",
     "AT_SYMLINK_NOFOLLOW",
     "LEVEL",
     "LOOK",
     "LOOK_MASK",
     "MNT_ID",
+    "MNT_ID_UNIQUE",
+    "ROOT",
+    "ROOT_MASK",
     "Look",
     "available",
     "buffer",
@@ -75,9 +79,15 @@ and identity (`level`)."""
 LOOK = _LOOK
 """The struct of `Look`."""
 AT_SYMLINK_NOFOLLOW = _AT_SYMLINK_NOFOLLOW
+AT_FDCWD = _AT_FDCWD
 LOOK_MASK = _STATX_BASIC_STATS | _STATX_MNT_ID
 """What `look` asks for (a by-name look must ask the same to compare alike)."""
 MNT_ID = _STATX_MNT_ID
+ROOT = _FIELDS
+"""The struct of the root's look: stx_mask, stx_uid, stx_mode, stx_mnt_id."""
+ROOT_MASK = _STATX_BASIC_STATS | _STATX_MNT_ID_UNIQUE
+"""What the root's look asks for."""
+MNT_ID_UNIQUE = _STATX_MNT_ID_UNIQUE
 _SIZE = 256  # sizeof(struct statx)
 
 

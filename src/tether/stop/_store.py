@@ -482,6 +482,23 @@ class StopWatch:
         self._binding_stamp = seen
         return None
 
+    def _unchanged(self, now: Table) -> bool:
+        """Whether setup, binding and namespace look as at the start.
+
+        `_changed`'s looks without its messages; False also when a look fails.
+        """
+        try:
+            if self.store.record is not None and (
+                stamp(self._setup_key) != self._setup_stamp
+            ):
+                return False
+        except OSError:
+            return False
+        look = self._binding_look
+        if look is None or look.stamp(now) != self._binding_stamp:
+            return False
+        return self._root_mount is not None or _mount_ns() == self._mount_ns
+
     def _changed(self, now: Table) -> list[str]:
         found: list[str] = []
         if (setup := self._setup_changed()) is not None:
@@ -503,14 +520,14 @@ class StopWatch:
             # One look at the mount table for the whole read: every place and the
             # binding are planned on it.
             now = table()
-            changed = self._changed(now)
             views = self._views
-            if len(views) == 1 and not changed and not self.store.holds:
-                view = views[0]
-                quick = view.quick(now)  # as the read before found it: `_plain`
+            if len(views) == 1 and not self.store.holds and self._unchanged(now):
+                quick = views[0].quick(now)  # as the read before found it: `_plain`
                 if quick is not None:
                     return quick
-                return view.read(now, plain=False)  # one place, nothing else to say
+            changed = self._changed(now)
+            if len(views) == 1 and not changed and not self.store.holds:
+                return views[0].read(now, plain=False)  # one place, nothing else to say
             holds = [*self.store.holds, *changed]
             readings = [view.read(now) for view in views]
             return combine(self.store.place, readings, holds)
