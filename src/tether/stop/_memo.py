@@ -77,10 +77,13 @@ class Anchors:
     __slots__ = (
         "buf",
         "call",
+        "chain",
         "clear",
+        "ends",
         "fds",
         "folder_id",
         "ids",
+        "pins",
         "steps",
         "stop",
         "stopped",
@@ -94,8 +97,11 @@ class Anchors:
         ids: tuple[tuple[int, int, int], ...],
         names: tuple[bytes, ...],
         call: Callable[..., int],
+        pins: tuple[tuple[int, int] | None, tuple[int, int] | None],
     ) -> None:
         self.fds = fds
+        self.pins = pins
+        """The pins the opening pass compared the folder and the uid directory with."""
         self.call = call
         """`statx`, as `_statx.call` gives it."""
         self.buf = ctypes.create_string_buffer(256)
@@ -107,6 +113,10 @@ class Anchors:
         )
         """`(directory above, name, identity)` of each level; `names` are the first
         level's absolute name, then each name below it, the uid directory's last."""
+        self.chain = self.steps[:-2]
+        """The steps above the folder."""
+        self.ends = (self.steps[-2], self.steps[-1])
+        """The folder's step and the uid directory's."""
         (ino, major, minor), (uid_ino, uid_major, uid_minor) = ids[-2:]
         self.folder_id = (os.makedev(major, minor), ino)
         """The folder's `(st_dev, st_ino)`, as a read reports it."""
@@ -129,7 +139,7 @@ class Anchors:
         """
         self.let_stop_go()
         fds, self.fds = self.fds, ()
-        self.steps = ()
+        self.steps = self.chain = ()
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -110,7 +110,7 @@ def read_plain(
         names = (route.first, *route.names[1:], route.uid_name)
         fn = call()
         if fn is not None:
-            memo.anchors = Anchors(tuple(held[:kept]), tuple(ids), names, fn)
+            memo.anchors = Anchors(tuple(held[:kept]), tuple(ids), names, fn, pins)
         del held[:kept]
     for fd in held:
         try:
@@ -183,8 +183,8 @@ def _anchored(
     if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
         return None
     person = route.person
-    *chain, (above, name, ident), (uid_above, uid_name, uid_ident) = steps
-    for up, below, want in chain:
+    (above, name, ident), (uid_above, uid_name, uid_ident) = anchors.ends
+    for up, below, want in anchors.chain:
         if fn(up, below, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
             return _MOVED
         uid, mode, ino, major, minor = LEVEL.unpack_from(buf)
@@ -199,7 +199,11 @@ def _anchored(
         return _MOVED
     if not seen[0] & MNT_ID:
         seen = (*seen[:12], -1)  # as `look` gives it on an older kernel
-    if pins[0] is not None and anchors.folder_id != pins[0]:
+    if (
+        pins is not anchors.pins
+        and pins[0] is not None
+        and anchors.folder_id != pins[0]
+    ):
         return _MOVED
     if not _folder_passes(route, mounts, memo, seen):
         return None
@@ -210,7 +214,7 @@ def _anchored(
         return _MOVED
     if uid != person or mode & _OTHERS_WRITE or not S_ISDIR(mode):
         return None
-    if pins[1] is not None and anchors.uid_id != pins[1]:
+    if pins is not anchors.pins and pins[1] is not None and anchors.uid_id != pins[1]:
         return _MOVED
     uid_fd = anchors.fds[-1]
     if fn(uid_fd, _STOP, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
