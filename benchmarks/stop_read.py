@@ -7,7 +7,8 @@ with the person's uid directory and a stop in it, then times, call by call:
 - `StopStore.read()`: the walk from `/`, the filesystem type, the scan for other
   accounts' stops, the uid directory, the gate, the open and the fstat;
 - `StopWatch.read()`: what a run does before each move (pins compared, setup and
-  binding watched, the root's mount compared, what cannot change unseen reused).
+  binding watched, the root's mount compared, what cannot change unseen reused, the
+  chain looked up through the directories it holds open).
 
 The folder is left unchanged for a second before timing, as a run's folder is between
 two settings (a folder changed within the last second is listed on every read).
@@ -142,10 +143,9 @@ def main() -> None:
                 f"StopStore.read {rows[base + 1][1]['p50'] / bare:.1f}x, "
                 f"StopWatch.read {rows[base + 2][1]['p50'] / bare:.1f}x"
             )
-        target_ok = all(rows[i][1]["p50"] <= 50 for i in (1, 2, 4, 5))
-        print(
-            f"median target <= 50 µs per read with all checks: {'met' if target_ok else 'NOT met'}"
-        )
+        ratios = [rows[base + 2][1]["p50"] / rows[base][1]["p50"] for base in (0, 3)]
+        verdict = "met" if max(ratios) <= 10 else "NOT met"
+        print(f"target (spec 05): a run's read <= 10x a bare os.stat: {verdict}")
     finally:
         for loop in busy:
             loop.kill()

@@ -5,16 +5,17 @@ change without a sign the next read looks at anyway, so the next read compares t
 sign instead of deriving the finding again:
 
 - the names in the folder (for the report of other accounts' stops) while the folder's
-  look (`statx`, else `fstat`) shows the same identity, times, size and link count, and its `st_ctime` was
-  already more than `SETTLED_NS` in the past when the names were listed: the kernel sets
-  `st_ctime` on every change of an entry, from a clock that can lag by one tick, so
-  only a ctime older than that tick tells a later change from the listed state;
+  look (`statx`, else `fstat`) shows the same identity, times, size and link count,
+  and its `st_ctime` was already more than `SETTLED_NS` in the past when the names were
+  listed: the kernel sets `st_ctime` on every change of an entry, from a clock that can
+  lag by one tick, so only a ctime older than that tick tells a later change from the
+  listed state;
 - that the listing names no other account's entry, so the scan has nothing to open
   (`alone`), for the same listing and mount table;
 - the reading itself, a value made from the place and the stop's `fstat` alone;
-- the directories of the chain, held open (`O_PATH`) as anchors (`Anchors`): the next
-  read looks each name up again below the directory above it and judges what it finds,
-  and uses the anchor only when the name still leads to it.
+- the directories of the chain, held open (`O_PATH`) as anchors (`Anchors`), and the
+  stop last seen: the next read looks each name up again below the directory above it
+  and judges what it finds, and uses the anchor only when the name still leads to it.
 
 Why an anchor keeps the walk's guarantee. The walk judges each directory by its own
 descriptor so that what it judged is what it walks into. A read with anchors looks up
@@ -25,7 +26,10 @@ parent; equal identities mean the name leads, now, to the very directory held, a
 the look's owner and mode are that directory's now. The look is judged exactly as an
 `fstat` of a descriptor opened at that moment would be, and the next name is looked up
 below it. A link, a directory renamed, replaced or mounted over shows another identity;
-the read then lets every anchor go and walks again, opening each level. Holding them
+the read then lets every anchor go and walks again, opening each level. The stop is
+held the same way once a descriptor of it was judged (spec 02: the stop is judged on a
+descriptor): a later read compares its name's identity with the one held and judges
+the look; a stop set again is another inode, opened and judged anew. Holding them
 keeps the folder's file system busy: an unmount of it waits for the run (a lazy one
 detaches it, and the next read finds another identity).
 
@@ -33,9 +37,10 @@ A memo also carries the unique id of the mount of `/` pinned at the watch's star
 (`_statx`), so the walk's look at the root tells a reader moved into another mount
 namespace (row D9).
 
-Every check of the folder rule (the walk, owners, modes, the pins, the uid directory,
-the gate, the file system's type, the stop's own `open` and `fstat`) still runs on every
-read: spec 02 keeps the chain's checks cache-free. A memo belongs to
+Every check of the folder rule (owners, modes, links refused, the pins, the uid
+directory, the gate, the file system's type, the stop's type, owner and size) still
+runs on every read, on what the kernel says now: spec 02 keeps the chain's checks
+cache-free. A memo belongs to
 one place of one watch; `StopStore.read` passes none and remembers nothing.
 """
 
