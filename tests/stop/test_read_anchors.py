@@ -18,7 +18,6 @@ from tether.stop._statx import root_mount
 from ._tree import PERSON, Tree, make_tree
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
     from tether.stop._reading import Identity, RawRead
@@ -53,15 +52,6 @@ class _Run:
 
 def _open_fds() -> set[int]:
     return {int(name) for name in os.listdir("/proc/self/fd")}
-
-
-@pytest.fixture
-def mounted() -> Iterator[list[Path]]:
-    """Mount points made by a test, unmounted after it (lazily: a run may hold them)."""
-    points: list[Path] = []
-    yield points
-    for point in reversed(points):
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 @pytest.mark.root

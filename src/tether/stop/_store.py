@@ -28,6 +28,7 @@ from ..errors import StoreError
 from ._lifts import find_lift
 from ._memo import ReadMemo
 from ._mounts import Table, plan, table
+from ._notify import Files
 from ._plain import read_plain
 from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._reserve import keep_reserve
@@ -400,6 +401,8 @@ class StopWatch:
     _binding_stamp: tuple[bytes, ...] | tuple[int, ...] | None = None
     _mount_ns: str | None = None
     _root_mount: int | None = None
+    _files: Files = attrs.Factory(lambda: Files(()))
+    """The setup record and the binding, armed to tell when to look at them."""
 
     @classmethod
     def _start(cls, store: StopStore) -> StopWatch:
@@ -417,6 +420,7 @@ class StopWatch:
             binding_file=str(binding_path(store.system_dir)),
         )
         watch._setup_key = os.fsencode(watch._setup_file)
+        watch._files = Files((watch._setup_file, watch._binding_file))
         if store.record is not None:
             watch._setup_stamp = stamp(watch._setup_key)
         watch._binding_look = look = BindingLook(store.system_dir)
@@ -485,8 +489,22 @@ class StopWatch:
     def _unchanged(self, now: Table) -> bool:
         """Whether setup, binding and namespace look as at the start.
 
-        `_changed`'s looks without its messages; False also when a look fails.
+        `_changed`'s looks without its messages; False also when a look fails. The
+        looks are made only when the kernel reported something that may have changed
+        the setup record or the binding (`_notify`); then the files are armed again.
         """
+        if self._root_mount is None and _mount_ns() != self._mount_ns:
+            return False
+        files = self._files
+        if files.quiet(now[1]):
+            return True
+        ticket = files.prepare(now)
+        if not self._looks_unchanged(now):
+            return False
+        files.confirm(ticket)
+        return True
+
+    def _looks_unchanged(self, now: Table) -> bool:
         try:
             if self.store.record is not None and (
                 stamp(self._setup_key) != self._setup_stamp
@@ -495,9 +513,7 @@ class StopWatch:
         except OSError:
             return False
         look = self._binding_look
-        if look is None or look.stamp(now) != self._binding_stamp:
-            return False
-        return self._root_mount is not None or _mount_ns() == self._mount_ns
+        return look is not None and look.stamp(now) == self._binding_stamp
 
     def _changed(self, now: Table) -> list[str]:
         found: list[str] = []
