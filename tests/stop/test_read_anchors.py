@@ -163,3 +163,28 @@ def test_folder_rule_a_stop_held_is_let_go_when_it_is_lifted_or_set_again(
         assert reading.set_at is not None
         assert reading.set_at.year == 2001
     assert anchors.stop is not None
+
+
+@pytest.mark.root
+@pytest.mark.rule("folder-rule")
+def test_folder_rule_a_folder_unmounted_under_a_run_holds_its_next_read(
+    tmp_path: Path, mounted: list[Path]
+) -> None:
+    """A run holds its folder's file system busy (`umount` is refused) and a lazy
+    unmount detaches it: the next read finds another directory at the folder's name
+    and holds (docs/recorded-stop.md)."""
+    tree = make_tree(tmp_path)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(tree.folder)], check=True)
+    mounted.append(tree.folder)
+    os.chmod(tree.folder, 0o1777)
+    tree.uid_dir.mkdir(mode=0o755)
+    os.chown(tree.uid_dir, PERSON, PERSON)
+    run = _Run(tree)
+    run.anchored(ReadOutcome.CLEAR)
+    busy = subprocess.run(["umount", str(tree.folder)], capture_output=True, text=True)
+    assert busy.returncode != 0
+    assert "busy" in busy.stderr
+    subprocess.run(["umount", "-l", str(tree.folder)], check=True)
+    mounted.remove(tree.folder)
+    reading = run.read().reading
+    assert reading.outcome is ReadOutcome.HOLD, reading
