@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tether.stop import ReadOutcome, SetupRecord, StopStore, StopWatch
+from tether.stop import _notify as notify_module
 from tether.stop import _store as store_module
 from tether.stop._mounts import table
 from tether.stop._setup import save_setup, setup_path
@@ -206,10 +207,19 @@ def test_read_outcomes_a_setup_reached_through_a_link_is_looked_at_on_every_read
     (tmp_path / "tree").mkdir()
     tree = make_tree(tmp_path / "tree")
     save_setup(SetupRecord(folder=tree.folder, person_uid=PERSON))
+    tries: list[str] = []
+    arm = notify_module._arm
+
+    def counted(who: object, path: str, now: object) -> bool:
+        tries.append(path)
+        return arm(who, path, now)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(notify_module, "_arm", counted)
     watch = StopStore.from_setup().watch()
     for _ in range(3):
         assert watch.read().outcome is ReadOutcome.CLEAR
     assert not _armed(watch)
+    assert len(tries) == 1  # refused once, not tried again on every read
     save_setup(SetupRecord(folder=tree.folder, person_uid=PERSON + 1))
     reading = watch.read()
     assert reading.outcome is ReadOutcome.HOLD

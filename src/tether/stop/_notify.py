@@ -189,7 +189,7 @@ class Files:
     reports an event that matters or the mount table changes.
     """
 
-    __slots__ = ("_at", "_paths", "_rearms", "_table", "_who")
+    __slots__ = ("_at", "_paths", "_rearms", "_refused", "_table", "_who")
 
     def __init__(self, paths: tuple[str, ...]) -> None:
         self._paths = paths
@@ -197,6 +197,7 @@ class Files:
         self._at = -1  # its generation confirmed; -1: none
         self._rearms = -1
         self._table = -1
+        self._refused: tuple[object, ...] = ()  # the state arming was refused in
 
     def quiet(self, table: int) -> bool:
         """Whether nothing that matters was reported since the last `confirm`.
@@ -215,16 +216,22 @@ class Files:
         """Arm the files where they need it, before the looks; what `confirm` takes.
 
         Arms again after a watch was moved or dropped, after a mount, and the first
-        time; where a file cannot be armed (`_arm`), the ticket confirms nothing.
+        time; where a file cannot be armed (`_arm`), the ticket confirms nothing, and
+        arming is not tried again until one of those happens.
         """
         who = _NOTIFIER
         table = now[1]
         if self._who is not who or who.rearms != self._rearms or table != self._table:
             self._who = None
+            state = (who, who.rearms, table)
+            if state == self._refused:
+                return ()  # refused in this very state: not tried on every read
             if table < 0 or not who.start():
+                self._refused = state
                 return ()
             rearms = who.rearms
             if not all(_arm(who, path, now) for path in self._paths):
+                self._refused = state
                 return ()
             self._who, self._rearms, self._table = who, rearms, table
         return (who.generation, who.rearms, table)
