@@ -70,8 +70,11 @@ async def test_a_call_asked_for_just_before_the_stop_is_refused_in_the_report(
     refused (never started), and the report returned already shows it. On asyncio only:
     trio runs ready tasks in no set order, so there the task may run after abort()."""
     async with Runtime(
-        workspace=workspace, tools=TEST_TOOLS, guard=False, host=host_kind
-    ) as rt:  # type: ignore[arg-type]
+        workspace=workspace,
+        tools=TEST_TOOLS,
+        guard=False,
+        host=host_kind,  # type: ignore[arg-type]
+    ) as rt:
         session = rt.session()
         outcomes: list[BaseException] = []
         async with anyio.create_task_group() as tg, session.turn() as turn:

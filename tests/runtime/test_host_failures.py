@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import signal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -44,7 +44,7 @@ async def test_calls_end_and_settle_when_the_stdio_host_dies(workspace: Path) ->
         results = {}
         async with anyio.create_task_group() as tg, session.turn() as turn:
 
-            async def call(name: str, args: dict[str, object]) -> None:
+            async def call(name: str, args: dict[str, Any]) -> None:
                 results[name] = await turn.call(name, args)
 
             tg.start_soon(call, "SlowWrite", {"path": "w.txt", "seconds": 30})
@@ -115,6 +115,7 @@ async def test_cancel_request_in_the_same_read_as_its_request_cancels_it() -> No
             await anyio.sleep_forever()
         finally:
             cancelled.set()
+        raise AssertionError("sleep_forever returned")
 
     server = Connection(
         FdReceiveStream(to_server_r),

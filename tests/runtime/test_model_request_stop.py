@@ -58,8 +58,8 @@ async def test_s11_stop_during_a_request_closes_the_connection(
                 # Loopback asks by default (S15): this rule lets the call run.
                 permissions={"allow": ["WebFetch(domain:127.0.0.1)"]},
                 guard=False,
-                host=host_kind,
-                abort_bound=0.5,  # type: ignore[arg-type]
+                host=host_kind,  # type: ignore[arg-type]
+                abort_bound=0.5,
             ) as rt,
             event_log(rt),
         ):

@@ -74,7 +74,7 @@ async def test_stopped_workers_do_not_starve_the_built_in_tools(
                 assert held == 40
                 assert held <= _count(line) <= _count(said)
             async with session.turn() as turn:
-                for name, args in [
+                calls: list[tuple[str, dict[str, object]]] = [
                     ("Read", {"file_path": "a.txt"}),
                     ("Write", {"file_path": "b.txt", "content": "new\n"}),
                     (
@@ -85,7 +85,8 @@ async def test_stopped_workers_do_not_starve_the_built_in_tools(
                     ("Grep", {"pattern": "needle"}),
                     ("Bash", {"command": "echo ok"}),
                     ("GenerateImages", {"prompt": "a knot", "count": 1}),
-                ]:
+                ]
+                for name, args in calls:
                     with anyio.move_on_after(5) as late:
                         result = await turn.call(name, args)
                     if late.cancelled_caught:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -125,7 +126,7 @@ async def test_s6_abort_returns_within_bound_and_tells_what_still_runs(
         outcomes: dict[str, object] = {}
         async with anyio.create_task_group() as tg, session.turn() as turn:
 
-            async def call(name: str, args: dict[str, object]) -> None:
+            async def call(name: str, args: dict[str, Any]) -> None:
                 try:
                     outcomes[name] = await turn.call(name, args)
                 except ToolError as exc:

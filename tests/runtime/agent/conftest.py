@@ -56,7 +56,7 @@ class Harness:
     def __init__(
         self,
         runtime: Runtime,
-        model: ScriptedModel,
+        model: Any,  # a ScriptedModel, unless the test gave a model of its own
         session: AgentSession,
         rec: Recorder,
     ) -> None:

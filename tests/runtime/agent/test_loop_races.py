@@ -93,7 +93,7 @@ async def _one_race(workspace: Path, stop_after: int, yields: int) -> None:
     transcript = session.messages
     results = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
     asked = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
-    assert sorted(results) == sorted(c.id for c in asked)
+    assert sorted(map(str, results)) == sorted(c.id for c in asked)
     assert sum(1 for m in transcript if m.role == "tool") == len(asked)
     records = {r.call_id: r for r in session.session.ledger_calls()}
     for call in asked:
