@@ -71,14 +71,15 @@ class CallTable:
 
     tombstone_ttl: float = 60.0
     clock: Callable[[], float] = anyio.current_time
-    _active: dict[CallKey, HostCall] = attrs.field(factory=dict)
+    _active: dict[tuple[str, str, str], HostCall] = attrs.field(factory=dict)
+    """By the key's fields: a tuple hashes in C, the key's own hash is Python's."""
     _seen: dict[str, dict[str, str]] = attrs.field(factory=dict)
     """Call ids used, per session, with the tool each was for."""
     _tombstones: dict[CallKey, float] = attrs.field(factory=dict)
 
     def get(self, key: CallKey) -> HostCall | None:
         """Return the active call with this full key, if any."""
-        return self._active.get(key)
+        return self._active.get((key.session_id, key.call_id, key.tool))
 
     def __iter__(self) -> Iterator[HostCall]:
         return iter(list(self._active.values()))
@@ -102,11 +103,12 @@ class CallTable:
 
     def register(self, call: HostCall) -> None:
         """Add a call; from now on a stop finds it."""
-        self._active[call.key] = call
+        key = call.key
+        self._active[key.session_id, key.call_id, key.tool] = call
 
     def remove(self, key: CallKey) -> None:
         """Drop a finished call."""
-        self._active.pop(key, None)
+        self._active.pop((key.session_id, key.call_id, key.tool), None)
 
     def bury(self, key: CallKey) -> None:
         """Keep an early abort as a tombstone under its full key (S7)."""

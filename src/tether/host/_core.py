@@ -215,10 +215,12 @@ class HostCore:
             return
 
         def on_progress(text: str) -> None:
+            # Reads the call's own fields: a closure over `call` and `emit` alone leaves
+            # the rest of `execute`'s names plain locals.
             call.keep_progress(text)
-            if call.stop_requested and tool.stop_class.policy.abandons:
+            if call.stop_requested and call.tool.stop_class.policy.abandons:
                 return  # S4: the runtime takes no progress after the stop; none is sent
-            emit(OutputEvent(key, cut_text(text)))
+            emit(OutputEvent(call.key, cut_text(text)))
 
         ctx = ToolContext(
             call_id=key.call_id,

@@ -430,6 +430,21 @@ class FunctionTool(TypedTool):
         self.description = description or inspect.getdoc(fn) or ""
         self.subject_field = subject_field
         self.input_model = _model_from_signature(fn, self.name)
+        self._takes_nothing = (
+            self.input_model if not self.input_model.model_fields else None
+        )
+        """The input model when it has no field: it takes `{}` only (the model forbids
+        extra fields), and has nothing to check or fill in."""
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate `raw` against `input_model`.
+
+        Raises:
+            InvalidInput: the input does not match; `.path` names the field.
+        """
+        if type(raw) is dict and not raw and self.input_model is self._takes_nothing:
+            return {}  # what the model gives for `{}`, without building an instance
+        return validate_with(self.input_model, raw)
 
     async def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
         """Call the function with the context and the validated input."""

@@ -115,6 +115,8 @@ def encoded_input(raw: object) -> tuple[dict[str, Any], str]:
         InvalidInput: not an object, not JSON (a set, bytes, NaN), nested too deeply to
             encode, or larger than `MAX_INPUT`.
     """
+    if type(raw) is dict and not raw:
+        return raw, "{}"  # a tool without input: nothing to encode
     if type(raw) is not dict and not isinstance(raw, Mapping):
         raise InvalidInput(
             f"input must be a JSON object, not {type(raw).__name__}", path="<input>"

@@ -188,6 +188,11 @@ _BLANK: dict[str, Any] = {
     a.name: (None if a.default is attrs.NOTHING else a.default)
     for a in attrs.fields(CallRecord)
 }
+_KEYED = ("session_id", "call_id")
+"""The columns a row holds in its key, not in itself."""
+
+Row = dict[str, Any]
+"""A call's columns that differ from the blank record, but its session and call id."""
 
 
 class Ledger:
@@ -195,13 +200,17 @@ class Ledger:
 
     Rows are kept as plain dicts and become frozen `CallRecord` values when read: a
     call moves through several states on the per-call path, and copying a frozen record
-    on each move would cost more than the move.
+    on each move would cost more than the move. A row holds only the columns set so far
+    (a missing one reads as the record's default) and leaves its session and call id
+    to its key: a call that succeeds fills ten columns, which keeps its row in the
+    smallest dict that holds them, and every call of a long session keeps one.
     """
 
     def __init__(self, path: Path | None = None) -> None:
-        self._rows: dict[tuple[str, str], dict[str, Any]] = {}
-        self._turns: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        """Rows by (session, turn), in order: a report reads one turn, not the ledger."""
+        self._rows: dict[tuple[str, str], Row] = {}
+        self._turns: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        """Rows' keys by (session, turn), in order: a report reads one turn, not the
+        ledger."""
         self.path = path
         self._transcripts: dict[str, list[dict[str, Any]]] = {}
         """Messages of agent sessions, by session id, in order (the transcript table)."""
@@ -229,25 +238,28 @@ class Ledger:
         Raises:
             UsageError: a record with this session and call id exists.
         """
+        row = {
+            "tool": tool,
+            "turn_id": turn_id,
+            "stop_class": stop_class,
+            "state": _REQUESTED,
+            "requested_at": time.time(),
+            "input": input,
+        }
         key = (session_id, call_id)
-        if key in self._rows:
-            raise UsageError(f"call {call_id} is already in the ledger")
-        row = _BLANK.copy()
-        row["session_id"] = session_id
-        row["call_id"] = call_id
-        row["tool"] = tool
-        row["turn_id"] = turn_id
-        row["stop_class"] = stop_class
-        row["state"] = _REQUESTED
-        row["requested_at"] = time.time()
-        row["input"] = input
         if self._db is not None:
-            self._write(row, insert=True)  # first: a row the file refused is not kept
-        self._rows[key] = row
+            if key in self._rows:
+                raise UsageError(f"call {call_id} is already in the ledger")
+            self._write(
+                key, row, insert=True
+            )  # first: a row the file refused is not kept
+        # One lookup: the row is kept only if the key was free.
+        if self._rows.setdefault(key, row) is not row:
+            raise UsageError(f"call {call_id} is already in the ledger")
         turn = self._turns.get((session_id, turn_id))
         if turn is None:
             turn = self._turns[(session_id, turn_id)] = []
-        turn.append(row)
+        turn.append(key)
 
     def add(self, record: CallRecord) -> None:
         """Record a new call.
@@ -258,17 +270,21 @@ class Ledger:
         key = (record.session_id, record.call_id)
         if key in self._rows:
             raise UsageError(f"call {record.call_id} is already in the ledger")
-        row = {name: getattr(record, name) for name in _COLUMNS}
+        row = {name: getattr(record, name) for name in _COLUMNS if name not in _KEYED}
         row["state"] = record.state.value
         row["code"] = None if record.code is None else record.code.value
         if self._db is not None:
-            self._write(row, insert=True)  # first: a row the file refused is not kept
+            self._write(
+                key, row, insert=True
+            )  # first: a row the file refused is not kept
         self._rows[key] = row
-        self._turns.setdefault((record.session_id, record.turn_id), []).append(row)
+        self._turns.setdefault((record.session_id, record.turn_id), []).append(key)
 
     def get(self, session_id: str, call_id: str) -> CallRecord:
         """Return the record of a call."""
-        return CallRecord(**self._rows[(session_id, call_id)])
+        return CallRecord(
+            session_id=session_id, call_id=call_id, **self._rows[(session_id, call_id)]
+        )
 
     def transition(
         self,
@@ -294,7 +310,7 @@ class Ledger:
             if code is not None:
                 row["code"] = ErrorCode(code).value
         if self._db is not None:
-            self._write(row, insert=False)
+            self._write((session_id, call_id), row, insert=False)
 
     def start(self, session_id: str, call_id: str, at: float) -> None:
         """Move a call to RUNNING, started at `at`.
@@ -310,7 +326,7 @@ class Ledger:
         row["state"] = _RUNNING
         row["started_at"] = at
         if self._db is not None:
-            self._write(row, insert=False)
+            self._write((session_id, call_id), row, insert=False)
 
     def succeed(self, session_id: str, call_id: str, output: str, at: float) -> None:
         """End and settle a call that returned `output` with no stop and no error.
@@ -329,11 +345,11 @@ class Ledger:
         row["output"] = output
         row["ended_at"] = row["settled_at"] = at
         if self._db is not None:
-            self._write(row, insert=False)
+            self._write((session_id, call_id), row, insert=False)
 
     def is_settled(self, session_id: str, call_id: str) -> bool:
         """Whether the call has settled."""
-        return self._rows[(session_id, call_id)]["settled_at"] is not None
+        return self._rows[(session_id, call_id)].get("settled_at") is not None
 
     def settle(self, session_id: str, call_id: str, at: float) -> None:
         """Mark a final call as settled; harmless if it already is.
@@ -342,31 +358,33 @@ class Ledger:
             UsageError: the call is not in a final state.
         """
         row = self._rows[(session_id, call_id)]
-        if row["settled_at"] is not None:
+        if row.get("settled_at") is not None:
             return
         if row["state"] not in _FINAL_VALUES:
             raise UsageError(f"call {call_id} cannot settle in state {row['state']}")
         row["settled_at"] = at
         if self._db is not None:
-            self._write(row, insert=False)
+            self._write((session_id, call_id), row, insert=False)
 
     def calls(self, session_id: str, turn_id: str | None = None) -> list[CallRecord]:
         """Return a session's (or one turn's) records in the order they were requested."""
         if turn_id is not None:
+            rows = self._rows
             return [
-                CallRecord(**row) for row in self._turns.get((session_id, turn_id), ())
+                CallRecord(session_id=sid, call_id=cid, **rows[sid, cid])
+                for sid, cid in self._turns.get((session_id, turn_id), ())
             ]
         return [
-            CallRecord(**row)
-            for (sid, _), row in self._rows.items()
-            if sid == session_id and (turn_id is None or row["turn_id"] == turn_id)
+            CallRecord(session_id=sid, call_id=cid, **row)
+            for (sid, cid), row in self._rows.items()
+            if sid == session_id
         ]
 
     def find(self, session_id: str, call_id: str) -> CallRecord | None:
         """Return the record of a call of this run or of an earlier one in the file."""
         row = self._rows.get((session_id, call_id))
         if row is not None:
-            return CallRecord(**row)
+            return CallRecord(session_id=session_id, call_id=call_id, **row)
         if self._db is None:
             return None
         found = self._db.execute(
@@ -405,19 +423,21 @@ class Ledger:
                 self._transcripts[session_id] = [json.loads(r[0]) for r in rows]
         return [dict(m) for m in self._transcripts.get(session_id, ())]
 
-    def _write(self, row: dict[str, Any], *, insert: bool) -> None:
+    def _write(self, key: tuple[str, str], row: Row, *, insert: bool) -> None:
         try:
-            self._execute(row, insert=insert)
+            self._execute(key, row, insert=insert)
         except UnicodeEncodeError:
             # A lone surrogate (a model's JSON may carry one) cannot be UTF-8: such
             # texts are kept escaped, in the file and in memory alike.
             for name, value in row.items():
                 if isinstance(value, str):
                     row[name] = value.encode("utf-8", "backslashreplace").decode()
-            self._execute(row, insert=insert)
+            self._execute(key, row, insert=insert)
 
-    def _execute(self, row: dict[str, Any], *, insert: bool) -> None:
+    def _execute(self, key: tuple[str, str], row: Row, *, insert: bool) -> None:
         assert self._db is not None
+        # The file's row has every column: the blank record's, then the row's own.
+        row = {**_BLANK, **row, "session_id": key[0], "call_id": key[1]}
         if insert:
             cols = ", ".join(_COLUMNS)
             marks = ", ".join(f":{c}" for c in _COLUMNS)
