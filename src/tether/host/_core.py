@@ -322,7 +322,9 @@ class HostCore:
                 if call.stop_requested and call.tool.stop_class.policy.abandons:
                     result = _aborted(key, "stopped while running", cut_text(output))
                 else:
-                    result = ResultEvent(key, cut_text(output))
+                    if len(output) * 4 > MAX_TEXT:  # `cut_text`'s own first test
+                        output = cut_text(output)
+                    result = ResultEvent(key, output)
         except Exception as exc:  # the tool's own failure, not a stop
             result = _result(key, "", _as_tool_error(exc))
         except BaseException as exc:

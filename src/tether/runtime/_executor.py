@@ -43,6 +43,7 @@ from ..host._protocol import (
 from ..host._tool import OnStop, StopClass, StopPolicy
 from ..host._wire import encoded_input
 from ._ledger import (
+    OUTPUT_BOUND,
     CallRecord,
     CallState,
     Ledger,
@@ -202,13 +203,16 @@ class Executor:
         else:
             # Encoded once: its JSON text is what the ledger keeps.
             call.sending = ExecuteRequest(key, value)
-            text = bounded(text)
+            if len(text) > OUTPUT_BOUND:
+                text = bounded(text)
         self.ledger.request(
             key.session_id,
             key.call_id,
             key.tool,
             turn_id,
-            str(stop_class) if stop_class else "",
+            # The member's own value: `str()` would make a new string that every row
+            # of a long session keeps.
+            stop_class.value if stop_class else "",
             text,
         )
         self.active[(key.session_id, key.call_id)] = call
@@ -348,7 +352,9 @@ class Executor:
         """
         key = call.key
         call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
-        self.ledger.succeed(key.session_id, key.call_id, bounded(output), time.time())
+        if len(output) > OUTPUT_BOUND:
+            output = bounded(output)
+        self.ledger.succeed(key.session_id, key.call_id, output, time.time())
         if self.listened():
             self._changed(call)
         call.done.set()
@@ -709,7 +715,7 @@ def _record(
         state=state,
         session_id=key.session_id,
         turn_id=turn_id,
-        stop_class=str(stop_class) if stop_class else "",
+        stop_class=stop_class.value if stop_class else "",
         requested_at=now,
     )
 

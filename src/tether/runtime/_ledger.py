@@ -189,7 +189,7 @@ _BLANK: dict[str, Any] = {
     for a in attrs.fields(CallRecord)
 }
 _KEYED = ("session_id", "call_id")
-"""The columns a row holds in its key, not in itself."""
+"""The columns a row leaves to where it is kept."""
 
 Row = dict[str, Any]
 """A call's columns that differ from the blank record, but its session and call id."""
@@ -202,15 +202,16 @@ class Ledger:
     call moves through several states on the per-call path, and copying a frozen record
     on each move would cost more than the move. A row holds only the columns set so far
     (a missing one reads as the record's default) and leaves its session and call id
-    to its key: a call that succeeds fills ten columns, which keeps its row in the
-    smallest dict that holds them, and every call of a long session keeps one.
+    to where it is kept: a call that succeeds fills ten columns, which keeps its row in
+    the smallest dict that holds them, and every call of a long session keeps one.
     """
 
     def __init__(self, path: Path | None = None) -> None:
-        self._rows: dict[tuple[str, str], Row] = {}
-        self._turns: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        """Rows' keys by (session, turn), in order: a report reads one turn, not the
-        ledger."""
+        self._rows: dict[str, dict[str, Row]] = {}
+        """Rows by session, then by call id, in the order they were requested."""
+        self._turns: dict[tuple[str, str], list[str]] = {}
+        """Call ids by (session, turn), in order: a report reads one turn, not the
+        session."""
         self.path = path
         self._transcripts: dict[str, list[dict[str, Any]]] = {}
         """Messages of agent sessions, by session id, in order (the transcript table)."""
@@ -246,20 +247,21 @@ class Ledger:
             "requested_at": time.time(),
             "input": input,
         }
-        key = (session_id, call_id)
+        rows = self._rows.get(session_id)
+        if rows is None:
+            rows = self._rows[session_id] = {}
         if self._db is not None:
-            if key in self._rows:
+            if call_id in rows:
                 raise UsageError(f"call {call_id} is already in the ledger")
-            self._write(
-                key, row, insert=True
-            )  # first: a row the file refused is not kept
-        # One lookup: the row is kept only if the key was free.
-        if self._rows.setdefault(key, row) is not row:
+            # First: a row the file refused is not kept.
+            self._write(session_id, call_id, row, insert=True)
+        # One lookup: the row is kept only if the id was free.
+        if rows.setdefault(call_id, row) is not row:
             raise UsageError(f"call {call_id} is already in the ledger")
         turn = self._turns.get((session_id, turn_id))
         if turn is None:
             turn = self._turns[(session_id, turn_id)] = []
-        turn.append(key)
+        turn.append(call_id)
 
     def add(self, record: CallRecord) -> None:
         """Record a new call.
@@ -267,24 +269,23 @@ class Ledger:
         Raises:
             UsageError: a record with this session and call id exists.
         """
-        key = (record.session_id, record.call_id)
-        if key in self._rows:
-            raise UsageError(f"call {record.call_id} is already in the ledger")
+        sid, cid = record.session_id, record.call_id
+        rows = self._rows.setdefault(sid, {})
+        if cid in rows:
+            raise UsageError(f"call {cid} is already in the ledger")
         row = {name: getattr(record, name) for name in _COLUMNS if name not in _KEYED}
         row["state"] = record.state.value
         row["code"] = None if record.code is None else record.code.value
         if self._db is not None:
-            self._write(
-                key, row, insert=True
-            )  # first: a row the file refused is not kept
-        self._rows[key] = row
-        self._turns.setdefault((record.session_id, record.turn_id), []).append(key)
+            # First: a row the file refused is not kept.
+            self._write(sid, cid, row, insert=True)
+        rows[cid] = row
+        self._turns.setdefault((sid, record.turn_id), []).append(cid)
 
     def get(self, session_id: str, call_id: str) -> CallRecord:
         """Return the record of a call."""
-        return CallRecord(
-            session_id=session_id, call_id=call_id, **self._rows[(session_id, call_id)]
-        )
+        row = self._rows[session_id][call_id]
+        return CallRecord(session_id=session_id, call_id=call_id, **row)
 
     def transition(
         self,
@@ -298,7 +299,7 @@ class Ledger:
         Raises:
             UsageError: the move is illegal (e.g. out of a final state).
         """
-        row = self._rows[(session_id, call_id)]
+        row = self._rows[session_id][call_id]
         old: str = row["state"]
         new = str(state)  # a StrEnum's str() is its value, without the enum machinery
         if new != old and new not in _LEGAL_VALUES.get(old, ()):
@@ -310,7 +311,7 @@ class Ledger:
             if code is not None:
                 row["code"] = ErrorCode(code).value
         if self._db is not None:
-            self._write((session_id, call_id), row, insert=False)
+            self._write(session_id, call_id, row, insert=False)
 
     def start(self, session_id: str, call_id: str, at: float) -> None:
         """Move a call to RUNNING, started at `at`.
@@ -320,13 +321,13 @@ class Ledger:
         Raises:
             UsageError: the call cannot start from its state.
         """
-        row = self._rows[(session_id, call_id)]
+        row = self._rows[session_id][call_id]
         if row["state"] not in _STARTABLE:
             raise UsageError(f"call {call_id}: illegal move {row['state']} -> running")
         row["state"] = _RUNNING
         row["started_at"] = at
         if self._db is not None:
-            self._write((session_id, call_id), row, insert=False)
+            self._write(session_id, call_id, row, insert=False)
 
     def succeed(self, session_id: str, call_id: str, output: str, at: float) -> None:
         """End and settle a call that returned `output` with no stop and no error.
@@ -336,7 +337,7 @@ class Ledger:
         Raises:
             UsageError: the call has already ended.
         """
-        row = self._rows[(session_id, call_id)]
+        row = self._rows[session_id][call_id]
         if row["state"] in _FINAL_VALUES:
             raise UsageError(
                 f"call {call_id}: illegal move {row['state']} -> succeeded"
@@ -345,11 +346,11 @@ class Ledger:
         row["output"] = output
         row["ended_at"] = row["settled_at"] = at
         if self._db is not None:
-            self._write((session_id, call_id), row, insert=False)
+            self._write(session_id, call_id, row, insert=False)
 
     def is_settled(self, session_id: str, call_id: str) -> bool:
         """Whether the call has settled."""
-        return self._rows[(session_id, call_id)].get("settled_at") is not None
+        return self._rows[session_id][call_id].get("settled_at") is not None
 
     def settle(self, session_id: str, call_id: str, at: float) -> None:
         """Mark a final call as settled; harmless if it already is.
@@ -357,32 +358,26 @@ class Ledger:
         Raises:
             UsageError: the call is not in a final state.
         """
-        row = self._rows[(session_id, call_id)]
+        row = self._rows[session_id][call_id]
         if row.get("settled_at") is not None:
             return
         if row["state"] not in _FINAL_VALUES:
             raise UsageError(f"call {call_id} cannot settle in state {row['state']}")
         row["settled_at"] = at
         if self._db is not None:
-            self._write((session_id, call_id), row, insert=False)
+            self._write(session_id, call_id, row, insert=False)
 
     def calls(self, session_id: str, turn_id: str | None = None) -> list[CallRecord]:
         """Return a session's (or one turn's) records in the order they were requested."""
-        if turn_id is not None:
-            rows = self._rows
-            return [
-                CallRecord(session_id=sid, call_id=cid, **rows[sid, cid])
-                for sid, cid in self._turns.get((session_id, turn_id), ())
-            ]
+        rows = self._rows.get(session_id, {})
+        ids = rows if turn_id is None else self._turns.get((session_id, turn_id), ())
         return [
-            CallRecord(session_id=sid, call_id=cid, **row)
-            for (sid, cid), row in self._rows.items()
-            if sid == session_id
+            CallRecord(session_id=session_id, call_id=cid, **rows[cid]) for cid in ids
         ]
 
     def find(self, session_id: str, call_id: str) -> CallRecord | None:
         """Return the record of a call of this run or of an earlier one in the file."""
-        row = self._rows.get((session_id, call_id))
+        row = self._rows.get(session_id, {}).get(call_id)
         if row is not None:
             return CallRecord(session_id=session_id, call_id=call_id, **row)
         if self._db is None:
@@ -423,21 +418,23 @@ class Ledger:
                 self._transcripts[session_id] = [json.loads(r[0]) for r in rows]
         return [dict(m) for m in self._transcripts.get(session_id, ())]
 
-    def _write(self, key: tuple[str, str], row: Row, *, insert: bool) -> None:
+    def _write(self, session_id: str, call_id: str, row: Row, *, insert: bool) -> None:
         try:
-            self._execute(key, row, insert=insert)
+            self._execute(session_id, call_id, row, insert=insert)
         except UnicodeEncodeError:
             # A lone surrogate (a model's JSON may carry one) cannot be UTF-8: such
             # texts are kept escaped, in the file and in memory alike.
             for name, value in row.items():
                 if isinstance(value, str):
                     row[name] = value.encode("utf-8", "backslashreplace").decode()
-            self._execute(key, row, insert=insert)
+            self._execute(session_id, call_id, row, insert=insert)
 
-    def _execute(self, key: tuple[str, str], row: Row, *, insert: bool) -> None:
+    def _execute(
+        self, session_id: str, call_id: str, row: Row, *, insert: bool
+    ) -> None:
         assert self._db is not None
         # The file's row has every column: the blank record's, then the row's own.
-        row = {**_BLANK, **row, "session_id": key[0], "call_id": key[1]}
+        row = {**_BLANK, **row, "session_id": session_id, "call_id": call_id}
         if insert:
             cols = ", ".join(_COLUMNS)
             marks = ", ".join(f":{c}" for c in _COLUMNS)
