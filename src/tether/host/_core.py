@@ -233,9 +233,10 @@ class HostCore:
         self.calls.register(call)
         assert self._tg is not None, "HostCore.serve() is not running"
         # The call's task is what a stop cancels: anyio gives each task its own scope,
-        # so the call needs none of its own.
-        call.task = self._tg.start_soon(
-            self._run, call, emit, name=f"tool {key.tool} {key.call_id}"
+        # so the call needs none of its own. `create_task` is `start_soon` given the
+        # coroutine itself: it has no callable to name or to call.
+        call.task = self._tg.create_task(
+            self._run(call, emit), name=f"tool {key.tool} {key.call_id}"
         )
 
     def kill(self, request: KillRequest) -> AbortAck:
@@ -297,12 +298,13 @@ class HostCore:
         call that must be asked about or queued waits (`_wait_to_start`).
         """
         key = call.key
+        tool = call.tool
         result: ResultEvent | None = None
         in_tool = False
         try:
-            if call.tool.looks_up:
+            if tool.looks_up:
                 # S15: what the rules judge is looked up once, and the tool uses it.
-                call.args = await call.tool.look_up(call.args)
+                call.args = await tool.look_up(call.args)
             result, ask = self._refusal(call)
             if result is None:
                 if ask or not self.admission.take():
@@ -315,11 +317,11 @@ class HostCore:
                 result = _aborted(key, "stopped before it started")
             if result is None:
                 call.phase = "running"  # `_set_phase`, on the path of every call
-                emit(PhaseEvent(key, "running", call.tool.stop_class))
+                emit(PhaseEvent(key, "running", tool.stop_class))
                 in_tool = True
-                output = await call.tool.run(call.ctx, call.args)
+                output = await tool.run(call.ctx, call.args)
                 in_tool = False
-                if call.stop_requested and call.tool.stop_class.policy.abandons:
+                if call.stop_requested and tool.stop_class.policy.abandons:
                     result = _aborted(key, "stopped while running", cut_text(output))
                 else:
                     if len(output) * 4 > MAX_TEXT:  # `cut_text`'s own first test
@@ -343,8 +345,9 @@ class HostCore:
                         result = _aborted(key, "stopped before it started")
                 raise
         finally:
-            if call.placed:
-                self._release(call)
+            if call.placed:  # `_release`, on the path of every call
+                call.placed = False
+                self.admission.give_back()
             self.calls.remove(key)
             call.phase = "finished"
             call.ctx._end()
@@ -379,7 +382,8 @@ class HostCore:
                 code=ErrorCode.PERMISSION_DENIED,
             )
             return _result(key, "", denied), False
-        return None, decision == "ask"
+        # Written out: each is then one constant, not a tuple built per call.
+        return (None, True) if decision == "ask" else (None, False)
 
     async def _wait_to_start(
         self, call: HostCall, emit: Emit, *, ask: bool

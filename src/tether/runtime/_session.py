@@ -122,6 +122,9 @@ class Turn:
                     ),
                 )
             raise
+        outcome = active.outcome
+        if type(outcome) is ToolResult:  # `raise_or_return`, on the path of every call
+            return outcome
         return raise_or_return(active)
 
     def _on_call_settled(self, call: ActiveCall) -> None:
