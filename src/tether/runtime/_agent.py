@@ -521,7 +521,7 @@ class AgentSession:
             outcome = await turn.call(call.name, args, call_id=call.call_id)
         except ToolAborted as exc:
             outcome = exc
-        if call.call_id in turn.sent:
+        if call.call_id not in turn.refused:  # it was sent
             # Every progress event of the call is delivered before it ends.
             await self._final_seen[call.call_id].wait()
         record = runtime.ledger.get(self.id, call.call_id)

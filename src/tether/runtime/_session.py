@@ -44,8 +44,9 @@ class Turn:
         self.calls: dict[str, ActiveCall] = {}
         """Calls of the turn not yet settled, by call id (a settled call is dropped: a
         long turn keeps nothing of its finished calls but their ledger rows)."""
-        self.sent: set[str] = set()
-        """Ids of the calls of the turn that were sent to the host."""
+        self.refused: set[str] = set()
+        """Ids of the calls of the turn refused after its stop: never sent to the host
+        (every other call that got an id was; the rare ones are the ones kept)."""
 
     @property
     def stopped(self) -> bool:
@@ -97,6 +98,7 @@ class Turn:
         key = CallKey(session.id, cid, name)
         stop_class = executor.stop_class_of(name)
         if self.stop is not None:
+            self.refused.add(cid)
             raise executor.refuse_after_stop(key, self.id, stop_class, self.stop)
         active = executor.begin(
             key,
@@ -106,7 +108,6 @@ class Turn:
             {} if input is None else input,
         )
         self.calls[cid] = active
-        self.sent.add(cid)
         try:
             await executor.send(active)
             await active.done.wait()
