@@ -9,7 +9,7 @@ import pytest
 from tests.host.support import make_ctx
 
 from tether import Runtime, StopClass, ToolContext, tool
-from tether.errors import ToolFailed, UsageError
+from tether.errors import InvalidInput, ToolFailed, UsageError
 from tether.host import FunctionTool
 from tether.host._tool import call_title
 
@@ -125,3 +125,21 @@ def test_a_calls_title_is_its_tools_subject_then_a_common_field_then_json() -> N
     assert call_title("Mcp", {}) == "Mcp"
     long = call_title("Bash", {"command": "x" * 200})
     assert long == "Bash: " + "x" * 79 + "…"
+
+
+def test_a_tool_without_input_takes_an_empty_object_and_nothing_else() -> None:
+    """What its model says, with or without the model built for `{}`."""
+
+    @tool(stop_class=StopClass.READ_ONLY)
+    async def Ping(ctx: ToolContext) -> str:
+        return "pong"
+
+    model = Ping.input_model
+    first, second = Ping.validate({}), Ping.validate({})
+    assert first == second == model.model_validate({}).model_dump() == {}
+    assert first is not second  # each call gets its own
+    with pytest.raises(InvalidInput) as refused:
+        Ping.validate({"extra": 1})
+    assert refused.value.path == "extra"
+    with pytest.raises(InvalidInput):
+        Ping.validate([])  # type: ignore[arg-type]

@@ -93,6 +93,8 @@ async def test_a_call_asked_for_just_before_the_stop_is_refused_in_the_report(
         assert report.settled
         assert len(outcomes) == 1
         assert "not started" in str(outcomes[0])
+        # The turn keeps the refused id: nothing of it was sent to the host.
+        assert turn.refused == {record.call_id}
 
 
 async def test_every_wait_for_started_writes_wakes_when_they_end(

@@ -52,3 +52,48 @@ def test_a_queued_call_may_start_an_aborting_one_may_not() -> None:
     ledger.transition("s", "c1", CallState.ABORTING)
     with pytest.raises(UsageError, match="aborting -> running"):
         ledger.start("s", "c1", 2.0)
+
+
+def test_records_read_alike_from_memory_and_file_by_turn_and_session(
+    tmp_path: Path,
+) -> None:
+    """Rows keep only what was set; every record still reads whole, in request order."""
+    ledger = Ledger(tmp_path / "ledger.db")
+    ledger.request("s", "c1", "Echo", "t1", "read_only", "{}")
+    ledger.request("s", "c2", "Echo", "t2", "", None)
+    ledger.request("other", "c1", "Echo", "t1", "mutating", "{}")
+    ledger.start("s", "c1", 10.0)
+    ledger.succeed("s", "c1", "out", 11.0)
+    ledger.transition("s", "c2", CallState.FAILED, {"code": "TOOL_FAILED"})
+    first, second = ledger.calls("s")
+    assert ledger.calls("s", "t1") == [first]
+    assert (first.state, first.output, first.input) == (
+        CallState.SUCCEEDED,
+        "out",
+        "{}",
+    )
+    assert ledger.calls("s", "t2") == [second]
+    assert ledger.find("s", "c2") == second == ledger.get("s", "c2")
+    assert ledger.find("s", "nope") is None
+    assert (second.session_id, second.stop_class, second.input) == ("s", "", None)
+    assert (second.state, second.started_at, second.settled_at) == (
+        CallState.FAILED,
+        None,
+        None,
+    )
+    assert not ledger.is_settled("s", "c2")
+    ledger.settle("s", "c2", 12.0)
+    assert ledger.is_settled("s", "c2")
+    assert ledger.get("other", "c1").stop_class == "mutating"
+    records = [*ledger.calls("s"), *ledger.calls("other")]
+    ledger.close()
+    assert read_ledger_file(tmp_path / "ledger.db") == records
+
+
+def test_a_call_id_is_recorded_once_per_session() -> None:
+    ledger = Ledger()
+    ledger.request("s", "c1", "Echo", "t", "read_only", "{}")
+    with pytest.raises(UsageError, match="already in the ledger"):
+        ledger.request("s", "c1", "Echo", "t", "read_only", "{}")
+    ledger.request("s2", "c1", "Echo", "t", "read_only", "{}")
+    assert [r.tool for r in ledger.calls("s", "t")] == ["Echo"]

@@ -35,7 +35,8 @@ async def test_a_long_turn_keeps_no_finished_call(workspace: Path) -> None:
                 result = await turn.call("Echo", {"text": f"n{n}"})
                 assert result.output == f"n{n}"
             assert turn.calls == {}
-            assert len(turn.sent) == CALLS
+            # Nothing of a sent call is kept by the turn: only refused ids are.
+            assert turn.refused == set()
             assert _alive(ActiveCall) == 0
             assert _alive(HostCall) == 0
         assert len(session.ledger_calls()) == CALLS
@@ -48,13 +49,16 @@ async def test_ledger_rows_hold_plain_values_only(workspace: Path) -> None:
             for n in range(20):
                 await turn.call("Echo", {"text": f"n{n}"})
         gc.collect()
-        rows = [
+        tracked = [
             o
             for o in gc.get_objects()
-            if type(o) is dict and o.get("session_id") == session.id and "call_id" in o
+            if type(o) is dict and o.get("turn_id") == turn.id and "state" in o
         ]
         # A dict of strings, numbers and None is untracked by the collector's passes.
-        assert rows == []
+        assert tracked == []
+        rows = list(rt.ledger._rows[session.id].values())
+        assert len(rows) == 20
+        assert not any(gc.is_tracked(row) for row in rows)
         records = session.ledger_calls()
         assert [r.state.value for r in records] == ["succeeded"] * 20
         assert all(r.code is None and r.settled for r in records)

@@ -107,12 +107,6 @@ class ActiveCall:
             self._settled_event = anyio.Event()
         await self._settled_event.wait()
 
-    def mark_settled(self) -> None:
-        """Record that the call has settled and wake its waiters."""
-        self.is_settled = True
-        if self._settled_event is not None:
-            self._settled_event.set()
-
     def stream(self, text: str) -> None:
         """Keep a progress text of the call (bounded from the first byte)."""
         if self._streamed is None:
@@ -318,6 +312,20 @@ class Executor:
         self.emit(ToolProgress(key.session_id, key.call_id, key.tool, event.text))
 
     def _on_result(self, call: ActiveCall, event: ResultEvent) -> None:
+        if event.code is None and call.stop is None and call.outcome is None:
+            # The most common end of a call, written here rather than in a method of
+            # its own: it succeeded with no stop, and ends and settles in one ledger move.
+            key = call.key
+            output = event.output
+            call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
+            if len(output) > OUTPUT_BOUND:
+                output = bounded(output)
+            self.ledger.succeed(key.session_id, key.call_id, output, time.time())
+            if self.listened():
+                self._changed(call)
+            call.done.set()
+            self._forget(call)
+            return
         if call.outcome is None:
             if event.code is ErrorCode.TOOL_ABORTED or (
                 call.stop is not None and call.policy.abandons
@@ -332,10 +340,7 @@ class Executor:
                     tool=call.key.tool,
                 )
                 self._finish(call, CallState.FAILED, result, event.code, settled=True)
-            elif call.stop is None:
-                self._succeed(call, event.output)
-                return
-            else:
+            else:  # a stopped call that is not abandoned, and that succeeded
                 result = ToolResult(
                     output=event.output, call_id=call.key.call_id, tool=call.key.tool
                 )
@@ -344,21 +349,6 @@ class Executor:
             # S3: a late result of an abandoned call changes nothing but "the host is done".
             self.late_results += 1
         self._settle(call)
-
-    def _succeed(self, call: ActiveCall, output: str) -> None:
-        """End and settle a call that succeeded with no stop, in one ledger move.
-
-        The most common end of a call.
-        """
-        key = call.key
-        call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
-        if len(output) > OUTPUT_BOUND:
-            output = bounded(output)
-        self.ledger.succeed(key.session_id, key.call_id, output, time.time())
-        if self.listened():
-            self._changed(call)
-        call.done.set()
-        self._forget(call)
 
     # -- outcomes ---------------------------------------------------------------------
 
@@ -431,7 +421,11 @@ class Executor:
         """Take a settled call out of the registry and tell its turn."""
         call.why = None
         self.active.pop((call.key.session_id, call.key.call_id), None)
-        call.mark_settled()
+        # Settled: its waiters wake (written here, not as a method of the call: this is
+        # on the path of every call).
+        call.is_settled = True
+        if call._settled_event is not None:
+            call._settled_event.set()
         call.on_settled(call)
 
     # -- stopping ---------------------------------------------------------------------

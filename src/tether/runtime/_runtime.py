@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -152,7 +153,9 @@ class Runtime:
             emit=self.emit,
             # The table itself, not a method over it: one call less per tool call.
             stop_class_of=self._classes.get,
-            listened=self._listened,
+            # `bool(self._subscribers)`, asked with no Python frame of its own (twice a
+            # call); the list is only ever changed in place.
+            listened=functools.partial(bool, self._subscribers),
         )
         self._stack: AsyncExitStack | None = None
         self.host: HostConnection | None = None
@@ -203,9 +206,6 @@ class Runtime:
         session = Session(self.executor, new_id("session"))
         self.sessions.append(session)
         return session
-
-    def _listened(self) -> bool:
-        return bool(self._subscribers)
 
     def subscribe(self) -> MemoryObjectReceiveStream[RuntimeEvent]:
         """Receive every event (progress, call changes, `turn.settled`) from now on."""
