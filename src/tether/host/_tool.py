@@ -102,15 +102,9 @@ Decision: typing.TypeAlias = typing.Literal["allow", "ask", "deny"]
 """What permission rules and the broker decide for a call."""
 
 
-_DEFAULT_DECISIONS: dict[StopClass, Decision] = {
-    c: "allow" if c is StopClass.READ_ONLY else "ask" for c in StopClass
-}
-default_decision: typing.Callable[[StopClass], Decision] = (
-    _DEFAULT_DECISIONS.__getitem__
-)
-"""The decision when no rule matches: read-only calls run, every other class asks.
-
-A table's lookup, called as a function: the rules ask it on every call."""
+def default_decision(stop_class: StopClass) -> Decision:
+    """The decision when no rule matches: read-only calls run, every other class asks."""
+    return "allow" if stop_class is StopClass.READ_ONLY else "ask"
 
 
 @attrs.define(eq=False)

@@ -74,7 +74,6 @@ class ActiveCall:
     """The runtime's side of one call, from request to settlement."""
 
     key: CallKey
-    turn_id: str
     stop_class: StopClass | None
     """None when the runtime does not know the tool (treated as MUTATING on a stop)."""
     on_settled: Callable[[ActiveCall], None]
@@ -184,7 +183,6 @@ class Executor:
             make_event = self._event_class = type(anyio.Event())
         call = ActiveCall(
             key=key,
-            turn_id=turn_id,
             stop_class=stop_class,
             on_settled=on_settled,
             done=make_event(),
