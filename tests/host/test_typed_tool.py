@@ -8,11 +8,11 @@ import pydantic
 import pytest
 
 from tether._config import Config
-from tether.errors import InvalidInput
+from tether.errors import GuardRefused, InvalidInput
 from tether.host import StopClass, ToolContext, tool
 from tether.host._broker import Broker, stop_guard
 from tether.host._rules import PermissionRules
-from tether.host._tool import TypedTool, default_decision
+from tether.host._tool import Tool, TypedTool, default_decision
 from tether.host.tools import default_tools
 from tether.host.tools.glob import compile_glob
 
@@ -143,3 +143,34 @@ def test_guard_reads_a_negated_class_as_glob_does(tmp_path: Path) -> None:
         reason = check(bash, {"command": f"rm -r {tmp_path}/{word}"}, tmp_path)
         assert reason is not None, word
     assert check(bash, {"command": f"rm -r {tmp_path}/sto[^p]dir"}, tmp_path) is None
+
+
+def test_the_broker_remembers_a_tool_only_for_inputs_no_rule_could_judge(
+    tmp_path: Path,
+) -> None:
+    """A read-only tool the guard never stops, under rules that name nothing: a call
+    without a judged field gets the class default at once, a path still goes to the
+    rules (outside the workspace: ask), and a guard that may refuse sees every call."""
+
+    @tool(stop_class=StopClass.READ_ONLY, name="Look")
+    async def look(ctx: ToolContext, file_path: str = "") -> str:
+        return ""
+
+    broker = Broker(tmp_path, rules=PermissionRules(), guard=stop_guard())
+    for _ in range(2):
+        assert broker.decide(look, {}) == "allow"
+        assert broker.decide(look, {"file_path": "/elsewhere/x"}) == "ask"
+        assert broker.decide(look, {"file_path": str(tmp_path / "x")}) == "allow"
+    seen: list[Mapping[str, Any]] = []
+
+    def refuses_every_other(
+        tool: Tool, args: Mapping[str, Any], workspace: Path
+    ) -> str | None:
+        seen.append(args)
+        return "no" if len(seen) % 2 == 0 else None
+
+    judged = Broker(tmp_path, rules=PermissionRules(), guard=refuses_every_other)
+    assert judged.decide(look, {}) == "allow"
+    with pytest.raises(GuardRefused):
+        judged.decide(look, {})
+    assert len(seen) == 2

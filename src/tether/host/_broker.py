@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import attrs
 
 from ..errors import GuardRefused, PermissionDenied
 from ._protocol import Approver, CallKey, PermissionRequest
 from ._tool import Decision, StopClass, Tool, default_decision
+
+if TYPE_CHECKING:
+    from ..guard import StopGuard
 
 __all__ = ("Broker", "Decision", "Guard", "RuleSet", "default_decision", "stop_guard")
 
@@ -40,27 +43,41 @@ def stop_guard(protected: Callable[[], Sequence[Path]] | None = None) -> Guard:
     from ..guard import StopGuard
     from ..stop import protected_paths
 
-    judge = StopGuard(protected() if protected is not None else protected_paths())
+    return _StopGuardCheck(
+        StopGuard(protected() if protected is not None else protected_paths())
+    )
 
-    # Read-only tools whose every call the guard lets by, found at a tool's first call.
-    free: dict[str, bool] = {}
 
-    def check(tool: Tool, args: Mapping[str, Any], workspace: Path) -> str | None:
-        if tool.stop_class is StopClass.READ_ONLY:
-            passes = free.get(tool.name)
-            if passes is None:
-                passes = free[tool.name] = judge.lets_reads_by(tool.name)
-            if passes:
-                return None
-        verdict = judge.judge(
+class _StopGuardCheck:
+    """The stop guard as a `Guard`, which can also name the tools it never refuses."""
+
+    def __init__(self, judge: StopGuard) -> None:
+        self._judge = judge
+        self._free: dict[str, bool] = {}
+        """Read-only tools whose every call the guard lets by, found at a tool's first
+        call."""
+
+    def every_call_passes(self, tool: Tool) -> bool:
+        """Whether the guard lets every call of `tool` by, whatever its input."""
+        if tool.stop_class is not StopClass.READ_ONLY:
+            return False
+        passes = self._free.get(tool.name)
+        if passes is None:
+            passes = self._free[tool.name] = self._judge.lets_reads_by(tool.name)
+        return passes
+
+    def __call__(
+        self, tool: Tool, args: Mapping[str, Any], workspace: Path
+    ) -> str | None:
+        if self.every_call_passes(tool):
+            return None
+        verdict = self._judge.judge(
             tool.name,
             args,
             cwd=workspace,
             mutating=False if tool.stop_class is StopClass.READ_ONLY else None,
         )
         return None if verdict.allowed else verdict.reason
-
-    return check
 
 
 @attrs.define(eq=False)
@@ -72,6 +89,13 @@ class Broker:
     """Allow / ask / deny rules (None: the class defaults only)."""
     approver: Approver | None = None
     guard: Guard | None = None
+    _alone: dict[Tool, tuple[Decision, frozenset[str]] | None] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+    """Per tool, found at its first call: the decision of each of its calls whose input
+    names none of the fields given with it, when neither the guard nor the rules need
+    to see such a call; None when every call is judged on its own. A tool's class and
+    subject field are its own for life, so is what the rules and guard say of it."""
 
     def decide(self, tool: Tool, args: Mapping[str, Any]) -> Decision:
         """Return the rule decision for a call, without asking anyone.
@@ -79,6 +103,12 @@ class Broker:
         Raises:
             GuardRefused: the stop guard refused the call.
         """
+        try:
+            alone = self._alone[tool]
+        except KeyError:
+            alone = self._alone[tool] = self._decides_alone(tool)
+        if alone is not None and args.keys().isdisjoint(alone[1]):
+            return alone[0]
         if self.guard is not None:
             reason = self.guard(tool, args, self.workspace)
             if reason is not None:
@@ -86,6 +116,17 @@ class Broker:
         if self.rules is None:
             return default_decision(tool.stop_class)
         return self.rules.decide(tool, args, workspace=self.workspace)
+
+    def _decides_alone(self, tool: Tool) -> tuple[Decision, frozenset[str]] | None:
+        every_call_passes = getattr(self.guard, "every_call_passes", None)
+        if self.guard is not None and (
+            every_call_passes is None or not every_call_passes(tool)
+        ):
+            return None  # a guard that may refuse a call sees each one
+        if self.rules is None:
+            return default_decision(tool.stop_class), frozenset()
+        decides_alone = getattr(self.rules, "decides_alone", None)
+        return None if decides_alone is None else decides_alone(tool)
 
     async def ask(self, key: CallKey, tool: Tool, args: Mapping[str, Any]) -> None:
         """Ask the approver; return if approved.

@@ -425,14 +425,21 @@ class PermissionRules:
         self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
     ) -> Decision:
         """Return `allow`, `ask` or `deny` for a call of `tool` with `args`."""
-        if (
-            not (self.allow or self.ask or self.deny)
-            and tool.subject_field is None
-            and args.keys().isdisjoint(_JUDGED_FIELDS)
-        ):
-            # No rule at all and nothing a path rule could judge: the class default.
-            return default_decision(tool.stop_class)
+        alone = self.decides_alone(tool)
+        if alone is not None and args.keys().isdisjoint(alone[1]):
+            return alone[0]
         return self.explain(tool, args, workspace=workspace).decision
+
+    def decides_alone(self, tool: Tool) -> tuple[Decision, frozenset[str]] | None:
+        """The decision of each call of `tool` whose input names none of the fields.
+
+        Returns the decision and those fields, or None when each call must be looked
+        at. With no rule at all and no subject field, a call whose input names nothing
+        a path rule could judge gets its class default.
+        """
+        if self.allow or self.ask or self.deny or tool.subject_field is not None:
+            return None
+        return default_decision(tool.stop_class), _JUDGED_FIELDS
 
     def explain(
         self, tool: Tool, args: Mapping[str, Any], *, workspace: Path
