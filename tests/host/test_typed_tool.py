@@ -9,7 +9,7 @@ import pytest
 
 from tether._config import Config
 from tether.errors import GuardRefused, InvalidInput
-from tether.host import StopClass, ToolContext, tool
+from tether.host import FunctionTool, StopClass, ToolContext, tool
 from tether.host._broker import Broker, stop_guard
 from tether.host._rules import PermissionRules
 from tether.host._tool import Tool, TypedTool, default_decision
@@ -174,3 +174,29 @@ def test_the_broker_remembers_a_tool_only_for_inputs_no_rule_could_judge(
     with pytest.raises(GuardRefused):
         judged.decide(look, {})
     assert len(seen) == 2
+
+
+def test_the_broker_tells_apart_tools_of_one_name_and_takes_unhashable_ones(
+    tmp_path: Path,
+) -> None:
+    """What it found for a tool holds for that very tool: another of the same name gets
+    its own class's default, and a tool that cannot be hashed is decided all the same."""
+
+    @tool(stop_class=StopClass.READ_ONLY, name="Same")
+    async def reads(ctx: ToolContext) -> str:
+        return ""
+
+    @tool(stop_class=StopClass.MUTATING, name="Same")
+    async def writes(ctx: ToolContext) -> str:
+        return ""
+
+    class Unhashable(FunctionTool):
+        def __eq__(self, other: object) -> bool:  # and so no hash of its own
+            return other is self
+
+    broker = Broker(tmp_path, rules=PermissionRules(), guard=stop_guard())
+    assert broker.decide(reads, {}) == "allow"
+    assert broker.decide(writes, {}) == "ask"
+    assert broker.decide(reads, {}) == "allow"
+    odd = Unhashable(reads.fn, name="Odd", stop_class=StopClass.READ_ONLY)
+    assert broker.decide(odd, {}) == "allow"

@@ -89,13 +89,14 @@ class Broker:
     """Allow / ask / deny rules (None: the class defaults only)."""
     approver: Approver | None = None
     guard: Guard | None = None
-    _alone: dict[Tool, tuple[Decision, frozenset[str]] | None] = attrs.field(
-        factory=dict, init=False, repr=False
+    _alone: dict[str, tuple[Tool, tuple[Decision, frozenset[str]] | None]] = (
+        attrs.field(factory=dict, init=False, repr=False)
     )
-    """Per tool, found at its first call: the decision of each of its calls whose input
-    names none of the fields given with it, when neither the guard nor the rules need
-    to see such a call; None when every call is judged on its own. A tool's class and
-    subject field are its own for life, so is what the rules and guard say of it."""
+    """By tool name, for the tool found at its first call: the decision of each of its
+    calls whose input names none of the fields given with it, when neither the guard
+    nor the rules need to see such a call; None when every call is judged on its own.
+    A tool's class and subject field are its own for life, so is what the rules and
+    guard say of it. Keyed by name, checked by identity: a tool need not be hashable."""
 
     def decide(self, tool: Tool, args: Mapping[str, Any]) -> Decision:
         """Return the rule decision for a call, without asking anyone.
@@ -103,10 +104,10 @@ class Broker:
         Raises:
             GuardRefused: the stop guard refused the call.
         """
-        try:
-            alone = self._alone[tool]
-        except KeyError:
-            alone = self._alone[tool] = self._decides_alone(tool)
+        found = self._alone.get(tool.name)
+        if found is None or found[0] is not tool:
+            found = self._alone[tool.name] = (tool, self._decides_alone(tool))
+        alone = found[1]
         if alone is not None and args.keys().isdisjoint(alone[1]):
             return alone[0]
         if self.guard is not None:
