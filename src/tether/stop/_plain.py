@@ -92,11 +92,8 @@ def read_plain(
     if root_mount is None or not route.names:
         return None
     seen = judge_root()
-    if seen is None or seen[2] != root_mount or seen[0] != 0:
-        return None
-    mode = seen[1]
-    if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
-        return None
+    if seen is None or seen[2] != root_mount or _fails(seen[0], seen[1], 0):
+        return None  # `/` is root's, as each directory of the chain is root's or ours
     held: list[int] = []  # the chain's, the uid directory's, then the stop's
     ids: list[tuple[int, int, int]] = []
     answer = None
@@ -178,9 +175,7 @@ def _anchored(
     if fn(AT_FDCWD, b"/", 0, ROOT_MASK, buf):
         return None
     mask, uid, mode, mount = ROOT.unpack_from(buf)
-    if not mask & MNT_ID_UNIQUE or mount != memo.root_mount or uid != 0:
-        return None
-    if not S_ISDIR(mode) or (mode & _OTHERS_WRITE and not mode & S_ISVTX):
+    if not mask & MNT_ID_UNIQUE or mount != memo.root_mount or _fails(uid, mode, 0):
         return None
     person = route.person
     (above, name, ident), (uid_above, uid_name, uid_ident) = anchors.ends

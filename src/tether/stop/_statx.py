@@ -48,7 +48,6 @@ __all__ = (
     "ROOT_MASK",
     "Look",
     "available",
-    "buffer",
     "call",
     "judge_root",
     "judge_with_mount",
@@ -240,11 +239,6 @@ def open_path(dir_fd: int, name: bytes) -> int:
 def call() -> Callable[..., int] | None:
     """The `statx` function itself, for a caller that makes many calls in a row."""
     return _statx or _call()
-
-
-def buffer() -> ctypes.Array[ctypes.c_char]:
-    """This thread's `struct statx` buffer, which every call of this module fills."""
-    return _buffers.buf
 
 
 def level(fd: int) -> tuple[int, int, int, int, int] | None:
