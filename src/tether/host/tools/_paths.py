@@ -11,7 +11,6 @@ nothing about permission: a path given outside the workspace is not refused here
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from pathlib import Path
@@ -26,6 +25,7 @@ import pathspec
 
 from ..._fs import write_atomic_at
 from ..._threads import builtin_threads
+from ..._untrusted import open_regular_at, read_regular_at
 from ...errors import ToolAborted
 from ._beneath import PathEscapes, located
 
@@ -221,50 +221,6 @@ class IgnoreRules:
         return False
 
 
-def open_regular_at(dir_fd: int, name: str) -> int:
-    """Open a regular file for reading without ever blocking on, or opening, anything else.
-
-    `name` is looked up in the directory `dir_fd` (see `_beneath.located`) and judged
-    with `fstatat` first, so a device is never opened (opening some runs their
-    driver); then it is opened `O_NOFOLLOW | O_NONBLOCK`, so a link or FIFO swapped in
-    between is not followed or cannot hang it, and judged again by `fstat`.
-
-    Raises:
-        OSError: the file is missing, unreadable, or not a regular file (`EINVAL`, with
-            the kind in the message).
-    """
-    kind = stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    if kind != stat.S_IFREG:
-        raise OSError(
-            errno.EINVAL, f"not a regular file ({_KIND_WORDS.get(kind, 'special')})"
-        )
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open(name, flags, dir_fd=dir_fd)
-    if stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file")
-    return fd
-
-
-def read_regular_at(dir_fd: int, name: str, limit: int) -> bytes:
-    """Read a whole regular file of at most `limit` bytes (see `open_regular_at`).
-
-    Raises:
-        OSError: as `open_regular_at`, or `EFBIG` when the file is larger than `limit`.
-    """
-    fd = open_regular_at(dir_fd, name)
-    try:
-        if os.fstat(fd).st_size > limit:
-            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
-        return data
-    finally:
-        os.close(fd)
-
-
 def read_regular(workspace: Path, path: Path, limit: int) -> bytes:
     """Read the regular file at `path`, resolved beneath `workspace` when inside it.
 
@@ -275,14 +231,6 @@ def read_regular(workspace: Path, path: Path, limit: int) -> bytes:
     with located(workspace, path) as (dir_fd, name):
         return read_regular_at(dir_fd, name, limit)
 
-
-_KIND_WORDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
 
 IGNORE_FILE_LIMIT = 1 << 20
 """Largest `.gitignore` read, in bytes."""
