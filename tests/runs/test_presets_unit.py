@@ -86,7 +86,7 @@ def test_a_preset_whose_cli_is_not_on_path_is_refused_at_load_in_one_line(
         ('agent = ["true"]\nargs = ["x"]', "args"),
         ('agent = "claude"\nargs = "x"', "args"),
         ('agent = "claude"\ncommand = ""', "command"),
-        ('agent = "claude"\nstop_wait = 0', "stop_wait"),
+        ('agent = "claude"\ncommand = "true"\nstop_wait = 0', "stop_wait"),
         ('agent = "gemini"', "agent"),
     ],
 )

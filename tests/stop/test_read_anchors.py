@@ -51,7 +51,28 @@ class _Run:
 
 
 def _open_fds() -> set[int]:
-    return {int(name) for name in os.listdir("/proc/self/fd")}
+    """This process's descriptors, less the one the listing itself held."""
+    fd = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return {int(name) for name in os.listdir(fd)} - {fd}
+    finally:
+        os.close(fd)
+
+
+def _chain_fds(tree: Tree) -> set[int]:
+    """The descriptors this process holds on a directory of `tree`'s chain below `/`."""
+    chain = {str(p) for p in tree.uid_dir.parents if p != p.parent} | {
+        str(tree.uid_dir)
+    }
+    held: set[int] = set()
+    for fd in _open_fds():
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target in chain or target.startswith(str(tree.base)):
+            held.add(fd)
+    return held
 
 
 @pytest.mark.root
@@ -84,11 +105,11 @@ def test_folder_rule_the_chain_held_is_let_go_when_it_moved_and_when_the_memo_go
     """Descriptors held as anchors are closed when a read finds a level moved (the
     walk then opens the new chain and holds that one) and when the memo is dropped:
     a run that reads a place replaced a hundred times holds one chain, not a hundred."""
-    before = _open_fds()
     tree = make_tree(tmp_path)
+    before = _chain_fds(tree)
     run = _Run(tree)
     run.anchored(ReadOutcome.CLEAR)
-    held = _open_fds() - before
+    held = _chain_fds(tree) - before
     assert len(held) == len(tree.uid_dir.parts) - 1  # each level below `/`
     for turn in range(100):
         # A new parent, with the same folder moved into it: the pins still hold.
@@ -102,10 +123,10 @@ def test_folder_rule_the_chain_held_is_let_go_when_it_moved_and_when_the_memo_go
             assert run.read().reading.outcome is ReadOutcome.CLEAR
         assert run.memo.anchors is not None
         assert run.memo.anchors is not anchors  # the new chain is held instead
-    assert len(_open_fds() - before) == len(held)
+    assert len(_chain_fds(tree) - before) == len(held)
     del run
     gc.collect()
-    assert _open_fds() - before == set()
+    assert _chain_fds(tree) - before == set()
 
 
 @pytest.mark.rule("folder-rule")
@@ -141,8 +162,8 @@ def test_folder_rule_a_stop_held_is_let_go_when_it_is_lifted_or_set_again(
 ) -> None:
     """A stop seen is held (`O_PATH`) so the next read judges its name against it;
     a lift lets it go, and a stop set again is judged on a descriptor of its own."""
-    before = _open_fds()
     tree = make_tree(tmp_path)
+    before = _chain_fds(tree)
     tree.set_stop()
     run = _Run(tree)
     run.anchored(ReadOutcome.STOPPED)
@@ -151,11 +172,11 @@ def test_folder_rule_a_stop_held_is_let_go_when_it_is_lifted_or_set_again(
     assert anchors is not None
     assert anchors.stop is not None
     chain = len(tree.uid_dir.parts) - 1
-    assert len(_open_fds() - before) == chain + 1
+    assert len(_chain_fds(tree) - before) == chain + 1
     tree.stop.unlink()
     assert run.read().reading.outcome is ReadOutcome.CLEAR
     assert anchors.stop is None
-    assert len(_open_fds() - before) == chain
+    assert len(_chain_fds(tree) - before) == chain
     os.utime(tree.set_stop(), ns=(10**18, 10**18))
     for _ in range(3):
         reading = run.read().reading
