@@ -119,6 +119,9 @@ class PhaseEvent:
     key: CallKey
     phase: HostPhase
     stop_class: StopClass | None = None
+    at: float | None = None
+    """When the host moved the call (wall clock), if it said: a stdio host's phase
+    arrives later than it happened when the host's loop was busy."""
 
 
 @attrs.frozen(slots=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -184,6 +185,7 @@ class _Progress(_Key):
     phase: HostPhase | None = None
     stop_class: StopClass | None = None
     text: str | None = None
+    at: float | None = None
 
 
 class _Error(pydantic.BaseModel):
@@ -275,6 +277,8 @@ def event_to_wire(event: HostEvent) -> tuple[str, dict[str, Any]]:
                 "kind": "phase",
                 "phase": phase,
                 "stop_class": stop_class,
+                # Stamped as the host moves the call: the frame may leave later.
+                "at": time.time(),
             }
         case OutputEvent(text=text):
             return "tools.progress", {**base, "kind": "output", "text": text}
@@ -306,7 +310,7 @@ def event_from_wire(method: str, params: dict[str, Any]) -> HostEvent:
     if p.kind == "phase":
         if p.phase is None:
             raise RpcError(INVALID_PARAMS, "a phase progress needs `phase`")
-        return PhaseEvent(p.key(), p.phase, p.stop_class)
+        return PhaseEvent(p.key(), p.phase, p.stop_class, p.at)
     return OutputEvent(p.key(), p.text or "")
 
 

@@ -97,6 +97,10 @@ class ActiveCall:
     """The PROCESS call's grace window while it is open (its deadline is the kill)."""
     kill_now: bool = False
     """A second stop asked to kill the call's tree at once, without the grace window."""
+    unconfirmed: bool = False
+    """A stopped READ_ONLY call whose caller was answered before the host said whether
+    it had started: the ledger keeps it `aborting` until the host says (its phase, its
+    result) or is gone, and then records what it said."""
 
     async def wait_settled(self) -> None:
         """Wait until the call has settled."""
@@ -295,11 +299,30 @@ class Executor:
         if state is not None and call.outcome is None and call.stop is None:
             if state is CallState.RUNNING:
                 key = call.key
-                self.ledger.start(key.session_id, key.call_id, time.time())
+                at = event.at
+                self.ledger.start(
+                    key.session_id, key.call_id, time.time() if at is None else at
+                )
                 if self.listened():
                     self._changed(call)
             else:
                 self._move(call, state)
+        elif state is CallState.RUNNING and (call.outcome is None or call.unconfirmed):
+            # The stop crossed the host's "running" on the way (the host's loop was
+            # busy, or the frame was in flight): the call started all the same, and
+            # the ledger says so before it records the call's end.
+            self._record_start(call, event.at)
+
+    def _record_start(self, call: ActiveCall, at: float | None) -> None:
+        key = call.key
+        rec = self.ledger.get(key.session_id, key.call_id)
+        if rec.started_at is not None or rec.state.is_final:
+            return
+        state = rec.state
+        if state is not CallState.ABORTING:
+            state = CallState.RUNNING
+        changes = {"started_at": time.time() if at is None else at}
+        self._move(call, state, changes)
 
     def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
         if call.outcome is not None or (call.stop is not None and call.policy.abandons):
@@ -409,6 +432,8 @@ class Executor:
     def _settle(self, call: ActiveCall) -> None:
         if call.is_settled or call.outcome is None:
             return
+        if call.unconfirmed:
+            self._record_unconfirmed_end(call)
         key = call.key
         if not self.ledger.is_settled(key.session_id, key.call_id):
             self.ledger.settle(key.session_id, key.call_id, time.time())
@@ -434,12 +459,20 @@ class Executor:
             return
         call.stop = stop
         if call.outcome is None and call.policy.on_stop is OnStop.ABANDON:
-            # The caller is answered now; the call settles once the host says it started
-            # no process that is still being killed (`_apply_ack`).
-            self._finish_aborted(call, partial=call.streamed())
-            call.why = (
-                f"{call.class_word}: stopped, asking the host about its processes"
-            )
+            if call.host_phase == "running":
+                # The caller is answered now; the call settles once the host says it
+                # started no process that is still being killed (`_apply_ack`).
+                self._finish_aborted(call, partial=call.streamed())
+                call.why = (
+                    f"{call.class_word}: stopped, asking the host about its processes"
+                )
+            else:
+                # Not seen running: only the host can say whether it started (its
+                # "running" may be on the way); its answer decides what the caller is
+                # told and what the ledger records (`_apply_ack`).
+                call.why = (
+                    f"{call.class_word}: stop sent, asking the host whether it started"
+                )
         elif call.outcome is None:
             call.why = f"{call.class_word}: stop sent, waiting for the host to answer"
         assert self.host is not None
@@ -454,6 +487,15 @@ class Executor:
 
     def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
         on_stop = call.policy.on_stop
+        if on_stop is OnStop.ABANDON and not call.is_settled and call.outcome is None:
+            if ack is None:
+                # The host did not answer within the bound: the caller is answered now
+                # (a read is never waited for), and the ledger says `aborting` until the
+                # host says whether the call started.
+                self._answer_unconfirmed(call)
+                return
+            # The host's "running", if it was sent, came before its answer.
+            self._finish_aborted(call, partial=call.streamed())
         if on_stop is OnStop.ABANDON and not call.is_settled:
             if ack is not None and ack.processes:
                 # S13: its result comes once the trees it started are reaped.
@@ -493,6 +535,35 @@ class Executor:
                 call.why = f"{word}: started, waiting for result"
             case OnStop.ABANDON:  # pragma: no cover - handled above
                 pass
+
+    def _answer_unconfirmed(self, call: ActiveCall) -> None:
+        stop = call.stop
+        why = str(stop) if stop else "stopped"
+        call.outcome = ToolAborted(
+            f"{call.key.tool} call {call.key.call_id} {why}",
+            partial_output=call.streamed(),
+            call_id=call.key.call_id,
+        )
+        call.unconfirmed = True
+        changes: dict[str, Any] = {}
+        if stop is not None:
+            changes["abort_source"] = stop.source
+            changes["abort_reason"] = stop.reason
+        self._move(call, CallState.ABORTING, changes)
+        call.why = (
+            f"{call.class_word}: stopped, the host has not said whether it started"
+        )
+        call.done.set()
+
+    def _record_unconfirmed_end(self, call: ActiveCall) -> None:
+        """End a call answered before the host said whether it started, as it said."""
+        call.unconfirmed = False
+        outcome = call.outcome
+        assert outcome is not None
+        changes = outcome_columns(outcome, call.stop)
+        changes["code"] = ErrorCode.TOOL_ABORTED
+        changes["ended_at"] = time.time()
+        self._move(call, CallState.ABORTED, changes)
 
     def _start_grace_window(self, call: ActiveCall) -> None:
         assert self.task_group is not None

@@ -4,14 +4,25 @@ The ledger is the single writer of call state. Each `CallState` below lists the 
 call may move to; `Ledger.transition()` performs moves and refuses illegal ones, so a call
 has exactly one final state and nothing changes after it settles. The runtime's reports
 are built from the ledger, which is why they cannot disagree with it.
+
+A SQLite ledger knows which process wrote each call: every `Ledger` on a file holds an
+exclusive `flock` on a file of its own in `<ledger>.writers/` for as long as it is open,
+and stamps its calls with that file's name. The kernel drops the lock when the process
+dies, whatever kills it (and a reused pid cannot hold it), so a call whose writer's lock
+is free was left by a dead process: the next `Ledger` or `read_ledger_file()` on the file
+records it `END_UNKNOWN` (one transaction), as the next model turn is told.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import json
 import os
+import secrets
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,7 +149,10 @@ _ADDED_COLUMNS = {
     "input": "TEXT",
     "output": "TEXT",
     "error": "TEXT",
+    "writer": "TEXT",
 }
+"""`writer`: the lock file, in `<ledger>.writers/`, of the process that wrote the call
+(not a `CallRecord` field)."""
 OUTPUT_BOUND = 8192
 """Characters of a call's input and output the ledger keeps: the head and the tail."""
 
@@ -216,14 +230,33 @@ class Ledger:
         self._transcripts: dict[str, list[dict[str, Any]]] = {}
         """Messages of agent sessions, by session id, in order (the transcript table)."""
         self._db: sqlite3.Connection | None = None
+        self._writer: _Writer | None = None
         if path is not None:
             self._db = _open_db(path)
+            try:
+                # Held before any call is written: a call stamped with this writer
+                # means its lock was taken.
+                self._writer = _Writer.take(path)
+                _end_calls_of_dead_writers(self._db, path, own=self._writer.name)
+            except BaseException:
+                self.close()
+                raise
+            self._db.execute(
+                "INSERT OR REPLACE INTO writers (writer, pid, opened_at)"
+                " VALUES (?, ?, ?)",
+                (self._writer.name, os.getpid(), time.time()),
+            )
 
     def close(self) -> None:
-        """Close the SQLite file, if any."""
+        """Close the SQLite file, if any, then let go of the writer's lock."""
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._writer is not None:
+            # After the file is closed: once the lock is free nothing of this writer
+            # is written any more.
+            self._writer.release()
+            self._writer = None
 
     def request(
         self,
@@ -436,9 +469,13 @@ class Ledger:
         # The file's row has every column: the blank record's, then the row's own.
         row = {**_BLANK, **row, "session_id": session_id, "call_id": call_id}
         if insert:
+            assert self._writer is not None
+            row["writer"] = self._writer.name
             cols = ", ".join(_COLUMNS)
             marks = ", ".join(f":{c}" for c in _COLUMNS)
-            self._db.execute(f"INSERT INTO calls ({cols}) VALUES ({marks})", row)
+            self._db.execute(
+                f"INSERT INTO calls ({cols}, writer) VALUES ({marks}, :writer)", row
+            )
         else:
             sets = ", ".join(
                 f"{c} = :{c}" for c in _COLUMNS if c not in ("session_id", "call_id")
@@ -450,7 +487,12 @@ class Ledger:
 
 
 def read_ledger_file(path: Path) -> list[CallRecord]:
-    """Read every call record of a SQLite ledger file, in order."""
+    """Read every call record of a SQLite ledger file, in order.
+
+    Calls a dead process left unended are first recorded `END_UNKNOWN` in the file
+    (see the module's text) when this account may write it.
+    """
+    _end_dead_writers_of_file(path)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         # A file written before the added columns reads them as NULL (it is not
@@ -495,6 +537,10 @@ def _open_db(path: Path) -> sqlite3.Connection:
         if column not in have:
             db.execute(f"ALTER TABLE calls ADD COLUMN {column} {kind}")
     db.execute(
+        "CREATE TABLE IF NOT EXISTS writers ("
+        "writer TEXT PRIMARY KEY, pid INTEGER, opened_at REAL)"
+    )
+    db.execute(
         "CREATE TABLE IF NOT EXISTS transcript ("
         "seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,"
         " turn_id TEXT, message TEXT NOT NULL, created_at REAL)"
@@ -504,3 +550,160 @@ def _open_db(path: Path) -> sqlite3.Connection:
         if side.exists():
             os.chmod(side, 0o600)
     return db
+
+
+# -- the writers of a ledger file ------------------------------------------------------
+
+_UNENDED = tuple(s.value for s in CallState if not s.is_final)
+
+
+def _writers_dir(path: Path) -> Path:
+    return Path(f"{path}.writers")
+
+
+@attrs.define
+class _Writer:
+    """This process's lock on a ledger file: held while the `Ledger` is open."""
+
+    name: str
+    lock_path: Path
+    fd: int
+
+    @classmethod
+    def take(cls, path: Path) -> _Writer:
+        folder = _writers_dir(path)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        _check_folder(folder)
+        name = secrets.token_hex(8)
+        lock_path = folder / name
+        fd = os.open(
+            lock_path,
+            os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(name, lock_path, fd)
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.lock_path.unlink()
+        os.close(self.fd)
+
+
+def _check_folder(folder: Path) -> None:
+    """The writers' folder is owner-only like the ledger (a real folder, ours, 0700).
+
+    Raises:
+        StoreError: it is not; the message says how to repair it.
+    """
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"{folder} is not a folder; remove it and try again")
+    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise StoreError(
+            f"{folder} is not this account's own (uid {os.geteuid()}, writable by no"
+            " one else); move it away and try again"
+        )
+
+
+def _is_dead(folder: Path, writer: str) -> bool:
+    """Whether the process that wrote as `writer` died without closing the ledger.
+
+    So it did if its lock file is there and nobody holds its lock. A writer that closed
+    removed its file (what it left unended it left on purpose); anything unclear counts
+    as alive.
+    """
+    if not writer or "/" in writer or writer.startswith("."):
+        return False
+    try:
+        fd = os.open(
+            folder / writer, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        )
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return False  # held: its process lives
+    finally:
+        os.close(fd)  # the probe's own lock, if it got one, goes with the descriptor
+    return True
+
+
+def _end_calls_of_dead_writers(
+    db: sqlite3.Connection, path: Path, *, own: str | None = None
+) -> None:
+    """Record `END_UNKNOWN` each call a dead writer left unended, in one transaction."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+    if "writer" not in have:
+        return
+    marks = ", ".join("?" for _ in _UNENDED)
+    writers = [
+        row[0]
+        for row in db.execute(
+            "SELECT DISTINCT writer FROM calls WHERE writer IS NOT NULL"
+            f" AND (state IN ({marks}) OR settled_at IS NULL)",
+            _UNENDED,
+        )
+        if row[0] != own
+    ]
+    folder = _writers_dir(path)
+    dead = [w for w in writers if _is_dead(folder, w)]
+    if not dead:
+        return
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for writer in dead:
+            found = db.execute(
+                "SELECT pid FROM writers WHERE writer = ?", (writer,)
+            ).fetchone()
+            who = f"process {found[0]}" if found and found[0] else "process"
+            db.execute(
+                "UPDATE calls SET state = ?, code = ?, settled_at = ?,"
+                " error = 'the ' || ? || ' that ran it ended while the call was '"
+                " || state || '; whether it completed is unknown'"
+                f" WHERE writer = ? AND state IN ({marks})",
+                (
+                    CallState.END_UNKNOWN.value,
+                    ErrorCode.TOOL_FAILED.value,
+                    now,
+                    who,
+                    writer,
+                    *_UNENDED,
+                ),
+            )
+            db.execute(
+                "UPDATE calls SET settled_at = ? WHERE writer = ? AND settled_at IS NULL",
+                (now, writer),
+            )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    for writer in dead:
+        with contextlib.suppress(OSError):
+            (folder / writer).unlink()
+
+
+def _end_dead_writers_of_file(path: Path) -> None:
+    """`_end_calls_of_dead_writers` on a file this account may write; else nothing."""
+    folder = _writers_dir(path)
+    try:
+        if not folder.is_dir():
+            return
+        check_owner_only(path)
+        _check_folder(folder)
+    except (OSError, StoreError):
+        return  # not ours to change: it is shown as it is
+    db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        _end_calls_of_dead_writers(db, path)
+    except sqlite3.Error:
+        return  # read-only or busy: shown as it is; the next reader tries again
+    finally:
+        db.close()
