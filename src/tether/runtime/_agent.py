@@ -675,9 +675,9 @@ def tool_result_text(
         return "It finished, but its output was not kept (the session ended first)."
     if record.state is CallState.FAILED:
         return f"{record.code}: it failed; the message was not kept."
-    return (
-        f"The session ended while this call was {record.state}; its outcome is unknown."
-    )
+    # END_UNKNOWN is the ledger's word for a call whose process died while it ran.
+    state = "running" if record.state is CallState.END_UNKNOWN else record.state
+    return f"The session ended while this call was {state}; its outcome is unknown."
 
 
 def _with_every_result(

@@ -151,6 +151,10 @@ def _record(state: CallState, **kw: object) -> CallRecord:
             _record(CallState.RUNNING),
             "The session ended while this call was running; its outcome is unknown.",
         ),
+        (
+            _record(CallState.END_UNKNOWN, started_at=1.0),
+            "The session ended while this call was running; its outcome is unknown.",
+        ),
     ],
 )
 def test_results_from_the_ledger_alone_say_only_what_it_knows(
