@@ -11,8 +11,9 @@ __all__ = ("lift",)
 def lift() -> None:
     """Lift the stop and append a lift record (who, when) to the lift log.
 
-    Runs that honour this account step on at their next read. Refused (exit 2) without
-    a terminal or inside an agent session.
+    Runs that honour this account and were waiting on a hold go on at their next read;
+    a run that halted stays halted until `tether takeover RUN`. Refused (exit 2)
+    without a terminal or inside an agent session.
 
     \b
     Examples:

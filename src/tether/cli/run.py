@@ -56,7 +56,7 @@ def run(
     follow: bool,
     progress: float,
 ) -> None:
-    """Run PLAN: a lane (git worktree) per item, its stages handed to agents in order.
+    """Run PLAN: a lane per item (a git repository of its own), stages handed to agents in order.
 
     The stop is read before every move. Exit codes: 0 every item done; 3 halted (a
     stop or Ctrl-C); 4 halted with a lane held (its save failed); 130 killed by a
