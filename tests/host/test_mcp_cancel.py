@@ -10,6 +10,7 @@ server works (the server is started again).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -253,3 +254,50 @@ async def test_runtime_close_is_bounded_with_a_hung_server(
         for m, msg in _wire(log)
         if m == ">"
     )
+
+
+@pytest.mark.anyio
+async def test_http_server_cancel_then_drop_and_reconnect(workspace: Path) -> None:
+    """Over streamable HTTP: the cancel reaches the server; the kill closes the
+    connection within the bound, and the next call connects again."""
+    from tether.host import ToolContext
+
+    process = await anyio.open_process(
+        [sys.executable, str(FIXTURE), "--http"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await process.stdout.receive(1)
+        url = f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+        config = Config(mcp_servers={"web": {"url": url}})
+        async with McpTools.open(config, startup_timeout=20) as mcp:
+            tools = {t.name: t for t in mcp.tools}
+            ctx = ToolContext(call_id="c1", session_id="s1", workspace=workspace)
+            events = tools["mcp__web__events"]
+
+            async def ask(event: str) -> str:
+                probe = ToolContext(call_id="e", session_id="s1", workspace=workspace)
+                return await events.run(probe, {"wait_for": event})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tools["mcp__web__hang"].run, ctx, {})
+                assert "hang started" in await ask("hang started")
+                ctx.cancelled.set()  # the first stop
+                assert "hang cancelled" in await ask("hang cancelled")
+                started = time.monotonic()
+                tg.cancel_scope.cancel()  # the second stop: the host's kill
+            assert time.monotonic() - started <= 2.5
+            again = ToolContext(call_id="c2", session_id="s1", workspace=workspace)
+            with anyio.fail_after(20):
+                text = await tools["mcp__web__echo"].run(again, {"text": "back"})
+            assert text == "back"
+    finally:
+        process.terminate()
+        with anyio.fail_after(10):
+            await process.wait()
+        await process.aclose()
