@@ -78,6 +78,31 @@ async def stubborn(seconds: float) -> str:
     return f"finished after {seconds} s"
 
 
+@server.tool()
+async def hang() -> str:
+    """Never return; a cancel ends the handler (and, as MCP says, no answer is sent)."""
+    record("hang started")
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        record("hang cancelled")
+        raise
+    return "unreachable"
+
+
+@server.tool()
+async def deaf(ctx: Context) -> str:
+    """Ignore the cancel: send a progress notification every 50 ms, forever."""
+    record("deaf started")
+    with anyio.CancelScope(shield=True):
+        step = 0
+        while True:
+            step += 1
+            await ctx.report_progress(step, None, f"tick {step}")
+            await anyio.sleep(0.05)
+    return "unreachable"
+
+
 @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
 async def peek() -> str:
     """Read something slowly (never finishes unless cancelled)."""

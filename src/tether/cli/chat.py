@@ -61,8 +61,9 @@ def chat(
     """Talk to an agent whose tool calls run through tether.
 
     Esc or Ctrl-C during a turn stops it and shows what is still settling (a write
-    that started runs to its end); pressed again, it kills the commands still in their
-    grace window at once. Ctrl-C or Ctrl-D at the prompt exits. Sessions are
+    that started runs to its end; an MCP or plugin tool is told to cancel and waited
+    for); pressed again, it kills the commands still in their grace window at once and
+    stops waiting for the tools whose servers never answered (they end unknown). Ctrl-C or Ctrl-D at the prompt exits. Sessions are
     kept in the account's ledger; the first line shows the session id.
 
     \b
@@ -290,16 +291,41 @@ class _Terminal:
         await self._count_down()
 
     async def kill(self) -> None:
-        """Kill every process tree still in its grace window now (the second press)."""
+        """The second press: kill now, and stop waiting for silent servers.
+
+        Process trees still in their grace window are killed at once; extensions whose
+        servers have not answered end unknown.
+        """
         if self.killing or self.session is None:
             return
         self.killing = True
+        waited = {
+            p.call_id: p.tool
+            for p in self.session.pending()
+            if p.why.startswith("extension:")
+        }
         self._line("killing now: process trees are killed without their grace window")
         report = await self.session.abort(reason="Esc pressed again", kill=True)
+        from ..runtime import CallState
+
+        for record in report.calls:
+            if record.call_id in waited and record.state is CallState.END_UNKNOWN:
+                self._line(
+                    f"stopped waiting for {_extension(record.tool)}: it ended unknown "
+                    "(the server never answered; its effect is unknown)",
+                    "yellow",
+                )
         self._show_pending(report.pending)
 
     def _show_pending(self, pending: tuple[PendingCall, ...]) -> None:
-        lines = [f"stopping: waiting for {p.tool} to finish ({p.why})" for p in pending]
+        lines = []
+        for p in pending:
+            if p.why.startswith("extension: started") and not self.killing:
+                lines.append(
+                    f"waiting for {_extension(p.tool)}: press Esc again to stop waiting"
+                )
+            else:
+                lines.append(f"stopping: waiting for {p.tool} to finish ({p.why})")
         if not self.killing and any(p.why.startswith("process:") for p in pending):
             lines.append("  Esc or Ctrl-C again kills now")
         if lines:
@@ -428,6 +454,14 @@ async def _chat(
             style="dim",
             markup=False,
         )
+
+
+def _extension(tool: str) -> str:
+    """An extension tool as the person knows it: `<tool> on <server>` for MCP tools."""
+    parts = tool.split("__")
+    if len(parts) == 3 and parts[0] == "mcp":
+        return f"{parts[2]} on {parts[1]}"
+    return tool
 
 
 def _end_summary(content: str) -> str:

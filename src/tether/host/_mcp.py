@@ -30,28 +30,43 @@ standard streams stay the SDK's pipes (the supervisor's `--stdio`). Under the
 no wall (docs/tools-process.md).
 
 Stop semantics (spec 01): MCP tools are `EXTENSION`. A stop before the call is sent
-never sends it (the host does not start the tool); once `tools/call` is sent, the call
-is never abandoned and its real result is awaited. With the opt-in
-`mcp_read_only_hint`, tools the server annotates `readOnlyHint` become `READ_ONLY`: a
-stop cancels the waiting task, and the SDK then sends MCP `notifications/cancelled` for
-the request before the cancellation goes on. Progress notifications become
-`ctx.progress(...)`.
+never sends it (the host does not start the tool); once `tools/call` is sent, a stop
+sends MCP `notifications/cancelled` for the request at once and the call goes on
+waiting for the server's real result. A second stop (kill now) ends the wait: the
+host cancels the call's task, the server's connection is dropped (a stdio server's
+process tree is killed, an HTTP server's streams closed) and the server is started
+again when the next call needs it. With the opt-in `mcp_read_only_hint`, tools the
+server annotates `readOnlyHint` become `READ_ONLY`: a stop cancels the waiting task,
+and the SDK then sends `notifications/cancelled` before the cancellation goes on.
+Progress notifications become `ctx.progress(...)`.
+
+The request id a cancel names is learnt from the client's own write of the
+`tools/call` message (`_Tap`): the SDK mints it and does not return it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import os
 import re
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    suppress,
+)
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Self, TextIO
 
 import anyio
+import anyio.abc
 import attrs
+import psutil
 
 from .. import _extras
 
@@ -60,8 +75,9 @@ try:  # the SDK is an extra: without it, the line that says how to install it
     import jsonschema  # type: ignore[import-untyped]
     import mcp_types
     from mcp import Client, MCPError, StdioServerParameters
-    from mcp.client.stdio import get_default_environment, stdio_client
+    from mcp.client.stdio import get_default_environment
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.message import SessionMessage
 except ImportError as error:
     raise ImportError(_extras.missing("mcp", "tether's MCP tools")) from error
 
@@ -72,6 +88,10 @@ from ._proctree import namespace_wall, resolve_command
 from ._tool import StopClass, Tool, ToolContext
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
+    from mcp.client._transport import TransportStreams, WriteStream
+
     from .._config import Config
 
 __all__ = ("McpProblem", "McpTool", "McpTools")
@@ -79,6 +99,12 @@ __all__ = ("McpProblem", "McpTool", "McpTools")
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_PAGES = 100
 _STDERR_TAIL = 800
+_DROP_BOUND = 2.0
+"""Longest wait, in seconds, for a dropped server's process tree to be gone."""
+_EXIT_WAIT = 0.5
+"""How long a closing stdio server has to exit by itself once its stdin closes."""
+_LINE_LIMIT = 64 * 1024 * 1024
+"""Longest message line a stdio server may send; a longer one ends the connection."""
 
 
 @attrs.frozen
@@ -175,11 +201,164 @@ def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
 
 
 @attrs.define(eq=False)
+class _Sent:
+    """One `tools/call` of ours: its JSON-RPC id once the client has written it."""
+
+    request_id: mcp_types.RequestId | None = None
+    written: anyio.Event = attrs.field(factory=anyio.Event)
+
+
+_SENDING: contextvars.ContextVar[_Sent | None] = contextvars.ContextVar(
+    "tether_mcp_sending", default=None
+)
+"""The call the current task is sending (the tap notes its request id there)."""
+
+
+class _Tap:
+    """The client's write stream, noting the id of each `tools/call` a call sends."""
+
+    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+        self._inner = inner
+
+    async def send(self, item: SessionMessage, /) -> None:
+        sent = _SENDING.get()
+        message = item.message
+        if (
+            sent is not None
+            and isinstance(message, mcp_types.JSONRPCRequest)
+            and message.method == "tools/call"
+        ):
+            sent.request_id = message.id
+            try:
+                await self._inner.send(item)
+            finally:
+                # A write that was interrupted may still have been delivered: it
+                # counts as sent, so its cancel is sent too.
+                sent.written.set()
+            return
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _tapped(
+    transport: AbstractAsyncContextManager[TransportStreams],
+) -> AsyncIterator[TransportStreams]:
+    async with transport as (read, write):
+        yield read, _Tap(write)
+
+
+@attrs.define(eq=False)
 class _Server:
-    """One running server: its client while the session lives, None after."""
+    """One configured server: its client while connected, None otherwise.
+
+    A dropped connection (a second stop gave up on a call) is made again when the next
+    call needs it (`connected()`); `_serve` owns every connection.
+    """
 
     name: str
-    client: Client | None
+    client: Client | None = None
+    process: anyio.abc.Process | None = None
+    """A stdio server's process (the supervisor, inside the wall), while connected."""
+    failure: str = ""
+    """Why the last connection could not be made."""
+    _drop: anyio.Event = attrs.field(factory=anyio.Event)
+    _wanted: anyio.Event = attrs.field(factory=anyio.Event)
+    _changed: anyio.Event = attrs.field(factory=anyio.Event)
+    closed: bool = False
+
+    def changed(self) -> None:
+        """Wake every call waiting for the connection."""
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def connected(self, timeout: float) -> Client:
+        """The server's client, connecting again if a stop dropped it.
+
+        Raises:
+            ToolFailed: the server is closed, or could not be started again.
+        """
+        with anyio.move_on_after(timeout):
+            while self.client is None and not self.closed:
+                changed = self._changed
+                self._wanted.set()
+                await changed.wait()
+                if self.client is None and self.failure:
+                    break
+        if self.client is None:
+            why = f": {self.failure}" if self.failure else ""
+            raise ToolFailed(f"MCP server {self.name!r} is not running{why}")
+        return self.client
+
+    async def drop(self) -> None:
+        """End the connection now: kill a stdio server's tree, close an HTTP stream.
+
+        Returns once the tree is gone (or after `_DROP_BOUND`); `_serve` then closes
+        the client and waits for the next call to connect again.
+        """
+        process = self.process
+        self.client = None
+        self.process = None
+        self._drop.set()
+        if process is not None:
+            await _kill_tree(process, _DROP_BOUND)
+
+    async def wait_drop(self) -> None:
+        await self._drop.wait()
+        self._drop = anyio.Event()
+
+    async def wait_wanted(self) -> None:
+        await self._wanted.wait()
+        self._wanted = anyio.Event()
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    """The process and every descendant of it, as psutil sees them now."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+async def _kill_tree(process: anyio.abc.Process, bound: float) -> None:
+    """SIGKILL a stdio server's whole tree and wait (bounded) until it is gone.
+
+    Under the namespace containment the process is the supervisor: its death takes
+    the namespace, and everything in it, with it. Under the fallback the server has a
+    process group of its own; descendants that left it are found by walking the tree.
+    """
+    procs = _tree(process.pid)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    for proc in procs:
+        with suppress(psutil.Error):
+            proc.kill()
+    # Polled: nothing wakes a waiter when a process that is not our child dies, and
+    # `process.wait()` also waits for pipes a survivor may hold.
+    with anyio.move_on_after(bound):
+        while process.returncode is None or not all(_gone(p) for p in procs):  # noqa: ASYNC110
+            await anyio.sleep(0.01)
 
 
 def _progress_text(progress: float, total: float | None, message: str | None) -> str:
@@ -226,8 +405,11 @@ class McpTool(Tool):
         server: _Server,
         listed: mcp_types.Tool,
         read_only_hint: bool,
+        startup_timeout: float = 10.0,
     ) -> None:
         self._server = server
+        self.startup_timeout = startup_timeout
+        """How long a call waits for its server to be started again after a drop."""
         self.remote_name = listed.name
         self.name = _NAME_RE.sub("_", f"mcp__{server.name}__{listed.name}")
         self.description = listed.description or listed.title or ""
@@ -275,27 +457,69 @@ class McpTool(Tool):
             ToolFailed: the server is gone, answered with an error, or the tool
                 reported `isError`.
         """
-        client = self._server.client
+        server = self._server
+        client = server.client
         if client is None:
-            raise ToolFailed(f"MCP server {self.server!r} is not running")
+            client = await server.connected(self.startup_timeout)
 
         async def on_progress(
             progress: float, total: float | None, message: str | None
         ) -> None:
             ctx.progress(_progress_text(progress, total, message))
 
+        sent = _Sent()
+        token = _SENDING.set(sent)
+        result: mcp_types.CallToolResult | Exception
         try:
-            result = await client.call_tool(
-                self.remote_name, dict(args), progress_callback=on_progress
-            )
-        except MCPError as exc:
-            raise ToolFailed(f"{self.name}: {exc.error.message}") from None
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async with anyio.create_task_group() as tg:
+                if self.stop_class is StopClass.EXTENSION:
+                    tg.start_soon(_cancel_at_stop, client, ctx, sent)
+                try:
+                    result = await client.call_tool(
+                        self.remote_name, dict(args), progress_callback=on_progress
+                    )
+                except Exception as exc:  # raised below, not wrapped in a group
+                    result = exc
+                finally:
+                    tg.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            if self.stop_class is StopClass.EXTENSION and sent.written.is_set():
+                # Given up (a second stop) or the host is closing: the server never
+                # answered. It is dropped, its tree gone before the call ends, and
+                # started again for the next call.
+                with anyio.CancelScope(shield=True):
+                    await server.drop()
+            raise
+        finally:
+            _SENDING.reset(token)
+        if isinstance(result, MCPError):
+            raise ToolFailed(f"{self.name}: {result.error.message}") from None
+        if isinstance(result, anyio.BrokenResourceError | anyio.ClosedResourceError):
             raise ToolFailed(f"{self.name}: the server's connection closed") from None
+        if isinstance(result, Exception):
+            raise result
         text = _result_text(result)
         if result.is_error:
             raise ToolFailed(text or f"{self.name} reported an error")
         return text
+
+
+async def _cancel_at_stop(client: Client, ctx: ToolContext, sent: _Sent) -> None:
+    """Send `notifications/cancelled` for the call's request once a stop reaches it.
+
+    The call itself goes on waiting for the server's answer: an EXTENSION call is
+    never abandoned on a first stop.
+    """
+    await ctx.cancelled.wait()
+    await sent.written.wait()
+    assert sent.request_id is not None
+    note = mcp_types.CancelledNotification(
+        params=mcp_types.CancelledNotificationParams(
+            request_id=sent.request_id, reason="the person stopped the turn"
+        )
+    )
+    with suppress(Exception):  # a closed connection: the call learns it by itself
+        await client.session.send_notification(note)
 
 
 @attrs.define(eq=False)
@@ -408,36 +632,83 @@ class McpTools:
         read_only_hint: bool,
         startup_timeout: float,
     ) -> None:
-        """Own one server's session from start to shutdown (one task per server)."""
+        """Own one server's connections from start to shutdown (one task per server).
+
+        The first connection lists the tools; one a stop dropped is made again when a
+        call asks for it, until the tools are closed.
+        """
+        server = _Server(spec.name)
+        with anyio.CancelScope() as life:
+
+            async def end_at_close() -> None:
+                await self._closing.wait()
+                server.closed = True
+                server.changed()
+                life.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(end_at_close)
+                try:
+                    while await self._connect(
+                        spec, server, slot, read_only_hint, startup_timeout
+                    ):
+                        await server.wait_wanted()
+                finally:
+                    server.client = None
+                    server.closed = True
+                    tg.cancel_scope.cancel()
+
+    async def _connect(
+        self,
+        spec: _ServerSpec,
+        server: _Server,
+        slot: _Slot,
+        read_only_hint: bool,
+        startup_timeout: float,
+    ) -> bool:
+        """Make one connection and hold it until it is dropped; False: give up."""
+        first = not slot.ready.is_set()
+        made = False
         errlog = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         scope = anyio.CancelScope(deadline=anyio.current_time() + startup_timeout)
-        server = _Server(spec.name, None)
         try:
             with scope:
                 async with AsyncExitStack() as stack:
                     client = await stack.enter_async_context(
-                        await _client_for(spec, stack, errlog, self._workspace)
+                        await _client_for(spec, stack, errlog, self._workspace, server)
                     )
-                    tools = await _list_tools(
-                        server, client, read_only_hint, self.problems
-                    )
+                    if first:
+                        tools = await _list_tools(
+                            server,
+                            client,
+                            read_only_hint,
+                            self.problems,
+                            startup_timeout,
+                        )
                     scope.deadline = math.inf
-                    server.client = client
-                    slot.done(tools)
-                    await self._closing.wait()
+                    server.client, server.failure = client, ""
+                    made = True
+                    server.changed()
+                    if first:
+                        slot.done(tools)
+                    await server.wait_drop()
                     server.client = None
+            return True
         except Exception as exc:
             server.client = None
             problem = McpProblem(spec.name, _describe(exc) + _stderr_tail(errlog))
+            server.failure = problem.reason
+            server.changed()
             if slot.ready.is_set():
                 self.problems.append(problem)
             slot.done([], problem)
+            return made or not first
         finally:
             errlog.close()
             if scope.cancelled_caught:
-                slot.done(
-                    [], McpProblem(spec.name, f"no answer within {startup_timeout:g} s")
-                )
+                server.failure = f"no answer within {startup_timeout:g} s"
+                server.changed()
+                slot.done([], McpProblem(spec.name, server.failure))
             slot.done([], McpProblem(spec.name, "the session ended before it started"))
 
 
@@ -486,23 +757,121 @@ async def _walled(spec: _ServerSpec, workspace: Path) -> StdioServerParameters:
 
 
 async def _client_for(
-    spec: _ServerSpec, stack: AsyncExitStack, errlog: TextIO, workspace: Path
+    spec: _ServerSpec,
+    stack: AsyncExitStack,
+    errlog: TextIO,
+    workspace: Path,
+    server: _Server,
 ) -> Client:
     info = mcp_types.Implementation(name="tether", version="0.1.0")
     if spec.transport == "stdio":
         params = await _walled(spec, workspace)
-        return Client(stdio_client(params, errlog=errlog), client_info=info, cache=None)
+        return Client(
+            _tapped(_stdio(params, errlog, server)), client_info=info, cache=None
+        )
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
             headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
         )
     )
     transport = streamable_http_client(spec.url, http_client=http)
-    return Client(transport, client_info=info, cache=None)
+    return Client(_tapped(transport), client_info=info, cache=None)
+
+
+@asynccontextmanager
+async def _stdio(
+    params: StdioServerParameters, errlog: TextIO, server: _Server
+) -> AsyncIterator[TransportStreams]:
+    """The stdio transport, holding the server's process so a stop can kill its tree.
+
+    Newline-delimited JSON-RPC on the server's stdin and stdout, as the SDK's
+    `stdio_client` speaks it; that one keeps its process to itself. The server runs
+    in a session of its own. Closing ends the stdin, gives the server `_EXIT_WAIT`
+    to exit, then kills its tree: a hung server never holds a close.
+    """
+    process = await anyio.open_process(
+        [params.command, *params.args],
+        env=params.env,
+        stderr=errlog,
+        cwd=params.cwd,
+        start_new_session=True,
+    )
+    server.process = process
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def reader() -> None:
+        buffer = b""
+        async with read_in:
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                async for chunk in stdout:
+                    *lines, buffer = (buffer + chunk).split(b"\n")
+                    if len(buffer) > _LINE_LIMIT:
+                        await read_in.send(
+                            ValueError("the server sent a line too long")
+                        )
+                        return
+                    for line in lines:
+                        if line.strip():
+                            await read_in.send(_parse(line))
+
+    async def writer() -> None:
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            async with write_out:
+                async for item in write_out:
+                    text = item.message.model_dump_json(
+                        by_alias=True, exclude_unset=True
+                    )
+                    await stdin.send(text.encode() + b"\n")
+        # The server cannot be written to: the session sees the end of the stream.
+        await read_in.aclose()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            tg.start_soon(writer)
+            try:
+                yield read_out, write_in
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _close_server(process)
+                tg.cancel_scope.cancel()
+    finally:
+        if server.process is process:
+            server.process = None
+        with anyio.CancelScope(shield=True):
+            for stream in (read_out, write_in):
+                await stream.aclose()
+            await process.aclose()
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line))
+    except ValueError as exc:
+        return exc
+
+
+async def _close_server(process: anyio.abc.Process) -> None:
+    """Close the server's stdin, let it exit (bounded), then kill its tree."""
+    assert process.stdin is not None
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdin.aclose()
+    with anyio.move_on_after(_EXIT_WAIT):
+        while process.returncode is None:  # noqa: ASYNC110 (as in `_kill_tree`)
+            await anyio.sleep(0.01)
+    await _kill_tree(process, _DROP_BOUND)
 
 
 async def _list_tools(
-    server: _Server, client: Client, read_only_hint: bool, problems: list[McpProblem]
+    server: _Server,
+    client: Client,
+    read_only_hint: bool,
+    problems: list[McpProblem],
+    startup_timeout: float,
 ) -> list[McpTool]:
     tools: list[McpTool] = []
     cursor: str | None = None
@@ -511,7 +880,10 @@ async def _list_tools(
         for listed in page.tools:
             try:
                 tool = McpTool(
-                    server=server, listed=listed, read_only_hint=read_only_hint
+                    server=server,
+                    listed=listed,
+                    read_only_hint=read_only_hint,
+                    startup_timeout=startup_timeout,
                 )
             except jsonschema.SchemaError as exc:
                 reason = (

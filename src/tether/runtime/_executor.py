@@ -96,7 +96,8 @@ class ActiveCall:
     grace: anyio.CancelScope | None = None
     """The PROCESS call's grace window while it is open (its deadline is the kill)."""
     kill_now: bool = False
-    """A second stop asked to kill the call's tree at once, without the grace window."""
+    """A second stop asked to kill the call's tree at once, without the grace window
+    (or, for a started EXTENSION call, to stop waiting for its server)."""
     unconfirmed: bool = False
     """A stopped READ_ONLY call whose caller was answered before the host said whether
     it had started: the ledger keeps it `aborting` until the host says (its phase, its
@@ -455,7 +456,11 @@ class Executor:
 
     async def stop_call(self, call: ActiveCall, stop: StopRequest) -> None:
         """The call's stop handler: tell the host and apply the class's policy (S2, S5)."""
-        if call.is_settled or call.stop is not None:
+        if call.is_settled:
+            return
+        if call.stop is not None:
+            if call.kill_now:
+                await self._give_up(call)
             return
         call.stop = stop
         if call.outcome is None and call.policy.on_stop is OnStop.ABANDON:
@@ -484,6 +489,8 @@ class Executor:
             ack = None
         finally:
             self._apply_ack(call, ack)
+        if call.kill_now:
+            await self._give_up(call)
 
     def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
         on_stop = call.policy.on_stop
@@ -714,15 +721,53 @@ class Executor:
     def kill_now(self, calls: Collection[ActiveCall]) -> None:
         """Close the grace window of each stopped PROCESS call at once.
 
-        Its tree is killed now (a second stop). Other calls are not touched: a started
-        write still runs to its real end.
+        Its tree is killed now (a second stop). A started EXTENSION call is marked: its
+        stop handler stops waiting for the server (`_give_up`). Other calls are not
+        touched: a started write still runs to its real end.
         """
         for call in calls:
-            if call.is_settled or call.policy.on_stop is not OnStop.TERMINATE:
+            if call.is_settled:
                 continue
-            call.kill_now = True
-            if call.grace is not None:
-                call.grace.cancel()
+            if call.stop_class is StopClass.EXTENSION:
+                call.kill_now = True
+            elif call.policy.on_stop is OnStop.TERMINATE:
+                call.kill_now = True
+                if call.grace is not None:
+                    call.grace.cancel()
+
+    async def _give_up(self, call: ActiveCall) -> None:
+        """Stop waiting for a started EXTENSION call (a second stop): it ends END_UNKNOWN.
+
+        The server was told to cancel at the first stop and never answered, so what the
+        call did is unknown. The host is told to end the call (its server's process tree
+        is killed, or its HTTP stream closed); the call settles once the host has ended
+        it, or at once when the host no longer holds it.
+        """
+        if (
+            call.is_settled
+            or call.outcome is not None
+            or call.stop_class is not StopClass.EXTENSION
+        ):
+            return
+        word = call.class_word
+        self._finish(
+            call,
+            CallState.END_UNKNOWN,
+            self._failure(
+                call,
+                f"{call.key.tool} was stopped and waited for no more: the server never "
+                "answered; its effect is unknown",
+            ),
+            ErrorCode.TOOL_FAILED,
+        )
+        call.why = f"{word}: ended unknown, the host is ending the call"
+        assert self.host is not None
+        try:
+            ack = await self.host.kill(KillRequest(call.key))
+        except Exception:  # the host is gone: nothing of the call is left to end
+            ack = None
+        if ack is None or not ack.found:
+            self._settle(call)
 
     def outliving(self) -> tuple[str, ...]:
         """One line per tool whose stopped calls' workers still run in this process."""

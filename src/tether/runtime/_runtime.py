@@ -267,6 +267,15 @@ class Runtime:
                         await session.abort(source="shutdown", reason="runtime closed")
                 for session in self.sessions:
                     await session.settled()
+            # What still runs after that is given up where it may be: an extension whose
+            # server never answered ends END_UNKNOWN and its server is dropped (a hung
+            # server never holds the close); a started write still runs to its end.
+            with anyio.move_on_after(2 * self.abort_bound, shield=True):
+                for session in self.sessions:
+                    if session.unsettled_turns():
+                        await session.abort(
+                            source="shutdown", reason="runtime closed", kill=True
+                        )
             await self._wait_for_started_writes()
         finally:
             self.host = None

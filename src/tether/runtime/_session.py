@@ -193,8 +193,10 @@ class Session:
         a settled turn, is harmless and returns the same kind of report (S12).
 
         `kill=True` (a second stop: "kill now") also closes the grace window of every
-        PROCESS call at once, so its tree is killed without waiting; a started write
-        still runs to its real end.
+        PROCESS call at once, so its tree is killed without waiting, and stops waiting
+        for every started EXTENSION call: it ends END_UNKNOWN (its server never
+        answered) and the host ends it (an MCP server's tree is killed). A started
+        write still runs to its real end.
         """
         executor = self.executor
         started = anyio.current_time()
