@@ -25,9 +25,10 @@ The supervisor obeys one-byte orders (`T` terminate, `K` or end of file kill) an
 reports `pid`, `error`, `refused` and `exit` lines; see its docstring.
 
 `run_command()` runs a command through a tree with the PROCESS stop policy of spec 01:
-a stop sends SIGTERM and the output is collected until the command exits; a cancellation
-of the caller (the grace window closed) kills and reaps the whole tree inside a bounded
-shield before it propagates. It is the one entry point for whatever tether runs as a
+a stop sends SIGTERM and the output is collected until every process of the tree has
+exited; a cancellation of the caller (the grace window closed) kills and reaps the whole
+tree inside a bounded shield, streams what it printed up to the kill and the git locks
+the kill left (`stale_git_locks()`), then propagates. It is the one entry point for whatever tether runs as a
 process tree: the Bash and GenerateImages tools, custom tools through
 `ToolContext.run_process()`, and the command-line agents of unattended runs.
 """
@@ -571,10 +572,11 @@ async def run_command(
 
     Output is handed to `on_output` as it comes (decoded, at most `progress_limit`
     bytes) and kept bounded for the outcome (`limit` bytes: head and tail). When
-    `stop` is set, the tree gets SIGTERM and the output is collected until the command
-    exits. When the caller is cancelled (the grace window closed), every process of
-    the tree is killed and reaped inside a bounded shield, then the cancellation
-    propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
+    `stop` is set, the tree gets SIGTERM and the output is collected until every
+    process of the tree has exited. When the caller is cancelled (the grace window
+    closed), every process of the tree is killed and reaped inside a bounded shield,
+    what it printed up to the kill goes to `on_output`, and so does a line naming the
+    git locks the kill left in `cwd`'s repository; then the cancellation propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
     `pass_env` and `network` shape the wall (S15), as in `ProcessTree.start()`.
 
     Raises:
