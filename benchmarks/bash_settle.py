@@ -34,8 +34,9 @@ OBEYS = f"{announce()}; exec sleep 300"
 IGNORES = f"trap '' TERM; {announce()}; exec sleep 300"
 JOB = """#!/bin/bash
 trap 'sleep {handler}; echo cleaned; exit 0' TERM
+sleep 300 &
 : > ready
-sleep 300 & wait
+wait
 """
 """A command whose SIGTERM handler takes `handler` seconds; `ready` once it is set."""
 SHAPES = {

@@ -41,8 +41,9 @@ TRAP = (
     "#!/bin/bash\n"
     "trap 'echo got TERM; sleep {handler}; echo cleaned; exit 0' TERM\n"
     "echo building\n"
+    "sleep 30 &\n"
     ": > ready\n"
-    "sleep 30 & wait\n"
+    "wait\n"
 )
 
 SHAPES = {
@@ -169,7 +170,7 @@ async def test_a_trap_that_outlives_the_window_keeps_its_lines_up_to_the_kill(
         "#!/bin/bash\n"
         "trap 'echo got TERM; for i in $(seq 1 300); do echo cleaning $i; "
         "sleep 0.05; done' TERM\n"
-        "echo building\n: > ready\nsleep 30 & wait\n",
+        "echo building\nsleep 30 &\n: > ready\nwait\n",
         encoding="utf-8",
     )
     (workspace / "job").chmod(0o755)
