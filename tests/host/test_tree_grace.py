@@ -41,6 +41,12 @@ TRAP = (
     "#!/bin/bash\n"
     "trap 'echo got TERM; sleep {handler}; echo cleaned; exit 0' TERM\n"
     "echo building\n"
+    "has_reader() {{ for f in /proc/[0-9]*/fd/0; do "
+    '[ "$(readlink "$f" 2>/dev/null)" = "$1" ] && return 0; done; return 1; }}\n'
+    "# Behind a pipe: ready once the reader's stdin is the pipe (a stop before that\n"
+    "# would find no reader to spare).\n"
+    'if [ "$1" = pipe ]; then out=$(readlink /proc/$$/fd/1); '
+    'until has_reader "$out"; do sleep 0.01; done; fi\n'
     "sleep 30 &\n"
     ": > ready\n"
     "wait\n"
@@ -49,7 +55,7 @@ TRAP = (
 SHAPES = {
     "semicolon": "./job; echo done",
     "and": "./job && echo ok",
-    "pipe": "./job 2>&1 | tail -n 20",
+    "pipe": "./job pipe 2>&1 | tail -n 20",
     "subshell": "(./job)",
     "bash-c-script": "bash -c ./job",
     "sh-c": "sh -c './job; echo sh-done'",

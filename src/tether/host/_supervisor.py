@@ -708,15 +708,11 @@ class Supervisor:
         if not self.spared:
             self.signal_all(signal.SIGTERM)
             return
+        # One pass over the tree as found: a process forked since is a TERM handler's
+        # own work (its `sleep`, its `rm`) and must not be signalled.
         members = {*found, self.me}
         for pid in found:
             if pid not in self.spared:
-                self.send_one(pid, signal.SIGTERM, members)
-        # A process forked while the first pass ran.
-        again = self.members()
-        members.update(again)
-        for pid in again:
-            if pid not in self.spared and pid not in found:
                 self.send_one(pid, signal.SIGTERM, members)
 
     def release_readers(self) -> float | None:
