@@ -6,7 +6,13 @@ task is cancelled (SIGKILL of every descendant, reaped in a bounded shield). The
 measured runs from the stop to the moment the call has returned with every process of
 its tree reaped. Targets (spec 05): obeyed p99 <= 50 ms; ignored G + <= 50 ms.
 
+The compound shapes (issue 29): a command whose SIGTERM handler takes H seconds behind a
+shell (`cmd; echo done`, `cmd && echo ok`, `cmd 2>&1 | tail`, `(cmd)`, `bash -c`,
+`sh -c`). The grace window is the whole tree's, so the call settles once the handler
+ended: target H + <= 50 ms (printed minus H).
+
 Usage: .venv/bin/python benchmarks/bash_settle.py [--runs 100] [--grace 0.3]
+       [--handler 0.2] [--shape-runs 30]
        (TETHER_CONTAINMENT=subreaper measures the fallback)
 """
 
@@ -26,6 +32,21 @@ from tether.testing._trees import alive, announce, tree_pids, tree_procs
 
 OBEYS = f"{announce()}; exec sleep 300"
 IGNORES = f"trap '' TERM; {announce()}; exec sleep 300"
+JOB = """#!/bin/bash
+trap 'sleep {handler}; echo cleaned; exit 0' TERM
+sleep 300 &
+: > ready
+wait
+"""
+"""A command whose SIGTERM handler takes `handler` seconds; `ready` once it is set."""
+SHAPES = {
+    "cmd; echo done": "./job; echo done",
+    "cmd && echo ok": "./job && echo ok",
+    "cmd 2>&1 | tail -n 20": "./job 2>&1 | tail -n 20",
+    "(cmd)": "(./job)",
+    "bash -c script": "bash -c ./job",
+    "sh -c": "sh -c './job; echo done'",
+}
 
 
 async def settle_once(bash: Bash, workspace: Path, command: str, grace: float) -> float:
@@ -66,6 +87,33 @@ async def settle_once(bash: Bash, workspace: Path, command: str, grace: float) -
     return elapsed
 
 
+async def settle_shape(bash: Bash, workspace: Path, command: str) -> float:
+    """Seconds from the stop to the call's end, for a command that writes `ready`."""
+    ready = anyio.Path(workspace / "ready")
+    if await ready.exists():
+        await ready.unlink()
+    ctx = ToolContext(call_id="b", session_id="s", workspace=workspace)
+    done = anyio.Event()
+    output: list[str] = []
+
+    async def call() -> None:
+        output.append(await bash.run(ctx, {"command": command}))
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        with anyio.fail_after(10):
+            while not await ready.exists():  # noqa: ASYNC110 - the command's file
+                await anyio.sleep(0.002)
+        started = anyio.current_time()
+        ctx.cancelled.set()
+        await done.wait()
+        elapsed = anyio.current_time() - started
+    if "cleaned" not in output[0]:
+        raise SystemExit(f"{command!r}: the handler's output is missing: {output[0]!r}")
+    return elapsed
+
+
 def report(name: str, samples: list[float], offset: float = 0.0) -> None:
     """Print percentiles in milliseconds (minus `offset` seconds)."""
     ms = sorted((s - offset) * 1000 for s in samples)
@@ -76,8 +124,8 @@ def report(name: str, samples: list[float], offset: float = 0.0) -> None:
     )
 
 
-async def main(runs: int, grace: float) -> None:
-    """Measure both cases `runs` times each."""
+async def main(runs: int, grace: float, handler: float, shape_runs: int) -> None:
+    """Measure both cases `runs` times each, then each shape `shape_runs` times."""
     bash = Bash()
     print(f"containment: {containment().kind}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,13 +134,26 @@ async def main(runs: int, grace: float) -> None:
         ignores = [
             await settle_once(bash, workspace, IGNORES, grace) for _ in range(runs)
         ]
+        job = workspace / "job"
+        job.write_text(JOB.format(handler=handler), encoding="utf-8")
+        job.chmod(0o755)
+        shapes = {
+            name: [
+                await settle_shape(bash, workspace, command) for _ in range(shape_runs)
+            ]
+            for name, command in SHAPES.items()
+        }
     report("obeys SIGTERM, stop -> settled", obeys)
     report(f"ignores SIGTERM, stop -> settled minus grace {grace:g} s", ignores, grace)
+    for name, samples in shapes.items():
+        report(f"{name}, settled minus handler {handler:g} s", samples, handler)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--grace", type=float, default=0.3)
+    parser.add_argument("--handler", type=float, default=0.2)
+    parser.add_argument("--shape-runs", type=int, default=30)
     args = parser.parse_args()
-    anyio.run(main, args.runs, args.grace)
+    anyio.run(main, args.runs, args.grace, args.handler, args.shape_runs)

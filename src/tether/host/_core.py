@@ -218,8 +218,13 @@ class HostCore:
             # Reads the call's own fields: a closure over `call` and `emit` alone leaves
             # the rest of `execute`'s names plain locals.
             call.keep_progress(text)
-            if call.stop_requested and call.tool.stop_class.policy.abandons:
+            if (
+                call.stop_requested
+                and call.tool.stop_class.policy.on_stop is OnStop.ABANDON
+            ):
                 return  # S4: the runtime takes no progress after the stop; none is sent
+            # A PROCESS call's grace window is the tree's: what it prints until the
+            # tree is gone is the call's output (issue 29), in the live view too.
             emit(OutputEvent(call.key, cut_text(text)))
 
         ctx = ToolContext(

@@ -25,9 +25,10 @@ The supervisor obeys one-byte orders (`T` terminate, `K` or end of file kill) an
 reports `pid`, `error`, `refused` and `exit` lines; see its docstring.
 
 `run_command()` runs a command through a tree with the PROCESS stop policy of spec 01:
-a stop sends SIGTERM and the output is collected until the command exits; a cancellation
-of the caller (the grace window closed) kills and reaps the whole tree inside a bounded
-shield before it propagates. It is the one entry point for whatever tether runs as a
+a stop sends SIGTERM and the output is collected until every process of the tree has
+exited; a cancellation of the caller (the grace window closed) kills and reaps the whole
+tree inside a bounded shield, streams what it printed up to the kill and the git locks
+the kill left (`stale_git_locks()`), then propagates. It is the one entry point for whatever tether runs as a
 process tree: the Bash and GenerateImages tools, custom tools through
 `ToolContext.run_process()`, and the command-line agents of unattended runs.
 """
@@ -38,8 +39,11 @@ import codecs
 import contextlib
 import math
 import os
+import shlex
 import shutil
 import signal
+import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, final
 
@@ -87,6 +91,7 @@ __all__ = (
     "namespace_wall",
     "resolve_command",
     "run_command",
+    "stale_git_locks",
     "sweep_marked",
 )
 
@@ -476,6 +481,78 @@ def _progress_pump(
     return take
 
 
+async def _kill_and_drain(
+    tree: ProcessTree, kept: BoundedOutput, stream: Callable[[bytes | None], None]
+) -> None:
+    """Kill the tree and read what it wrote up to the kill (bounded in time)."""
+    with anyio.move_on_after(KILL_BOUND):
+        await tree.kill()
+    with anyio.move_on_after(DRAIN_BOUND):
+        async for chunk in tree.output():
+            kept.add(chunk)
+            stream(chunk)
+    stream(None)
+
+
+GIT_LOCKS = (
+    "index.lock",
+    "HEAD.lock",
+    "ORIG_HEAD.lock",
+    "config.lock",
+    "packed-refs.lock",
+    "shallow.lock",
+    "gc.pid",
+)
+"""Files in a git directory whose presence makes later git commands refuse to work
+(`gc.pid` names the pid of a `git gc` that git then believes still runs)."""
+
+
+def stale_git_locks(cwd: Path, *, since: float) -> str:
+    """Say which of git's lock files a killed command left in `cwd`'s repository.
+
+    Only the repository of `cwd` (its nearest `.git` directory; a `.git` file, a
+    worktree's pointer, is not followed), only the files of `GIT_LOCKS` changed since
+    `since` (wall-clock seconds, less a second of timestamp slack), by `lstat` alone.
+    Returns one bracketed line with the command that removes them, or "" when none is
+    left. Nothing is removed: another git command may hold one.
+    """
+    git = _git_dir(cwd)
+    if git is None:
+        return ""
+    found: list[str] = []
+    for name in GIT_LOCKS:
+        try:
+            st = os.lstat(git / name)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_mtime >= since - 1.0:
+            found.append(name)
+    if not found:
+        return ""
+    paths = " ".join(shlex.quote(str(git / name)) for name in found)
+    why = (
+        "; gc.pid names a process of the killed tree, so git would believe a gc still runs"
+        if "gc.pid" in found
+        else ""
+    )
+    return (
+        f"\n[the kill left git lock files in {git}: {', '.join(found)}{why}. Git "
+        f"refuses to work while they exist; once no other git command runs there, "
+        f"remove them with: rm -f {paths}]\n"
+    )
+
+
+def _git_dir(cwd: Path) -> Path | None:
+    """The `.git` directory of the repository `cwd` is in, found by `lstat` alone."""
+    for folder in (cwd, *cwd.parents):
+        try:
+            st = os.lstat(folder / ".git")
+        except OSError:
+            continue
+        return folder / ".git" if stat.S_ISDIR(st.st_mode) else None
+    return None
+
+
 async def run_command(
     argv: Sequence[str],
     *,
@@ -495,10 +572,11 @@ async def run_command(
 
     Output is handed to `on_output` as it comes (decoded, at most `progress_limit`
     bytes) and kept bounded for the outcome (`limit` bytes: head and tail). When
-    `stop` is set, the tree gets SIGTERM and the output is collected until the command
-    exits. When the caller is cancelled (the grace window closed), every process of
-    the tree is killed and reaped inside a bounded shield, then the cancellation
-    propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
+    `stop` is set, the tree gets SIGTERM and the output is collected until every
+    process of the tree has exited. When the caller is cancelled (the grace window
+    closed), every process of the tree is killed and reaped inside a bounded shield,
+    what it printed up to the kill goes to `on_output`, and so does a line naming the
+    git locks the kill left in `cwd`'s repository; then the cancellation propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
     `pass_env` and `network` shape the wall (S15), as in `ProcessTree.start()`.
 
     Raises:
@@ -508,6 +586,7 @@ async def run_command(
     kept = BoundedOutput(limit)
     stream = _progress_pump(on_output, progress_limit)
     timed_out = False
+    since = time.time()
     try:
         await tree.start(
             argv,
@@ -544,6 +623,20 @@ async def run_command(
             with anyio.move_on_after(DRAIN_BOUND):
                 await drained.wait()
             tg.cancel_scope.cancel()
+        if timed_out:
+            note = stale_git_locks(cwd, since=since)
+            if note:
+                kept.add(note.encode())
+                on_output(note)
+    except anyio.get_cancelled_exc_class():
+        # The grace window closed (or the caller went away): kill the tree, then keep
+        # what it printed up to the kill and say what locks of git the kill left.
+        with anyio.CancelScope(shield=True):
+            await _kill_and_drain(tree, kept, stream)
+            note = stale_git_locks(cwd, since=since) if tree.pid is not None else ""
+            if note:
+                on_output(note)
+        raise
     finally:
         # S13: settled never coexists with a live process, on every path out.
         await tree.aclose()

@@ -20,14 +20,18 @@ host's environment) and is started by `tether.host._proctree.ProcessTree`. It sp
 the command with stdin `/dev/null` and stdout and stderr merged into its own stdout,
 and obeys one-byte orders on its stdin:
 
-- `T`: SIGTERM to every process of the tree;
+- `T`: SIGTERM to every process of the tree (a pipeline's reader, such as the `tail` of
+  `make 2>&1 | tail`, once its writers are gone: see `Supervisor.terminate()`); from
+  then on the tree is reaped until every process of it has exited by itself, whatever
+  the command (often a shell in front: `make && echo ok`) did;
 - `K`, or end of file (the host died): SIGKILL to every process of the tree, reap them
   all, report, exit.
 
 It reports on its stderr, one line each: `pid <n>` once the command started (the pid as
 the command itself sees it), `error <errno> <text>` if it could not start it, and
 `exit <code>` once the whole tree is gone (negative for a signal, as `subprocess` says).
-When the command exits, what it left running is killed before `exit` is reported.
+Without a `T`, when the command exits, what it left running is killed before `exit` is
+reported.
 
 MODE says how the tree is contained:
 
@@ -100,6 +104,7 @@ import os
 import select
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -138,6 +143,9 @@ MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_IDMAP = 0x100000
 SHM = "/dev/shm"
 """Gets a private tmpfs in every tree; `--tmp=/dev/shm/<name>` is a folder of it."""
+READER_GRACE = 0.25
+"""Seconds a pipeline's reader spared by a stop gets, once its input ended, to finish
+(print what it holds) before it gets SIGTERM too."""
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 """Kernel knobs under `/proc` bound read-only (container runtimes' read-only paths)."""
 
@@ -577,6 +585,52 @@ def stat_of(pid: int) -> tuple[int, int] | None:
         return None
 
 
+def _pipe(pid: int, fd: str) -> str | None:
+    """The pipe `fd` of `pid` is, as `pipe:[inode]`, or None."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    return target if target.startswith("pipe:") else None
+
+
+def pipe_writers(pids: Sequence[int]) -> dict[str, set[int]]:
+    """The processes among `pids` holding each pipe's write end, by pipe."""
+    found: dict[str, set[int]] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            pipe = _pipe(pid, fd)
+            if pipe is None:
+                continue
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+                    info = f.read()
+                flags = int(info.split(b"flags:", 1)[1].split()[0], 8)
+            except (OSError, IndexError, ValueError):
+                continue
+            if flags & os.O_ACCMODE != os.O_RDONLY:
+                found.setdefault(pipe, set()).add(pid)
+    return found
+
+
+def pipeline_readers(pids: Sequence[int]) -> dict[int, str]:
+    """The processes among `pids` reading a pipe another of them writes, and the pipe.
+
+    Only stdin counts: the downstream stages of a pipeline (`| tail`, `| tee`).
+    """
+    readers = {pid: pipe for pid in pids if (pipe := _pipe(pid, "0")) is not None}
+    if not readers:
+        return {}
+    writers = pipe_writers(pids)
+    return {
+        pid: pipe for pid, pipe in readers.items() if writers.get(pipe, set()) - {pid}
+    }
+
+
 class Supervisor:
     """Spawns the command, reaps what reaches it, obeys the host's orders."""
 
@@ -586,15 +640,15 @@ class Supervisor:
         self.me = os.getpid()
         self.child = 0
         self.code: int | None = None
+        self.spared: dict[int, str] = {}
+        """Pipeline readers the stop has not signalled yet, with their stdin pipe."""
+        self.input_ended: dict[int, float] = {}
+        """When each spared reader was first seen with no writer left."""
 
     # What differs between containments.
 
     def spawn(self) -> int:
         """Start the command; return its pid."""
-        raise NotImplementedError
-
-    def terminate(self) -> None:
-        """SIGTERM to every process of the tree."""
         raise NotImplementedError
 
     def kill_round(self) -> None:
@@ -626,10 +680,77 @@ class Supervisor:
             if not self.reap(True):
                 return
 
+    # The stop: SIGTERM to the tree, then its grace window is the whole tree's.
+
+    def members(self) -> list[int]:
+        """The pids of every process of the tree (this one left out)."""
+        raise NotImplementedError
+
+    def send_one(self, pid: int, sig: int, members: set[int]) -> None:
+        """Signal one process of the tree (`members`: the tree as last found)."""
+        raise NotImplementedError
+
+    def signal_all(self, sig: int) -> None:
+        """Signal every process of the tree at once."""
+        raise NotImplementedError
+
+    def terminate(self) -> None:
+        """SIGTERM to every process of the tree but the readers of a live pipeline.
+
+        A process whose stdin is a pipe another process of the tree still writes (the
+        `tail` of `make 2>&1 | tail`) is spared: it ends at the end of its input, and
+        the writer's clean-up output reaches the host through it rather than killing
+        the writer with SIGPIPE. `release_readers()` gives it SIGTERM once its writers
+        are gone and it has had `READER_GRACE` seconds to finish.
+        """
+        found = self.members()
+        self.spared = pipeline_readers(found)
+        if not self.spared:
+            self.signal_all(signal.SIGTERM)
+            return
+        # One pass over the tree as found: a process forked since is a TERM handler's
+        # own work (its `sleep`, its `rm`) and must not be signalled.
+        members = {*found, self.me}
+        for pid in found:
+            if pid not in self.spared:
+                self.send_one(pid, signal.SIGTERM, members)
+
+    def release_readers(self) -> float | None:
+        """SIGTERM to each spared reader whose input ended `READER_GRACE` s ago.
+
+        Returns:
+            Seconds until the next one is due, or None when none waits.
+        """
+        if not self.spared:
+            return None
+        found = self.members()
+        writers = pipe_writers(found)
+        now = time.monotonic()
+        due: float | None = None
+        for pid, pipe in list(self.spared.items()):
+            if pid not in found:
+                del self.spared[pid]
+                continue
+            if writers.get(pipe, set()) - {pid}:
+                self.input_ended.pop(pid, None)
+                continue
+            since = self.input_ended.setdefault(pid, now)
+            left = since + READER_GRACE - now
+            if left <= 0:
+                del self.spared[pid]
+                self.send_one(pid, signal.SIGTERM, {*found, self.me})
+            else:
+                due = left if due is None else min(due, left)
+        return due
+
     def run(self, *, orders: bool = True) -> None:
         """Spawn the command and supervise it until the tree is gone.
 
         With `orders`, the host's orders are read from stdin (end of file kills).
+        Without a stop, the command's exit ends the tree: what it left running is
+        killed. After a `T` order, the tree is reaped until every process of it has
+        exited by itself (the shell in front of a command ending changes nothing),
+        or until the host's `K` (its grace window closed).
         """
         rfd, wfd = os.pipe()
         os.set_blocking(rfd, False)
@@ -646,8 +767,11 @@ class Supervisor:
             return
         status(f"pid {self.child}")
         watched = [0, rfd] if orders else [rfd]
-        while self.code is None:
-            ready = select.select(watched, [], [])[0]
+        terminated = False
+        left = True
+        wait: float | None = None
+        while self.code is None or (terminated and left):
+            ready = select.select(watched, [], [], wait)[0]
             if rfd in ready:
                 try:
                     woken = os.read(rfd, 512)
@@ -655,13 +779,17 @@ class Supervisor:
                     woken = b""
                 if any(sig in woken for sig in quit_on):
                     break
-            self.reap(False)
+            left = self.reap(False)
             if 0 in ready:
                 order = os.read(0, 64)
                 if not order or b"K" in order:
                     break
-                if b"T" in order:
+                if b"T" in order and not terminated:
+                    terminated = True
                     self.terminate()
+                    left = self.reap(False)
+            if terminated:
+                wait = self.release_readers()
         self.kill_all()
         code = self.code if self.code is not None else -signal.SIGKILL
         status(f"exit {code}")
@@ -758,16 +886,24 @@ class SubreaperSupervisor(Supervisor):
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
 
-    def terminate(self) -> None:
-        """SIGTERM to the command's group and to every descendant outside it."""
+    def members(self) -> list[int]:
+        """Every descendant found now."""
+        return self.descendants()
+
+    def send_one(self, pid: int, sig: int, members: set[int]) -> None:
+        """Signal `pid` if it is still a member of the tree."""
+        self.send(pid, sig, members)
+
+    def signal_all(self, sig: int) -> None:
+        """`sig` to the command's group and to every descendant outside it."""
         with contextlib.suppress(OSError):
-            os.killpg(self.child, signal.SIGTERM)
+            os.killpg(self.child, sig)
         tree = self.descendants()
         members = {*tree, self.me}
         for pid in tree:
             st = stat_of(pid)
             if st is not None and st[1] != self.child:
-                self.send(pid, signal.SIGTERM, members)
+                self.send(pid, sig, members)
 
     def kill_round(self) -> None:
         """SIGKILL to every descendant found now."""
@@ -903,10 +1039,22 @@ class NamespaceSupervisor(Supervisor):
         finally:
             os._exit(127)
 
-    def terminate(self) -> None:
-        """SIGTERM to every process of the namespace but this one."""
+    def members(self) -> list[int]:
+        """Every process of the namespace but this one (its own `/proc`)."""
+        return [
+            int(name) for name in os.listdir("/proc") if name.isdigit() and name != "1"
+        ]
+
+    def send_one(self, pid: int, sig: int, members: set[int]) -> None:
+        """Signal `pid`: in the namespace, a pid names a process of the tree."""
+        del members
         with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGTERM)
+            os.kill(pid, sig)
+
+    def signal_all(self, sig: int) -> None:
+        """`sig` to every process of the namespace but this one."""
+        with contextlib.suppress(OSError):
+            os.kill(-1, sig)
 
     def kill_round(self) -> None:
         """SIGKILL to every process of the namespace but this one."""

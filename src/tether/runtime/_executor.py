@@ -132,6 +132,11 @@ class ActiveCall:
         return str(self.stop_class or StopClass.MUTATING)
 
 
+KILL_RESULT_BOUND = 0.5
+"""Seconds a PROCESS call whose grace window closed waits for the host's result after
+the kill (the output read up to the kill) before it ends with what it streamed."""
+
+
 class Executor:
     """Sends calls to the host, applies stops, and writes every outcome to the ledger."""
 
@@ -326,9 +331,13 @@ class Executor:
         self._move(call, state, changes)
 
     def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
-        if call.outcome is not None or (call.stop is not None and call.policy.abandons):
+        if call.outcome is not None or (
+            call.stop is not None and call.policy.on_stop is OnStop.ABANDON
+        ):
             self.dropped_progress += 1
             return  # S4: progress of an abandoned call stops at the stop
+        # A stopped PROCESS call's output is taken until its outcome: what its tree
+        # prints in the grace window (a TERM handler's lines) is in the live view.
         call.stream(event.text)
         key = call.key
         self.emit(ToolProgress(key.session_id, key.call_id, key.tool, event.text))
@@ -574,7 +583,7 @@ class Executor:
 
     def _start_grace_window(self, call: ActiveCall) -> None:
         assert self.task_group is not None
-        self.task_group.start_soon(self._close_grace_window, call, call.streamed())
+        self.task_group.start_soon(self._close_grace_window, call)
 
     def host_lost(self, reason: str) -> None:
         """The host went away: no result will come, so every unsettled call ends now.
@@ -693,9 +702,7 @@ class Executor:
             else:
                 self._settle(call)
 
-    async def _close_grace_window(
-        self, call: ActiveCall, streamed_before_stop: str
-    ) -> None:
+    async def _close_grace_window(self, call: ActiveCall) -> None:
         call.grace = anyio.move_on_after(0 if call.kill_now else self.grace)
         try:
             with call.grace:
@@ -704,19 +711,28 @@ class Executor:
             call.grace = None
         if call.outcome is not None:
             return
-        # The window closed first: the call ends with what it streamed before the stop,
-        # the host is told to kill every descendant, and the call settles when the tree
-        # is gone. Until the host confirms, the report says only that the kill was sent.
-        self._finish_aborted(call, partial=streamed_before_stop)
+        # The window closed first: the host is told to kill every descendant, and the
+        # call settles when the tree is gone. It ends with what the host read up to the
+        # kill (its result; what the kill left, such as git's locks, is named there), or,
+        # if that result is not here within `KILL_RESULT_BOUND`, with what it streamed
+        # until now. Until the host confirms, the report says only that the kill was sent.
         word = call.class_word
         call.why = f"{word}: kill sent, not confirmed by the host"
         assert self.host is not None
+        assert self.task_group is not None
+        self.task_group.start_soon(self._end_after_kill, call)
         try:
             ack = await self.host.kill(KillRequest(call.key))
         except Exception:  # the host is gone: `host_lost` reaps what it started
             return
         if not call.is_settled and ack.found and ack.phase == "running":
             call.why = f"{word}: killed, waiting for the process tree to be reaped"
+
+    async def _end_after_kill(self, call: ActiveCall) -> None:
+        with anyio.move_on_after(KILL_RESULT_BOUND):
+            await call.done.wait()
+        if call.outcome is None:
+            self._finish_aborted(call, partial=call.streamed())
 
     def kill_now(self, calls: Collection[ActiveCall]) -> None:
         """Close the grace window of each stopped PROCESS call at once.

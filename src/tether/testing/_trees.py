@@ -160,7 +160,9 @@ class Tree:
     pids: int
     """How many `tree-pid` lines it prints once every process is up."""
     obeys_term: bool
-    """Whether SIGTERM alone ends the main command."""
+    """Whether SIGTERM alone ends every process of the tree (a stop's grace window is
+    the whole tree's: one process that ignores it holds the call until the window
+    closes)."""
     gated: bool = False
     """Once every process announced, the tree waits for a line on the fifo `go` in its
     working directory (see `open_gate()`), then kills its own supervisor."""
@@ -210,7 +212,7 @@ TREES: tuple[Tree, ...] = (
         name="double-fork-setsid-trap",
         command=f"( trap '' TERM; setsid {_bg('sleep 300')} & ) & {_MAIN}",
         pids=2,
-        obeys_term=True,
+        obeys_term=False,
     ),
     Tree(
         name="nohup",
@@ -237,7 +239,7 @@ TREES: tuple[Tree, ...] = (
             f"{_bg('sleep 300', env_i=True)} & ) & {_MAIN}"
         ),
         pids=2,
-        obeys_term=True,
+        obeys_term=False,
     ),
 )
 """The trees every process tool must reclaim, under either containment."""

@@ -11,10 +11,12 @@ Choices, written down:
   last line `[exit code N]` (or `[killed by signal NAME]`), so the model sees both.
 - When the command exits, whatever it left running (`cmd &`, daemons, `setsid`
   children) is killed: nothing a call started outlives the call.
-- A stop sends SIGTERM to the tree and returns the output collected until the command
-  exits; the runtime reports it as `TOOL_ABORTED` with that partial output. When the
-  grace window closes first, the task is cancelled and every process of the tree is
-  killed and reaped before the cancellation propagates.
+- A stop sends SIGTERM to the tree and returns the output collected until every
+  process of the tree has exited (the shell in front ending ends nothing); the runtime
+  reports it as `TOOL_ABORTED` with that partial output. When the grace window closes
+  first, the task is cancelled, every process of the tree is killed and reaped, what
+  it printed up to the kill is streamed, and so are the git locks the kill left in the
+  workspace's repository (`stale_git_locks`), before the cancellation propagates.
 - Past its timeout the tree is killed and the call fails with `TOOL_TIMEOUT`.
 - If the tree's supervisor is killed (from outside, or by the command itself under the
   fallback containment), the call fails: how the command ended is not known.
