@@ -10,6 +10,8 @@ import pytest
 
 from tether._untrusted import read_beneath, write_beneath
 
+pytestmark = pytest.mark.rule("S16")
+
 
 def test_read_beneath_refuses_links_fifos_devices_and_endless_files(
     tmp_path: Path,

@@ -114,6 +114,17 @@ REQUIRES: dict[str, tuple[str, str]] = {
         "descriptors beneath the workspace, and the docs say per containment kind what "
         "holds.",
     ),
+    "S16": (
+        "01",
+        "Everything a walled tree can write is untrusted input to tether, which works "
+        "outside the wall as the person: no git setting, attribute, hook, filter or "
+        "pointer a tree wrote acts in a git command tether runs; tether never follows a "
+        "link a tree planted nor blocks on a file it made (reads by descriptor, "
+        "no-follow, non-blocking, type-checked, bounded); nothing a tree wrote becomes "
+        "code the person runs later; a stop, halt, save and take-over finish within "
+        "their bounds whatever a tree left; what a tree prints is bounded on disk and its "
+        "terminal escapes never reach the person's terminal.",
+    ),
     "folder-rule": (
         "02",
         "On every read the shared folder and every parent up to `/` are real "

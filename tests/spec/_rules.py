@@ -24,6 +24,8 @@ RULES: dict[str, str] = {
     "S14": "read-only local tools are cancellable for real",
     "S15": "the wall: a tree writes only its workspace, its private tmp and declared "
     "paths, reaches no daemon of the session, never acts as root, gets no secrets",
+    "S16": "what a tree wrote is data: never run, followed, blocked on or trusted by "
+    "tether outside the wall; bounded on disk and on screen",
     # spec 02: the recorded stop
     "folder-rule": "the folder rule, checked on every read",
     "read-outcomes": "a read has exactly three outcomes: CLEAR, STOPPED, HOLD",
