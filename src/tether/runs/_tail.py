@@ -69,7 +69,9 @@ class LogTail:
         A line still being written counts; None before the log has one or exists.
         """
         try:
-            fd = os.open(log, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(
+                log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            )
         except OSError:
             seen = self._seen.get(log)
             return None if seen is None else _shown(seen)
