@@ -192,6 +192,7 @@ class LaneLog:
         dropped = total - len(head) - len(tail)
         marker = _marker(dropped, len(head))
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+        temp.unlink(missing_ok=True)  # left by a writer that died mid-rewrite
         new = os.open(temp, _WRITE_FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             _write_all(new, head + marker + tail)
