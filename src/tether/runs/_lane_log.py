@@ -2,14 +2,15 @@
 
 Every writer of a lane log (a command agent, a preset stage, the built-in agent, tether's
 own lines at a stage's end) goes through `LaneLog`. The file holds at most the bound
-(`TETHER_LOG_BOUND` bytes, 8 MiB by default): once a write takes it past the bound, the
-file is rewritten as its first quarter (the head, kept for good), a marker line saying
-how many bytes were left out, and its last quarter (the tail, from a line's start when
-one is near), then renamed over the log. A write is one `write(2)` on an `O_APPEND`
+(`TETHER_LOG_BOUND` bytes, 8 MiB by default; for a moment, one write more, and half the
+bound in the copy being made): once a write takes it past the bound, the file is
+rewritten as its first quarter (the head, kept for good), a marker line saying how many
+bytes were left out, and its last quarter (the tail, from a line's start when one is
+near), then renamed over the log. A write is one `write(2)` on an `O_APPEND`
 descriptor, so whatever was written is in the file when the process dies; a rewrite
-copies half the bound once per half the bound written (output is written 1.5 times at
-most) and is synced before the rename, so a reader or a crash sees the old file or the
-new one, never a cut.
+copies half the bound once per half the bound written (a byte of a flood is written
+twice at most, and only the kept bytes are read back) and is synced before the rename,
+so a reader or a crash sees the old file or the new one, never a cut.
 
 Readers find the marker by what it says: it names the offset it stands at (the head's
 length), so a log written with another bound still reads right. `LogReader` follows one
@@ -57,7 +58,7 @@ _MARKER = re.compile(
 )
 _LINE_SEARCH = 4096
 """How far into the tail a line's start is looked for."""
-_WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+_WRITE_FLAGS = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
@@ -179,12 +180,8 @@ class LaneLog:
         keep = self.bound // 4
         head_len = min(self._layout.head, keep) if self._layout else keep
         fd = self._fd
-        head = os.pread(fd_r := os.open(self.path, _READ_FLAGS), head_len, 0)
-        try:
-            start = self._size - keep
-            tail = os.pread(fd_r, keep, start)
-        finally:
-            os.close(fd_r)
+        head = os.pread(fd, head_len, 0)
+        tail = os.pread(fd, keep, self._size - keep)
         cut = tail.find(b"\n", 0, _LINE_SEARCH)
         if cut >= 0:
             tail = tail[cut + 1 :]
