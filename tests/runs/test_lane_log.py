@@ -208,3 +208,14 @@ def test_S16_an_agent_printing_200_MB_leaves_a_bounded_log_and_the_other_lane_wo
         ("loud", "done"),
         ("quiet", "done"),
     }
+
+
+def test_S16_the_live_view_reads_no_byte_of_a_log_that_is_not_a_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "dir.log").mkdir()
+    os.mkfifo(tmp_path / "fifo.log")
+    (tmp_path / "link.log").symlink_to("/dev/zero")
+    tail = LogTail()
+    for name in ("dir.log", "fifo.log", "link.log"):
+        assert tail.last_line(tmp_path / name) is None
