@@ -42,7 +42,10 @@ MODE says how the tree is contained:
   the temporary directory and each mask, and binds every PROTECT path read-only on top.
   The command's starter enters one more, nested user namespace and then a mount
   namespace of its own, which locks every mount it inherits: no process of the tree can
-  unmount or remount the read-only paths, nor reach the outer `/proc`. When the
+  unmount or remount the read-only paths, nor reach the outer `/proc`. The writable
+  copies are `nosuid,nodev`, and the starter installs a seccomp filter before it execs
+  (`refuse_set_ids`): no process of the tree makes a set-uid or set-gid file, a device
+  node or a file capability (S16). When the
   namespace's first process dies (the host ordered it, or this program died and the
   kernel's parent-death signal followed), the kernel kills every process in the
   namespace; none can leave it.
