@@ -38,6 +38,8 @@ class TetherEnv(enum.StrEnum):
     WRITABLE = "TETHER_WRITABLE"
     """Folders (`os.pathsep`-separated, absolute) every stage agent of a run may write
     besides its lane, as a stage would declare them (S15); read by the run only."""
+    LOG_BOUND = "TETHER_LOG_BOUND"
+    """Bytes a lane log keeps on disk at most, head and tail (default 8 MiB)."""
     MACHINE_ID = "TETHER_MACHINE_ID"
     """This machine's id in a shared store (default: host name and /etc/machine-id)."""
     TEST_CRASH_AT = "TETHER_TEST_CRASH_AT"

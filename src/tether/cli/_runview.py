@@ -95,7 +95,10 @@ class RunView:
         """Per lane: the last output line a progress line showed (not on a terminal)."""
 
     def say(self, line: str) -> None:
-        """Print one line of the run."""
+        """Print one line of the run (any control sequence in it shown as text)."""
+        from .._term import visible
+
+        line = visible(line)
         if self._console is None:
             click.echo(line)
             sys.stdout.flush()
@@ -141,9 +144,11 @@ class RunView:
         from rich.table import Table
         from rich.text import Text
 
+        from ..runs._tail import clean_line
+
         text = Text(self._last_said, overflow="ellipsis", no_wrap=True)
         if stats is not None and stats.held is not None:
-            text = Text(f"holding: {stats.held}", style="yellow")
+            text = Text(clean_line(f"holding: {stats.held}"), style="yellow")
         if self._spinner is None:
             self._spinner = Spinner("dots", text)
         else:
@@ -160,7 +165,7 @@ class RunView:
             last = self._tail.last_line(lane.log) or ""
             stage = lane.stage or "between stages"
             if lane.note:
-                last = lane.note
+                last = clean_line(lane.note)
             table.add_row(
                 Text(lane.item, style="bold"),
                 Text(stage),

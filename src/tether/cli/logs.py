@@ -1,14 +1,24 @@
-"""`tether logs RUN [ITEM]`: what a run's agents printed, lane by lane."""
+"""`tether logs RUN [ITEM]`: what a run's agents printed, lane by lane.
+
+What an agent printed is data (spec 01 S16): by default no control sequence of it
+reaches the terminal (`tether._term.visible`: colours dropped, every other escape shown
+as text from a visible `␛`); `--raw` gives the bytes as they are. A log is followed
+across its rewrites (`tether.runs._lane_log.LogReader`).
+"""
 
 from __future__ import annotations
 
+import codecs
+import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from ..runs._lane_log import LogReader
 
 __all__ = ("logs",)
 
@@ -24,8 +34,16 @@ _quiet = threading.Event()
 @click.argument("run_id", metavar="RUN")
 @click.argument("which", metavar="[ITEM]", required=False)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing while the run works.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print the agents' bytes as they are, terminal escapes included (by "
+    "default colours are dropped and every other escape is shown as text).",
+)
 @click.option("--store", "store_opt", default=None, help=_STORE_HELP)
-def logs(run_id: str, which: str | None, follow: bool, store_opt: str | None) -> None:
+def logs(
+    run_id: str, which: str | None, follow: bool, raw: bool, store_opt: str | None
+) -> None:
     """Print the log of each lane of RUN, or of ITEM's lane, headed by item and lane.
 
     ITEM is an item or lane id, or a unique prefix of one.
@@ -35,9 +53,11 @@ def logs(run_id: str, which: str | None, follow: bool, store_opt: str | None) ->
       tether logs run_3f9a0c1b2d4e-1
       tether logs run_3f9a0c1b2d4e-1 fix-typo
       tether logs run_3f9a0c1b2d4e-1 fix-typo --follow
+      tether logs run_3f9a0c1b2d4e-1 fix-typo --raw | less -R
     """
     from ..errors import UsageError
     from ..runs import open_store, store_url
+    from ..runs._lane_log import LogReader
     from ..runs._takeover import effective_state
     from ..runs._views import lane_log
 
@@ -58,10 +78,10 @@ def logs(run_id: str, which: str | None, follow: bool, store_opt: str | None) ->
                 raise UsageError(f"{which!r} {what} of {run_id} (its items: {names})")
             lanes = chosen
         files = [(f"{x.item} ({x.id})", lane_log(run_id, x.id)) for x in lanes]
-        offsets = {path: 0 for _, path in files}
+        readers = {path: _Lane(LogReader(), raw) for _, path in files}
         while True:
             for title, path in files:
-                offsets[path] = _print_new(title, path, offsets[path], len(files) > 1)
+                readers[path].print_new(title, path, headed=len(files) > 1)
             if not follow or effective_state(store, row).value not in _ACTIVE:
                 break
             # Another process appends to the files: look again, as `tail -f` does.
@@ -71,15 +91,31 @@ def logs(run_id: str, which: str | None, follow: bool, store_opt: str | None) ->
         store.close()
 
 
-def _print_new(title: str, path: Path, offset: int, headed: bool) -> int:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return offset
-    if data:
-        if headed and offset == 0:
+class _Lane:
+    """What was printed of one lane's log: how far, and a character cut in two."""
+
+    def __init__(self, reader: LogReader, raw: bool) -> None:
+        self.reader = reader
+        self.raw = raw
+        self.started = False
+        self.decoder: Any = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def print_new(self, title: str, path: Path, *, headed: bool) -> None:
+        from .._term import visible
+        from ..errors import UsageError
+
+        try:
+            data = self.reader.read(path)
+        except OSError as exc:
+            raise UsageError(f"cannot read the log of {title}: {exc}") from None
+        if not data:
+            return
+        if headed and not self.started:
             click.echo(f"== {title} ==")
-        click.echo(data.decode("utf-8", "replace"), nl=False)
-    return offset + len(data)
+        self.started = True
+        if self.raw:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return
+        click.echo(visible(self.decoder.decode(data)), nl=False)

@@ -60,8 +60,8 @@ def run(
 
     The stop is read before every move. Exit codes: 0 every item done; 3 halted (a
     stop or Ctrl-C); 4 halted with a lane held (its save failed); 130 killed by a
-    second Ctrl-C; 2 refused or bad usage; 1 a failure. Reads TETHER_HOME and
-    TETHER_STORE.
+    second Ctrl-C; 2 refused or bad usage; 1 a failure. Reads TETHER_HOME,
+    TETHER_STORE and TETHER_LOG_BOUND (bytes a lane log keeps, 8 MiB by default).
 
     \b
     Examples:
@@ -72,8 +72,10 @@ def run(
       TETHER_STORE=/srv/tether/runs.sqlite3 tether run plan.toml
     """
     from ..runs._entry import run_plan
+    from ..runs._lane_log import log_bound
     from ._runview import run_in_view
 
+    log_bound()  # a bad TETHER_LOG_BOUND is refused before anything starts
     code = run_in_view(
         lambda say, beside: run_plan(
             plan,

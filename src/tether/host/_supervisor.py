@@ -46,7 +46,10 @@ MODE says how the tree is contained:
   the temporary directory and each mask, and binds every PROTECT path read-only on top.
   The command's starter enters one more, nested user namespace and then a mount
   namespace of its own, which locks every mount it inherits: no process of the tree can
-  unmount or remount the read-only paths, nor reach the outer `/proc`. When the
+  unmount or remount the read-only paths, nor reach the outer `/proc`. The writable
+  copies are `nosuid,nodev`, and the starter installs a seccomp filter before it execs
+  (`refuse_set_ids`): no process of the tree makes a set-uid or set-gid file, a device
+  node or a file capability (S16). When the
   namespace's first process dies (the host ordered it, or this program died and the
   kernel's parent-death signal followed), the kernel kills every process in the
   namespace; none can leave it.
@@ -140,7 +143,15 @@ OPEN_TREE_CLONE = 0x1
 OPEN_TREE_CLOEXEC = 0o2000000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
 MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_IDMAP = 0x100000
+WRITABLE_ATTRS = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+"""Every writable copy: no set-uid, set-gid or file capability acts from it, no device
+opens through it (S16)."""
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 SHM = "/dev/shm"
 """Gets a private tmpfs in every tree; `--tmp=/dev/shm/<name>` is a folder of it."""
 READER_GRACE = 0.25
@@ -313,6 +324,149 @@ def loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         request = struct.pack("16sH22x", b"lo", iff_up | iff_loopback | iff_running)
         fcntl.ioctl(sock.fileno(), 0x8914, request)  # SIOCSIFFLAGS
+
+
+# What no tree may make (S16): a set-uid or set-gid file, a device node, a file
+# capability. The kernel's own checks let a tree's root do all three on its writable
+# copies (they are idmapped to the caller's ids), so a seccomp filter refuses the system
+# calls that would: any mode with S_ISUID or S_ISGID (`chmod`, `fchmod`, `fchmodat`,
+# `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat`), a character or block
+# device (`mknod`, `mknodat`; even 0:0, the overlay whiteout a user namespace may make),
+# and every extended attribute write (`setxattr` and kin; `security.capability` cannot be
+# told apart by a filter), with EPERM, EPERM and EOPNOTSUPP. Calls whose mode a filter
+# cannot see are refused with ENOSYS, as if the kernel had none, so programs fall back:
+# `openat2` (its mode is behind a pointer) and `io_uring_setup` (its ring opens files
+# unseen). Per architecture: x86-64 (its i386 calls by their own numbers, x32 refused),
+# i386, aarch64; any other (arm32 on aarch64) is refused whole.
+_MODE = "mode"  # refused when argument N (the mode) has S_ISUID or S_ISGID
+_MKNOD = "mknod"  # that, or a character or block device
+_NOSYS = "nosys"  # always refused: ENOSYS
+_NOXATTR = "noxattr"  # always refused: EOPNOTSUPP
+_CALLS: dict[int, tuple[tuple[int, str, int], ...]] = {
+    # AUDIT_ARCH_X86_64
+    0xC000003E: (
+        (2, _MODE, 2),  # open
+        (85, _MODE, 1),  # creat
+        (90, _MODE, 1),  # chmod
+        (91, _MODE, 1),  # fchmod
+        (133, _MKNOD, 1),  # mknod
+        (257, _MODE, 3),  # openat
+        (259, _MKNOD, 2),  # mknodat
+        (268, _MODE, 2),  # fchmodat
+        (452, _MODE, 2),  # fchmodat2
+        (188, _NOXATTR, 0),  # setxattr
+        (189, _NOXATTR, 0),  # lsetxattr
+        (190, _NOXATTR, 0),  # fsetxattr
+        (463, _NOXATTR, 0),  # setxattrat
+        (437, _NOSYS, 0),  # openat2
+        (425, _NOSYS, 0),  # io_uring_setup
+    ),
+    # AUDIT_ARCH_I386
+    0x40000003: (
+        (5, _MODE, 2),
+        (8, _MODE, 1),
+        (15, _MODE, 1),
+        (94, _MODE, 1),
+        (14, _MKNOD, 1),
+        (295, _MODE, 3),
+        (297, _MKNOD, 2),
+        (306, _MODE, 2),
+        (452, _MODE, 2),
+        (226, _NOXATTR, 0),
+        (227, _NOXATTR, 0),
+        (228, _NOXATTR, 0),
+        (463, _NOXATTR, 0),
+        (437, _NOSYS, 0),
+        (425, _NOSYS, 0),
+    ),
+    # AUDIT_ARCH_AARCH64
+    0xC00000B7: (
+        (56, _MODE, 3),  # openat
+        (52, _MODE, 1),  # fchmod
+        (53, _MODE, 2),  # fchmodat
+        (452, _MODE, 2),
+        (33, _MKNOD, 2),  # mknodat
+        (5, _NOXATTR, 0),
+        (6, _NOXATTR, 0),
+        (7, _NOXATTR, 0),
+        (463, _NOXATTR, 0),
+        (437, _NOSYS, 0),
+        (425, _NOSYS, 0),
+    ),
+}
+_X86_64 = 0xC000003E
+_X32_BIT = 0x40000000
+_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35
+_JSET = 0x45
+_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
+_ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
+_SET_ID_BITS = 0o6000
+
+
+def _refusals() -> bytes:
+    """The tree's seccomp filter (classic BPF), as the kernel takes it."""
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
+        return (code, jt, jf, k)
+
+    deny = op(_RET, _ERRNO | errno.EPERM)
+    nosys = op(_RET, _ERRNO | errno.ENOSYS)
+    allow = op(_RET, _ALLOW)
+    program: list[tuple[int, int, int, int]] = [op(_LD_ABS, 4)]  # arch
+    for arch, calls in _CALLS.items():
+        block = [op(_LD_ABS, 0)]  # nr
+        if arch == _X86_64:
+            block += [op(_JGE, _X32_BIT, 0, 1), nosys]
+        for number, rule, arg in calls:
+            if rule == _NOSYS:
+                body = [nosys]
+            elif rule == _NOXATTR:
+                body = [op(_RET, _ERRNO | errno.EOPNOTSUPP)]
+            else:
+                body = [op(_LD_ABS, 16 + 8 * arg), op(_JSET, _SET_ID_BITS, 0, 1), deny]
+                if rule == _MKNOD:
+                    body += [
+                        op(_AND, 0o170000),
+                        op(_JEQ, 0o020000, 0, 1),
+                        deny,
+                        op(_JEQ, 0o060000, 0, 1),
+                        deny,
+                    ]
+                body.append(allow)
+            block += [op(_JEQ, number, 0, len(body)), *body]
+        block.append(allow)
+        program += [op(_JEQ, arch, 0, len(block)), *block]
+    program.append(nosys)  # an architecture not named: nothing runs
+    import struct
+
+    return b"".join(struct.pack("=HBBI", *insn) for insn in program)
+
+
+def refuse_set_ids() -> None:
+    """Install the filter that refuses set-uid, set-gid, devices and xattr writes.
+
+    Without `CAP_SYS_ADMIN` in this user namespace, `no_new_privs` is set first (the
+    kernel's condition). Inherited by every process of the tree; none can remove it.
+    """
+    import struct
+
+    raw = _refusals()
+    program = ctypes.create_string_buffer(raw, len(raw))
+    # struct sock_fprog: the count of instructions, then a pointer to them.
+    fprog = ctypes.create_string_buffer(
+        struct.pack("@HP", len(raw) // 8, ctypes.addressof(program))
+    )
+    arg = ctypes.c_ulong(ctypes.addressof(fprog))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, arg, 0, 0) == 0:
+        return
+    if ctypes.get_errno() != errno.EACCES:
+        _call("seccomp", -1)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _call("seccomp", _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, arg, 0, 0))
 
 
 class Wall:
@@ -517,7 +671,9 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
     for path, fd, read_only, alone in wall.clones:
         on_way: list[tuple[str, int]] = []
         if userns is not None:
-            attrs = MOUNT_ATTR_IDMAP | (MOUNT_ATTR_RDONLY if read_only else 0)
+            attrs = MOUNT_ATTR_IDMAP | (
+                MOUNT_ATTR_RDONLY if read_only else WRITABLE_ATTRS
+            )
             try:
                 try:
                     mount_setattr(
@@ -540,6 +696,8 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
                     "writable paths must be on a file system with idmapped mounts "
                     "(ext4, xfs, btrfs, tmpfs); or run tether as an unprivileged user",
                 ) from None
+        elif not read_only:
+            mount_setattr(fd, "", recursive=True, set_=WRITABLE_ATTRS)
         move_mount(fd, path)
         os.close(fd)
         if alone >= 0:
@@ -1033,6 +1191,7 @@ class NamespaceSupervisor(Supervisor):
             for sig in _RESET:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            refuse_set_ids()
             os.execve(self.executable, self.argv, os.environ)
         except OSError as exc:
             os.write(fail_w, f"{exc.errno or 0} {exc.strerror or exc}".encode())

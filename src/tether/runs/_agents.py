@@ -25,6 +25,7 @@ import attrs
 
 from .._env import TetherEnv
 from ..host import run_command
+from ._lane_log import LaneLog, append_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -136,11 +137,8 @@ async def run_command_agent(
         "TETHER_ITEM": item,
     }
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with log.open("ab") as sink:
-
-        def on_output(text: str) -> None:
-            sink.write(text.encode("utf-8", "replace"))
-            sink.flush()
+    with LaneLog(log) as sink:
+        on_output = sink.write
 
         with anyio.CancelScope() as scope:
             on_call(scope)
@@ -161,7 +159,7 @@ async def run_command_agent(
                 )
             except OSError as exc:
                 line = f"tether: the agent could not start: {exc}\n"
-                sink.write(line.encode())
+                sink.write(line)
                 return AgentOutcome(exit_status=127, log_tail=line)
             finally:
                 on_call(None)
@@ -185,9 +183,8 @@ def timed_out_note(seconds: float) -> str:
 
 
 def sink_line(log: Path, line: str) -> None:
-    """Append one line of tether's own to a lane log."""
-    with log.open("a", encoding="utf-8") as out:
-        out.write(line)
+    """Append one line of tether's own to a lane log (through its bound)."""
+    append_line(log, line)
 
 
 def usage_reset(stage: Stage, outcome: AgentOutcome, now: float) -> float | None:

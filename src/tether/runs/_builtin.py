@@ -27,6 +27,7 @@ from ..host.tools import default_tools
 from ..models import Model, model_from_spec
 from ..runtime import Agent, AgentEvent, MessageChunk, Runtime, ToolCallEnded
 from ._agents import AgentOutcome
+from ._lane_log import LaneLog
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -75,11 +76,10 @@ async def run_builtin_agent(
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tail: list[str] = []
 
-    with log.open("a", encoding="utf-8") as sink:
+    with LaneLog(log) as sink:
 
         def write(text: str) -> None:
             sink.write(text)
-            sink.flush()
             tail.append(text)
 
         def failed(text: str) -> AgentOutcome:

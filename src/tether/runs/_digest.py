@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._config import paths
 from .._fs import write_atomic
+from .._term import visible
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,7 +40,8 @@ def _ended(status: int, tail: str) -> str:
     """`exit N`, or what the receipt's log says ended the agent."""
     for mark in ("tether: timed out after ", "tether: stopped at the person's stop"):
         if mark in tail:
-            return tail[tail.rindex(mark) + len("tether: ") :].splitlines()[0]
+            # Agent output follows the mark: no escape of it reaches a terminal.
+            return visible(tail[tail.rindex(mark) + len("tether: ") :].splitlines()[0])
     return f"exit {status}"
 
 
@@ -71,7 +73,7 @@ def write_digest(store: Store, run: str, watch: StopWatch) -> Path:
         if event.kind in _SHOWN:
             when = datetime.fromtimestamp(event.at, UTC).strftime("%H:%M:%S")
             what = _SHOWN[event.kind]
-            lines.append(f"- {when} {what} {event.detail}".rstrip())
+            lines.append(f"- {when} {what} {visible(event.detail)}".rstrip())
     try:
         old = path.read_text(encoding="utf-8")
     except FileNotFoundError:

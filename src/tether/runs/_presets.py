@@ -46,6 +46,7 @@ from .._env import TetherEnv
 from ..host import run_command
 from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
+from ._lane_log import LaneLog
 from ._plan import Preset, Stage
 
 if TYPE_CHECKING:
@@ -471,17 +472,16 @@ class PresetCall:
         # What the stage names in `env` it gets, withheld or not.
         env.update({k: self.environ[k] for k in self.stage.env if k in self.environ})
         self.log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with self.log.open("ab") as sink:
+        with LaneLog(self.log) as sink:
 
             def on_output(text: str) -> None:
-                sink.write(text.encode("utf-8", "replace"))
-                sink.flush()
+                sink.write(text)
                 self._seen(text)
 
             started = "resumes session " + resume if resume else "starts"
             sink.write(
                 f"tether: {self.stage.preset} stage {self.stage.name} {started}: "
-                f"{shlex.join(argv[:-1])} <prompt>\n".encode()
+                f"{shlex.join(argv[:-1])} <prompt>\n"
             )
             stop = anyio.Event()
             killed_by_run = False
@@ -515,7 +515,7 @@ class PresetCall:
                             )
                     except OSError as exc:
                         line = f"tether: the agent could not start: {exc}\n"
-                        sink.write(line.encode())
+                        sink.write(line)
                         tg.cancel_scope.cancel()
                         return AgentOutcome(exit_status=127, log_tail=line)
                     finally:
@@ -547,7 +547,7 @@ class PresetCall:
                         "after the stop)"
                     )
             if notes:
-                sink.write((notes + "\n").encode())
+                sink.write(notes + "\n")
         return AgentOutcome(
             exit_status=status,
             log_tail=tail + notes,

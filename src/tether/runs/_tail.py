@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, final
 
@@ -69,12 +70,16 @@ class LogTail:
         A line still being written counts; None before the log has one or exists.
         """
         try:
-            fd = os.open(log, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(
+                log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            )
         except OSError:
             seen = self._seen.get(log)
             return None if seen is None else _shown(seen)
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # judged by its type before a byte is read
+                return None
             identity = (st.st_dev, st.st_ino)
             seen = self._seen.get(log)
             if seen is None or seen.identity != identity or st.st_size < seen.offset:
