@@ -381,3 +381,38 @@ def test_S16_what_a_stage_writes_in_its_cli_folder_never_reaches_the_persons(
             marks / "seen-credentials"
         ).read_text() == '{"OPENAI_API_KEY":"sk-person"}'
         assert (marks / "seen-config").read_text() == 'model = "mine"\n'
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("plant", ["folder-link", "file-links"])
+def test_S16_links_in_dot_tether_of_an_unprivileged_callers_run_are_replaced_too(
+    plant: str,
+) -> None:
+    """The same plants in a run of uid 1000, against that account's own files."""
+    from .test_wall_attacks import OTHER_UID, _other_uid_runner, _other_uids_root
+
+    with _other_uids_root() as (root, home):
+        repo = make_repo(root)
+        victim = _victims(root, OTHER_UID)
+        cli = _stand_in(
+            root,
+            "claude",
+            """\
+            if [ -d .tether ] && [ ! -L .tether ] && [ -f "$TETHER_CALLS" ] \\
+                && [ ! -L "$TETHER_CALLS" ]; then touch "$MARKS/own-record"; fi
+            echo done > work.txt
+            """,
+        )
+        plan = _plan(
+            root, repo, "claude", cli, before=PLANTS[plant].format(victim=victim)
+        )
+        marks = root / "marks"
+        run_tether = _other_uid_runner(root, home)
+        run_tether(repo, marks)  # every file of `root` becomes uid 1000's
+        before = _snapshot(victim)
+        result = run_tether(repo, marks, "run", str(plan))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert _snapshot(victim) == before
+        assert (marks / "own-record").exists()
+        said = git(repo, "-c", "safe.directory=*", "show", "tether/one:work.txt")
+        assert said == "done"
