@@ -213,6 +213,7 @@ def test_S16_a_call_record_tether_cannot_read_never_blocks_the_stop(
     out = proc.stdout.read() if proc.stdout else ""
     assert proc.returncode == 3, out + _logs()
     # Bound: `stop_wait` for an agent between calls (docs/runs.md), plus the save.
+    print(f"stop -> halted: {took:.2f} s (stop_wait {STOP_WAIT:g} s)")
     assert took <= STOP_WAIT + LOAD_MARGIN, took
     store = open_default_store()
     (receipt,) = store.receipts(run)
@@ -286,6 +287,7 @@ def test_S16_a_takeover_carries_a_session_file_only_as_data(
     started = time.monotonic()
     result = tether("takeover", run, env=env)
     took = time.monotonic() - started
+    print(f"take-over: {took:.2f} s")
     assert result.returncode == 0, result.stdout + result.stderr + _logs()
     assert took < 60, took
     assert _snapshot(victim) == before
