@@ -10,7 +10,8 @@ of its own beside the lane, `lanes/<run>/<lane>.agent/<preset>/`, passed to the 
 - into it, at each preset stage's start, go only the person's credentials and what the
   CLI needs to reach its model (Claude Code: `.credentials.json`, and the account
   fields of `.claude.json`; Codex: `auth.json` and `config.toml`), each read from the
-  person's folder with the bounded readers (a regular file, at most `FILE_LIMIT`);
+  person's folder with the bounded readers (a regular file, at most `FILE_LIMIT`;
+  `.claude.json`, which also keeps Claude Code's history, at most `ACCOUNT_LIMIT`);
 - nothing ever goes from it back into the person's folder;
 - a take-over's lane gets the session its stage resumes copied from the previous lane's
   folder (`carry_session`): found by descriptor below that folder, following no link,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from ._plan import Preset
 
 __all__ = (
+    "ACCOUNT_LIMIT",
     "CLAUDE_ACCOUNT_FIELDS",
     "FILE_LIMIT",
     "SESSION_LIMIT",
@@ -57,6 +59,9 @@ __all__ = (
 
 FILE_LIMIT = 1 << 20
 """Bytes of a credential or config file of the person's CLI folder tether copies."""
+ACCOUNT_LIMIT = 64 << 20
+"""Bytes of the person's `.claude.json` tether reads for its account fields (the file
+also keeps Claude Code's per-project history, and grows)."""
 SESSION_LIMIT = 256 << 20
 """Bytes of a session file a take-over copies; a larger one is not carried over."""
 _LIST_LIMIT = 10_000
@@ -101,7 +106,7 @@ def _claude_account(environ: Mapping[str, str]) -> tuple[bytes | None, str | Non
     config = environ.get("CLAUDE_CONFIG_DIR")
     where = Path(config) if config else Path(environ.get("HOME", "~")).expanduser()
     try:
-        raw = read_beneath(where, ".claude.json", FILE_LIMIT)
+        raw = read_beneath(where, ".claude.json", ACCOUNT_LIMIT)
     except FileNotFoundError:
         return None, None
     except OSError as exc:
