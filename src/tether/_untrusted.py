@@ -11,7 +11,10 @@ write of such a place goes through this module:
 - a folder is reached one component at a time below a descriptor tether holds, each
   opened `O_PATH | O_NOFOLLOW | O_DIRECTORY` (`open_dir_beneath`), so a link planted on
   the way is refused, never followed; what tether writes there is made with `mkdirat`
-  and a temp file renamed within that descriptor (`write_beneath`).
+  and a temp file renamed within that descriptor (`write_beneath`, `copy_beneath`);
+- a folder whose name is tether's own (a lane's `.tether/`) is used when it is a
+  folder, and whatever else stands at its name is removed, never followed
+  (`own_dir_at`); a folder is listed from its descriptor, bounded (`list_beneath`).
 
 A refusal is an `OSError` whose message says what was found (`a FIFO`, `a symlink`,
 `larger than N bytes`); callers turn it into a one-line reason (a lane held, a stage
@@ -34,10 +37,13 @@ if TYPE_CHECKING:
 
 __all__ = (
     "READ_FLAGS",
+    "copy_beneath",
     "dir_beneath",
     "kind_words",
+    "list_beneath",
     "open_dir_beneath",
     "open_regular_at",
+    "own_dir_at",
     "read_beneath",
     "read_regular_at",
     "write_beneath",
@@ -204,3 +210,124 @@ def write_beneath(
     *folder, name = _parts(relative)
     with dir_beneath(root, PurePath(*folder) if folder else ".", create=True) as fd:
         write_atomic_at(fd, name, data, mode=mode)
+
+
+def own_dir_at(dir_fd: int, name: str) -> tuple[int, str | None]:
+    """Open tether's own folder `name` in `dir_fd` (`O_PATH`), made if missing (0700).
+
+    For a folder whose name is tether's (a lane's `.tether/`): a folder there is used;
+    anything else at its name (a link, a file, a FIFO) is removed, never followed, and
+    the folder made in its place. The caller closes the descriptor.
+
+    Returns:
+        The descriptor, and what stood at the name instead of a folder (None if nothing
+        did), for the caller's log.
+
+    Raises:
+        OSError: the folder could not be made (a second try lost a race again).
+    """
+    replaced: str | None = None
+    for _ in range(2):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd), replaced
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            replaced = kind_words(mode)
+            os.unlink(name, dir_fd=dir_fd)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
+    return os.open(name, _DIR_FLAGS, dir_fd=dir_fd), replaced
+
+
+def list_beneath(
+    root: Path | int, relative: str | PurePath = ".", *, limit: int
+) -> list[tuple[str, int]]:
+    """The entries of the folder `relative` below `root`: (name, kind), no link followed.
+
+    The kind is `stat.S_IFMT` of the entry itself (a link is `S_IFLNK`). At most `limit`
+    entries are read.
+
+    Raises:
+        OSError: as `open_dir_beneath`, or `E2BIG` when the folder holds more than
+            `limit` entries.
+    """
+    with dir_beneath(root, relative) as where:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=where)
+        try:
+            found: list[tuple[str, int]] = []
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if len(found) >= limit:
+                        raise OSError(errno.E2BIG, f"more than {limit} entries")
+                    kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+                    found.append((entry.name, kind))
+            return found
+        finally:
+            os.close(fd)
+
+
+def copy_beneath(
+    src_root: Path | int,
+    src: str | PurePath,
+    dst_root: Path | int,
+    dst: str | PurePath,
+    *,
+    limit: int,
+    mode: int = 0o600,
+) -> int:
+    """Copy the regular file `src` below `src_root` to `dst` below `dst_root`, bounded.
+
+    Both folders are reached following no link (`open_dir_beneath`; missing folders
+    of `dst` are made 0700); the source is judged as `open_regular_at` judges it and
+    copied only if it holds at most `limit` bytes (its size is checked first, and the
+    copy stops past `limit` if it grows meanwhile); the copy is a temp file renamed
+    into place within the destination's descriptor, so a link or FIFO planted at `dst`
+    is replaced, never followed or written through.
+
+    Returns:
+        The bytes copied.
+
+    Raises:
+        OSError: as `open_dir_beneath` and `open_regular_at`, `EFBIG` past `limit`, or
+            the copy failed (`dst` left as it was).
+    """
+    *src_folder, src_name = _parts(src) or ["."]
+    *dst_folder, dst_name = _parts(dst)
+    with dir_beneath(src_root, PurePath(*src_folder) if src_folder else ".") as sfd:
+        source = open_regular_at(sfd, src_name)
+    try:
+        if os.fstat(source).st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+        with dir_beneath(
+            dst_root, PurePath(*dst_folder) if dst_folder else ".", create=True
+        ) as dfd:
+            tmp = f".{dst_name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            out = os.open(tmp, flags, mode & 0o777, dir_fd=dfd)
+            try:
+                try:
+                    copied = 0
+                    while True:
+                        sent = os.sendfile(
+                            out, source, None, min(limit + 1 - copied, 1 << 24)
+                        )
+                        if not sent:
+                            break
+                        copied += sent
+                        if copied > limit:
+                            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+                    os.fsync(out)
+                finally:
+                    os.close(out)
+                os.rename(tmp, dst_name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
+            return copied
+    finally:
+        os.close(source)

@@ -524,3 +524,51 @@ def test_a_run_says_tether_writable_does_not_reach_its_builtin_stages(
     result = tether("run", str(plan), env={"TETHER_WRITABLE": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "TETHER_WRITABLE is not honoured by builtin stages" in result.stdout
+
+
+@pytest.mark.parametrize("plant", ["fifo", "dev-zero", "link"])
+def test_a_transcript_that_is_not_a_regular_file_is_not_carried_over(
+    tmp_path: Path, plant: str
+) -> None:
+    """Spec 01 S16: the take-over copies the earlier transcript as data. One replaced
+    by a FIFO, a link to `/dev/zero` or a link to another file is not copied (nothing
+    blocks, nothing is read through the link): the take-over completes, says why, and
+    the stage starts over from its brief."""
+    repo = make_repo(tmp_path)
+    _stage_script(
+        tmp_path / "moves.jsonl",
+        "echo start > a1.txt; touch started; sleep 1; echo end >> a1.txt",
+    )
+    plan = _plan(tmp_path, repo, "moves.jsonl")
+    proc = start("run", str(plan))
+    run = run_id_of(proc)
+    store = open_default_store()
+
+    def started() -> bool:
+        lanes = store.lanes(run)
+        return bool(lanes) and Path(lanes[0].worktree, "started").exists()
+
+    wait_until(started, what="the first call running")
+    set_stop()
+    assert proc.wait(timeout=60) == 3
+    (event,) = [e for e in store.events(run) if e.kind == "agent-session"]
+    transcript = Path(event.detail.split(" ", 2)[2])
+    victim = tmp_path / "victim"
+    victim.write_bytes(transcript.read_bytes())
+    transcript.unlink()
+    if plant == "fifo":
+        os.mkfifo(transcript)
+    else:
+        transcript.symlink_to("/dev/zero" if plant == "dev-zero" else victim)
+    lift_stop()
+    begun = time.monotonic()
+    taken = tether("takeover", run)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert time.monotonic() - begun < 60
+    assert "not carried over (not a regular file" in taken.stdout
+    new_run = taken.stdout.split()[1]
+    (new_lane,) = store.lanes(new_run)
+    log = (Path(new_lane.worktree).parent / f"{new_lane.id}.log").read_text(
+        encoding="utf-8"
+    )
+    assert "continued after a take-over]" not in log

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 from tests.waiting import wait_until
 
+from tether._config import paths
 from tether.runs._lanes import lane_dir
 from tether.stop import lift_stop, set_stop
 
@@ -97,6 +98,8 @@ def _mentions(home: Path, text: str) -> int:
     """How often `text` is in the CLI's session files below `home` (its JSON lines)."""
     found = 0
     for path in home.rglob("*.jsonl"):
+        if path.is_symlink():
+            continue
         try:
             found += path.read_text(encoding="utf-8", errors="replace").count(text)
         except OSError:
@@ -128,10 +131,12 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
             lambda: any(e.kind == "agent-session" for e in store.events(run)),
             what="the session recorded",
         )
-        # The CLI writes its session file a little after the fact: kill once the
-        # first call's result is in it (the command and its output).
+        # The CLI writes its session file (in the lane's CLI folder, in the state
+        # folder) a little after the fact: kill once the first call's result is in
+        # it (the command and its output).
+        lanes = paths().state_dir / "lanes" / run
         wait_until(
-            lambda: _mentions(home, "first-step-ok") >= 2,
+            lambda: _mentions(lanes, "first-step-ok") >= 2,
             what="the first call in the CLI's session file",
         )
         proc.send_signal(signal.SIGKILL)

@@ -11,9 +11,9 @@ import pytest
 
 from tether.runs import PlanError, load_plan
 from tether.runs._agents import AgentOutcome, usage_reset
+from tether.runs._cli_folder import carry_session, claude_project
 from tether.runs._presets import (
     CallsSeen,
-    claude_session_file,
     hook_command,
     preset_argv,
     preset_env,
@@ -136,14 +136,14 @@ def test_a_preset_passes_only_what_its_cli_needs(tmp_path: Path) -> None:
 def test_the_call_record_tells_a_call_in_flight_from_none(tmp_path: Path) -> None:
     """`pre` without its `post` is a call in flight; refusals start nothing."""
     record = tmp_path / "calls"
-    assert read_calls(record) == CallsSeen()
+    assert read_calls(tmp_path, "calls") == CallsSeen()
     record.write_text("pre a Bash\npre b Read\npost a\ndeny c\n", encoding="utf-8")
-    assert read_calls(record) == CallsSeen(
+    assert read_calls(tmp_path, "calls") == CallsSeen(
         started=2, denied=1, in_flight=frozenset({"b"})
     )
     with record.open("a", encoding="utf-8") as sink:
         sink.write("post b\n")
-    assert not read_calls(record).in_flight
+    assert not read_calls(tmp_path, "calls").in_flight
 
 
 def test_the_hook_ignores_sigterm_so_a_stop_never_turns_it_into_a_pass() -> None:
@@ -213,14 +213,37 @@ def test_a_presets_usage_limit_message_makes_its_lane_wait(
 
 def test_a_claude_session_is_made_resumable_from_the_new_lane(tmp_path: Path) -> None:
     """Claude Code looks for a session only under its working directory's project
-    folder; the take-over's lane has a new one, so the session file is copied there."""
-    old = tmp_path / ".claude" / "projects" / "-old-lane"
+    folder; the take-over's lane has a new one, so the session file is copied from the
+    previous lane's CLI folder into the new lane's, there."""
+    previous = tmp_path / "old.agent" / "claude"
+    old = previous / "projects" / "-old-lane"
     old.mkdir(parents=True)
     (old / "s1.jsonl").write_text("{}\n", encoding="utf-8")
     lane = tmp_path / "new" / "lane_1"
     lane.mkdir(parents=True)
-    environ = {"HOME": str(tmp_path)}
-    assert claude_session_file(environ, "s1", lane)
+    folder = tmp_path / "new.agent" / "claude"
+    folder.mkdir(parents=True)
+    assert carry_session("claude", "s1", previous, folder, lane) is None
     key = "".join(c if c.isalnum() else "-" for c in os.path.realpath(lane))
-    assert (tmp_path / ".claude" / "projects" / key / "s1.jsonl").is_file()
-    assert not claude_session_file(environ, "gone", lane)
+    assert key == claude_project(lane)
+    assert (folder / "projects" / key / "s1.jsonl").read_text() == "{}\n"
+    gone = carry_session("claude", "gone", previous, folder, lane)
+    assert gone is not None
+    assert "session gone is not kept in" in gone
+    odd = carry_session("claude", "../x", previous, folder, lane)
+    assert odd is not None
+    assert "not one the CLI makes" in odd
+
+
+def test_a_codex_session_keeps_its_dated_path_in_the_new_lanes_folder(
+    tmp_path: Path,
+) -> None:
+    previous = tmp_path / "old.agent" / "codex"
+    day = previous / "sessions" / "2026" / "01" / "02"
+    day.mkdir(parents=True)
+    name = "rollout-2026-01-02T03-04-05-0199-abc.jsonl"
+    (day / name).write_text("{}\n", encoding="utf-8")
+    folder = tmp_path / "new.agent" / "codex"
+    folder.mkdir(parents=True)
+    assert carry_session("codex", "0199-abc", previous, folder, tmp_path) is None
+    assert (folder / "sessions" / "2026" / "01" / "02" / name).is_file()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import shutil
+import functools
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +26,7 @@ import anyio
 import attrs
 
 from .._threads import in_thread
+from .._untrusted import copy_beneath
 from ._agents import (
     AgentOutcome,
     expand,
@@ -66,6 +67,9 @@ if TYPE_CHECKING:
     from ._plan import Plan
 
 __all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save")
+
+TRANSCRIPT_LIMIT = 1 << 30
+"""Bytes of a built-in agent's transcript a take-over copies; a larger one is not."""
 
 
 class LaneEnd(enum.Enum):
@@ -380,9 +384,28 @@ class Lane:
             transcript = log.with_suffix(".transcript")
             resume: str | None = None
             if self.resume is not None and self.resume[0] == stage.name:
-                # A take-over goes on with the agent's own conversation, from a copy.
-                _, resume, earlier = self.resume
-                await in_thread(shutil.copyfile, earlier, transcript)
+                # A take-over goes on with the agent's own conversation, from a copy:
+                # a regular file, bounded, reached following no link (S16).
+                _, session, earlier = self.resume
+                copy = functools.partial(
+                    copy_beneath,
+                    earlier.parent,
+                    earlier.name,
+                    transcript.parent,
+                    transcript.name,
+                    limit=TRANSCRIPT_LIMIT,
+                )
+                try:
+                    await in_thread(copy)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    run.say(
+                        f"{self.row.item}: session {session} not carried over "
+                        f"({exc.strerror or exc}); the stage starts over"
+                    )
+                else:
+                    resume = session
             self.resume = None
             outcome = await run_builtin_agent(
                 stage.model,
@@ -612,8 +635,6 @@ def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | N
             stage, _, rest = event.detail.partition(" ")
             session, _, transcript = rest.partition(" ")
             found = (stage, session, Path(transcript))
-    if found is None or not found[2].is_file():
-        return None
     return found
 
 

@@ -4,15 +4,23 @@ A preset stage runs its CLI unattended in the lane's worktree, inside the same p
 containment as a command agent (`run_command`), and adds what a plain command line
 cannot have:
 
+- a CLI folder of the lane's own (`_cli_folder`): a copy of the person's credentials,
+  passed as `CLAUDE_CONFIG_DIR` / `CODEX_HOME` and left writable by the wall instead
+  of the person's `~/.claude` or `CODEX_HOME`, which stay read-only: what the agent
+  writes there (settings, hooks, MCP servers) never reaches the person's own CLI;
 - tether's PreToolUse and PostToolUse hook (`tether guard --claude-hook`) for that stage
   only: Claude Code reads it from a settings file written into the lane's log folder
-  and passed with `--settings`; Codex from `-c hooks.…` overrides on its command line
-  (nothing is written into the person's `~/.claude` or `CODEX_HOME`);
+  and passed with `--settings`; Codex from `-c hooks.…` overrides on its command line;
 - the hook's record of the agent's calls (`pre` / `deny` / `post` lines, see
   `tether.stop.answer_hook_event`) in `<worktree>/.tether/`, a folder git ignores
   (its own `.gitignore` says `*`). The wall leaves a stage's tree nothing writable but
   its workspace and a private TMPDIR, so the workspace is where a hook inside the tree
-  can write; the run reads the file from outside;
+  can write; the run reads the file from outside, as data (S16): `.tether/` and its
+  files are made below a descriptor of the lane (a link or anything else planted at
+  their names is replaced, never followed), and the record is read by descriptor,
+  non-blocking, only if it is a regular file of at most `CALLS_LIMIT` bytes. A record
+  that cannot be read leaves the calls unknown: after a stop the agent is then ended
+  `stop_wait` after the stop, as one between calls, and the log says why;
 - the stop inside the agent: while a stop stands the hook refuses every new call; the
   call in flight runs to its end; an agent that is between calls (no `pre` without its
   `post`) `stop_wait` seconds after the stop, or after the end of the call that was in
@@ -33,30 +41,33 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, assert_never, final
 
 import anyio
 import attrs
 
 from .._env import TetherEnv
+from .._untrusted import dir_beneath, own_dir_at, read_beneath, write_beneath
 from ..host import run_command
 from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
+from ._cli_folder import carry_session, cli_folder, make_cli_folder
 from ._lane_log import LaneLog
 from ._plan import Preset, Stage
+from ._views import lane_log
 
 if TYPE_CHECKING:
     from ._store import Store
 
 __all__ = (
+    "CALLS_LIMIT",
     "CLAUDE_TOOLS",
     "CallsSeen",
+    "EarlierSession",
     "PresetCall",
-    "claude_session_file",
     "preset_argv",
     "preset_env",
     "previous_session",
@@ -114,7 +125,8 @@ _KEEP_PREFIXES: dict[Preset, tuple[str, ...]] = {
     ),
     "codex": ("OPENAI_", "CODEX_HOME", "AZURE_OPENAI_"),
 }
-"""Each CLI's own key, base URL and account variables."""
+"""Each CLI's own key, base URL and account variables (its config folder variable is
+set to the lane's own copy)."""
 _PASS_ENV: dict[Preset, tuple[str, ...]] = {
     "claude": (),
     "codex": ("OPENAI_API_KEY",),
@@ -122,19 +134,10 @@ _PASS_ENV: dict[Preset, tuple[str, ...]] = {
 """Variables the wall withholds from trees (tether's own secrets) that the CLI needs."""
 
 
-def preset_writable(preset: Preset, env: Mapping[str, str]) -> list[Path]:
-    """The folders a preset's CLI writes besides its lane, declared by the preset (S15).
-
-    Claude Code's config folder, Codex's `CODEX_HOME`. Made if missing, so the wall has
-    a folder to leave writable.
-    """
-    home = Path(env.get("HOME", "~")).expanduser()
-    if preset == "claude":
-        folder = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-    else:
-        folder = Path(env.get("CODEX_HOME") or home / ".codex")
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return [folder]
+_FOLDER_ENV: dict[Preset, str] = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
+"""The variable that names the CLI's config folder."""
+CALLS_LIMIT = 16 << 20
+"""Bytes of a call record tether reads (some 250,000 calls); a larger one is unread."""
 
 
 TAKEOVER_PROMPT = (
@@ -155,14 +158,24 @@ class CallsSeen:
     """Calls the hook refused (a stop, or the guard)."""
     in_flight: frozenset[str] = frozenset()
     """Ids of calls started and not yet ended."""
+    unreadable: str | None = None
+    """Why the record could not be read (the calls are unknown); None when it was."""
 
 
-def read_calls(path: Path) -> CallsSeen:
-    """Read the hook's call record (`pre ID TOOL`, `deny ID`, `post ID` lines)."""
+def read_calls(lane: Path, record: str | PurePath) -> CallsSeen:
+    """Read the hook's call record (`pre ID TOOL`, `deny ID`, `post ID` lines).
+
+    `record` is relative to the lane (`lane`, a folder tether made): the record is
+    read as data (S16), following no link, only if it is a regular file of at most
+    `CALLS_LIMIT` bytes; anything else is `unreadable`, with what was found. A record
+    not made yet is an empty one.
+    """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_beneath(lane, record, CALLS_LIMIT).decode("utf-8", "replace")
+    except FileNotFoundError:
         return CallsSeen()
+    except OSError as exc:
+        return CallsSeen(unreadable=f"{record}: {exc.strerror or exc}")
     started = denied = 0
     open_calls: dict[str, int] = {}
     for line in text.splitlines():
@@ -309,38 +322,31 @@ def _session_of(event: object, preset: Preset) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-def claude_session_file(environ: Mapping[str, str], session: str, cwd: Path) -> bool:
-    """Make Claude Code's saved session `session` resumable from `cwd`.
+def agent_dir(log: Path, lane: str) -> Path:
+    """A lane's `.agent` folder, beside its log: its settings and its CLI folder."""
+    return log.parent / f"{lane}.agent"
 
-    Claude Code keeps sessions per working directory
-    (`<config>/projects/<cwd with every other character than letters and digits as
-    '-'>/<id>.jsonl`) and `--resume` looks only in the current one; a take-over's lane
-    has a new directory, so the session file is copied there. False when no such
-    session is kept on this machine.
-    """
-    config = environ.get("CLAUDE_CONFIG_DIR") or str(
-        Path(environ.get("HOME", "~")).expanduser() / ".claude"
-    )
-    projects = Path(config) / "projects"
-    here = projects / re.sub(r"[^A-Za-z0-9]", "-", os.path.realpath(cwd))
-    if (here / f"{session}.jsonl").is_file():
-        return True
-    for found in sorted(projects.glob(f"*/{session}.jsonl")):
-        here.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shutil.copy2(found, here / found.name)
-        return True
-    return False
+
+@final
+@attrs.frozen
+class EarlierSession:
+    """The session a take-over's stage resumes, and where its CLI kept it."""
+
+    id: str
+    folder: Path
+    """The CLI folder of the lane that ran it (`cli_folder`)."""
 
 
 def previous_session(
     store: Store, *, run: str, item: str, stage: Stage, index: int
-) -> str | None:
-    """The session id a take-over's stage resumes, None when it starts fresh.
+) -> EarlierSession | None:
+    """The session a take-over's stage resumes, None when it starts fresh.
 
     The newest lane of `item` in another run that was still at this stage (`index`)
     and whose agent recorded a session for it (`agent-session` events).
     """
-    found: str | None = None
+    assert stage.preset is not None
+    found: EarlierSession | None = None
     for row in store.item_lanes(item):
         if row.run == run or row.stage != index:
             continue
@@ -349,7 +355,8 @@ def previous_session(
                 continue
             name, _, ident = event.detail.rpartition(" ")
             if name == stage.name and ident:
-                found = ident
+                where = agent_dir(lane_log(row.run, row.id), row.id)
+                found = EarlierSession(ident, cli_folder(where, stage.preset))
     return found
 
 
@@ -368,7 +375,7 @@ class PresetCall:
     """Set when the run takes a stop."""
     on_call: Callable[[anyio.CancelScope | None], None]
     on_session: Callable[[str], None]
-    resume: str | None = None
+    resume: EarlierSession | None = None
     """A session to resume (a take-over)."""
     grace: float = 2.0
     """Seconds between SIGTERM and SIGKILL when tether ends the agent."""
@@ -376,26 +383,70 @@ class PresetCall:
     _ended_by_tether: bool = False
     _session: str | None = None
     _pending: str = ""
+    _notes: list[str] = attrs.Factory(list)
+    """Lines for the lane log about what tether found and did before the CLI starts."""
+    _unreadable: str | None = None
+    """Why the call record could not be read while a stop stood (the first reason)."""
+
+    @property
+    def calls_record(self) -> PurePath:
+        """The hook's call record of this stage, relative to the lane."""
+        slug = re.sub(r"[^A-Za-z0-9._-]", "_", self.stage.name)
+        return PurePath(".tether", f"calls-{self.lane}-{slug}")
 
     @property
     def calls_file(self) -> Path:
-        """The hook's call record of this stage."""
-        slug = re.sub(r"[^A-Za-z0-9._-]", "_", self.stage.name)
-        return self.cwd / ".tether" / f"calls-{self.lane}-{slug}"
+        """The hook's call record of this stage (the path the hook is given)."""
+        return self.cwd / self.calls_record
 
-    def _prepare(self) -> Path:
-        folder = self.cwd / ".tether"
-        folder.mkdir(mode=0o700, exist_ok=True)
-        # Git ignores the folder (its own `*`): never committed, never on the branch.
-        (folder / ".gitignore").write_text("*\n", encoding="utf-8")
-        self.calls_file.write_bytes(b"")
-        own = self.log.parent / f"{self.lane}.agent"
-        own.mkdir(mode=0o700, parents=True, exist_ok=True)
-        settings = own / f"claude-settings-{self.calls_file.name[6:]}.json"
+    def _prepare_lane(self) -> None:
+        """Make `.tether/`, its `.gitignore` and an empty call record in the lane.
+
+        The lane is the agent's to write: each is made below a descriptor of the lane,
+        and whatever was planted at their names is replaced, never followed (S16). One
+        that cannot be made is noted; the stage runs (its calls then unknown).
+        """
+        with dir_beneath(self.cwd) as lane:
+            try:
+                fd, replaced = own_dir_at(lane, ".tether")
+            except OSError as exc:
+                self._notes.append(f".tether could not be made: {exc.strerror or exc}")
+                return
+            try:
+                if replaced is not None:
+                    self._notes.append(f".tether was {replaced}: replaced by a folder")
+                # Git ignores the folder (its own `*`): never committed, never on the branch.
+                for name, data in (
+                    (".gitignore", b"*\n"),
+                    (self.calls_record.name, b""),
+                ):
+                    try:
+                        write_beneath(fd, name, data, mode=0o644)
+                    except OSError as exc:
+                        self._notes.append(
+                            f".tether/{name} could not be made: {exc.strerror or exc}"
+                        )
+            finally:
+                os.close(fd)
+
+    def _prepare(self) -> tuple[Path, Path]:
+        """The lane's `.tether/`, its CLI folder, and this stage's Claude settings."""
+        assert self.stage.preset is not None
+        self._prepare_lane()
+        own = agent_dir(self.log, self.lane)
+        folder, notes = make_cli_folder(self.stage.preset, self.environ, own)
+        self._notes += notes
+        settings = own / f"claude-settings-{self.calls_record.name[6:]}.json"
         settings.write_text(
             json.dumps(claude_settings(hook_command()), indent=2), encoding="utf-8"
         )
-        return settings
+        return settings, folder
+
+    def _read_calls(self) -> CallsSeen:
+        seen = read_calls(self.cwd, self.calls_record)
+        if seen.unreadable is not None and self._unreadable is None:
+            self._unreadable = seen.unreadable
+        return seen
 
     def _prompt(self) -> str:
         return TAKEOVER_PROMPT.format(brief=self.brief) if self.resume else self.brief
@@ -429,7 +480,9 @@ class PresetCall:
         wait = self.stage.stop_wait
         wait -= min(ENDING_RESERVE, wait / 4)
         while True:
-            if read_calls(self.calls_file).in_flight:
+            # A record that cannot be read shows no call in flight: the agent is
+            # ended as one between calls, so the stop keeps its bound.
+            if self._read_calls().in_flight:
                 # Spec 03: the call in flight runs to its end; the wait starts after.
                 quiet_since = anyio.current_time()
             elif anyio.current_time() - quiet_since >= wait:
@@ -443,16 +496,18 @@ class PresetCall:
     async def run(self) -> AgentOutcome:
         """Run the agent to its end; returns when every process of its tree is gone."""
         assert self.stage.preset is not None
-        settings = self._prepare()
-        resume = self.resume
-        if (
-            resume is not None
-            and self.stage.preset == "claude"
-            and not claude_session_file(self.environ, resume, self.cwd)
-        ):
-            # Not kept on this machine: the stage starts over with its brief.
-            resume = None
-        self.resume = resume
+        settings, folder = self._prepare()
+        resume: str | None = None
+        if self.resume is not None:
+            why = carry_session(
+                self.stage.preset, self.resume.id, self.resume.folder, folder, self.cwd
+            )
+            if why is None:
+                resume = self.resume.id
+            else:
+                # Not kept, or not a session file tether copies: the stage starts over.
+                self._notes.append(f"{why}; the stage starts over with its brief")
+                self.resume = None
         argv = preset_argv(
             self.stage,
             prompt=self._prompt(),
@@ -471,6 +526,8 @@ class PresetCall:
         )
         # What the stage names in `env` it gets, withheld or not.
         env.update({k: self.environ[k] for k in self.stage.env if k in self.environ})
+        # The lane's own copy, never the person's folder (S16).
+        env[_FOLDER_ENV[self.stage.preset]] = str(folder)
         self.log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with LaneLog(self.log) as sink:
 
@@ -480,7 +537,8 @@ class PresetCall:
 
             started = "resumes session " + resume if resume else "starts"
             sink.write(
-                f"tether: {self.stage.preset} stage {self.stage.name} {started}: "
+                "".join(f"tether: {note}\n" for note in self._notes)
+                + f"tether: {self.stage.preset} stage {self.stage.name} {started}: "
                 f"{shlex.join(argv[:-1])} <prompt>\n"
             )
             stop = anyio.Event()
@@ -501,10 +559,10 @@ class PresetCall:
                                 timeout=self.stage.timeout,
                                 limit=_TAIL,
                                 progress_limit=sys.maxsize,
-                                # S15: the lane, and the CLI's own folders (its
-                                # sessions, settings, caches), as the preset declares.
+                                # S15: the lane, and the CLI's folder (its sessions,
+                                # settings, caches): the lane's copy (S16).
                                 writable=[
-                                    *preset_writable(self.stage.preset, env),
+                                    folder,
                                     *self.stage.writable,
                                     *declared_writable(),
                                 ],
@@ -525,8 +583,13 @@ class PresetCall:
             if killed_by_run:
                 sink.write(b"\ntether: the agent's tree was killed\n")
                 return AgentOutcome(exit_status=-9, log_tail="killed", killed=True)
-            seen = read_calls(self.calls_file)
+            seen = self._read_calls()
             notes = ""
+            if self._unreadable is not None:
+                notes += (
+                    f"\ntether: the call record could not be read ({self._unreadable}):"
+                    " the agent's calls are unknown"
+                )
             if outcome is None:
                 notes += (
                     "\ntether: the agent did not end on SIGTERM; its tree was killed"
@@ -537,10 +600,12 @@ class PresetCall:
                 if outcome.timed_out:
                     notes += f"\ntether: {timed_out_note(self.stage.timeout or 0.0)}"
             if self.halted.is_set():
-                notes += (
-                    "\ntether: stopped at the person's stop after "
-                    f"{seen.started} tool call{'' if seen.started == 1 else 's'}"
+                count = (
+                    "an unknown number of tool calls"
+                    if self._unreadable is not None
+                    else f"{seen.started} tool call{'' if seen.started == 1 else 's'}"
                 )
+                notes += f"\ntether: stopped at the person's stop after {count}"
                 if self._ended_by_tether:
                     notes += (
                         f" (ended by tether: {self.stage.stop_wait:g} s between calls "
