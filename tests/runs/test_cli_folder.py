@@ -10,6 +10,8 @@ import pytest
 
 from tether.runs._cli_folder import make_cli_folder
 
+pytestmark = pytest.mark.rule("S16")
+
 if TYPE_CHECKING:
     from pathlib import Path
 

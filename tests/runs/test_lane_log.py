@@ -18,6 +18,8 @@ from tether.runs._tail import LogTail
 
 from .support import make_repo, tether, write_plan
 
+pytestmark = pytest.mark.rule("S16")
+
 BOUND = 64 * 1024
 
 
