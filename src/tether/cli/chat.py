@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .._term import visible
+
 if TYPE_CHECKING:
     import anyio.abc
     from prompt_toolkit.input import Input
@@ -167,7 +169,9 @@ class _Terminal:
             self.console.print()
             self.in_text = False
         self.block = 0
-        self.console.print(text, style=style, markup=False, highlight=False)
+        # What a tool printed or a model wrote never reaches the terminal as a control
+        # sequence (S16): each escape is shown as text.
+        self.console.print(visible(text), style=style, markup=False, highlight=False)
 
     def _clear_waiting(self) -> None:
         """Take the "waiting for the model" line off the screen (output has begun)."""
@@ -212,7 +216,7 @@ class _Terminal:
                 self._show_waiting(attempt, reason)
             case MessageChunk(text=text):
                 self._clear_waiting()
-                self.console.print(text, end="", markup=False, highlight=False)
+                self.console.print(visible(text), end="", markup=False, highlight=False)
                 self.in_text = True
             case ToolCallRequested(call_id=call_id, title=title, stop_class=stop_class):
                 word = str(stop_class) if stop_class is not None else "unknown"
