@@ -26,9 +26,10 @@ reports `pid`, `error`, `refused` and `exit` lines; see its docstring.
 
 `run_command()` runs a command through a tree with the PROCESS stop policy of spec 01:
 a stop sends SIGTERM and the output is collected until every process of the tree has
-exited; a cancellation of the caller (the grace window closed) kills and reaps the whole
-tree inside a bounded shield, streams what it printed up to the kill and the git locks
-the kill left (`stale_git_locks()`), then propagates. It is the one entry point for whatever tether runs as a
+exited, and the git locks a stopped command that did not exit 0 left are named; a
+cancellation of the caller (the grace window closed) kills and reaps the whole tree
+inside a bounded shield, streams what it printed up to the kill and the git locks the
+kill left (`stale_git_locks()`), then propagates. It is the one entry point for whatever tether runs as a
 process tree: the Bash and GenerateImages tools, custom tools through
 `ToolContext.run_process()`, and the command-line agents of unattended runs.
 """
@@ -507,12 +508,14 @@ GIT_LOCKS = (
 (`gc.pid` names the pid of a `git gc` that git then believes still runs)."""
 
 
-def stale_git_locks(cwd: Path, *, since: float) -> str:
-    """Say which of git's lock files a killed command left in `cwd`'s repository.
+def stale_git_locks(cwd: Path, *, since: float, by: str = "kill") -> str:
+    """Say which of git's lock files a killed or stopped command left in `cwd`'s repository.
 
     Only the repository of `cwd` (its nearest `.git` directory; a `.git` file, a
     worktree's pointer, is not followed), only the files of `GIT_LOCKS` changed since
     `since` (wall-clock seconds, less a second of timestamp slack), by `lstat` alone.
+    `by` names what ended the command (`kill` or `stop`): a stop leaves locks too, as
+    git opens `index.lock` before it installs the handler that removes it on SIGTERM.
     Returns one bracketed line with the command that removes them, or "" when none is
     left. Nothing is removed: another git command may hold one.
     """
@@ -530,13 +533,14 @@ def stale_git_locks(cwd: Path, *, since: float) -> str:
     if not found:
         return ""
     paths = " ".join(shlex.quote(str(git / name)) for name in found)
+    ended = "killed" if by == "kill" else "stopped"
     why = (
-        "; gc.pid names a process of the killed tree, so git would believe a gc still runs"
+        f"; gc.pid names a process of the {ended} tree, so git would believe a gc still runs"
         if "gc.pid" in found
         else ""
     )
     return (
-        f"\n[the kill left git lock files in {git}: {', '.join(found)}{why}. Git "
+        f"\n[the {by} left git lock files in {git}: {', '.join(found)}{why}. Git "
         f"refuses to work while they exist; once no other git command runs there, "
         f"remove them with: rm -f {paths}]\n"
     )
@@ -573,7 +577,8 @@ async def run_command(
     Output is handed to `on_output` as it comes (decoded, at most `progress_limit`
     bytes) and kept bounded for the outcome (`limit` bytes: head and tail). When
     `stop` is set, the tree gets SIGTERM and the output is collected until every
-    process of the tree has exited. When the caller is cancelled (the grace window
+    process of the tree has exited; if the command then did not exit 0, a line naming
+    the git locks it left in `cwd`'s repository ends the output. When the caller is cancelled (the grace window
     closed), every process of the tree is killed and reaped inside a bounded shield,
     what it printed up to the kill goes to `on_output`, and so does a line naming the
     git locks the kill left in `cwd`'s repository; then the cancellation propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
@@ -623,8 +628,10 @@ async def run_command(
             with anyio.move_on_after(DRAIN_BOUND):
                 await drained.wait()
             tg.cancel_scope.cancel()
-        if timed_out:
-            note = stale_git_locks(cwd, since=since)
+        if timed_out or (tree.terminated and code != 0):
+            # A stopped command that did not exit 0 may have died in a window its own
+            # clean-up does not cover (git between `open(index.lock)` and its handlers).
+            note = stale_git_locks(cwd, since=since, by="kill" if timed_out else "stop")
             if note:
                 kept.add(note.encode())
                 on_output(note)

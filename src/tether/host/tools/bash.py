@@ -13,7 +13,8 @@ Choices, written down:
   children) is killed: nothing a call started outlives the call.
 - A stop sends SIGTERM to the tree and returns the output collected until every
   process of the tree has exited (the shell in front ending ends nothing); the runtime
-  reports it as `TOOL_ABORTED` with that partial output. When the grace window closes
+  reports it as `TOOL_ABORTED` with that partial output, and the git locks a stopped
+  command that did not exit 0 left are named. When the grace window closes
   first, the task is cancelled, every process of the tree is killed and reaped, what
   it printed up to the kill is streamed, and so are the git locks the kill left in the
   workspace's repository (`stale_git_locks`), before the cancellation propagates.
