@@ -850,3 +850,29 @@ def test_a_path_spelled_in_another_unicode_form_is_the_same_path(
     assert guard.judge(
         "Write", {"file_path": str(tmp_path / "x")}, cwd=tmp_path
     ).allowed
+
+
+@pytest.mark.rule("guard-table")
+def test_an_input_nested_deep_is_judged_at_every_depth_not_refused_for_its_depth(
+    world: World,
+) -> None:
+    """A JSON-Schema-shaped input nested 40 levels deep is allowed when nothing in it
+    names a stop, and refused when a stop's path sits at the bottom; an input past the
+    guard's bound of values is refused as one it cannot judge (before, six levels were
+    refused whatever they held)."""
+
+    def nested(leaf: object, levels: int) -> dict[str, Any]:
+        value: Any = leaf
+        for n in range(levels):
+            value = {"items": [value], "level": n} if n % 2 else {"properties": value}
+        return {"schema": value}
+
+    assert judge(world, "mcp__schema__check", nested("plain text", 40)).allowed
+    deep = nested(world.fill("@STOP_DIR@/stop"), 40)
+    verdict = judge(world, "mcp__schema__check", deep)
+    assert not verdict.allowed
+    assert "names the protected path" in verdict.reason
+    huge = {"rows": [["x"] * 1000 for _ in range(101)]}
+    verdict = judge(world, "mcp__db__insert", huge)
+    assert not verdict.allowed
+    assert "too large to judge" in verdict.reason

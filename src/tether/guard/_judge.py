@@ -60,7 +60,10 @@ _TETHER_WORD = LazyPattern(r"(?<![\w-])tether(?![\w-])")
 # `tether.stop` (a module) and `setup.py` are not verbs; `"stop"` and `tether stop` are.
 _VERB_WORD = LazyPattern(r"(?<![\w.-])(stop|lift|setup)(?![\w.-])")
 _CASE_INSENSITIVE = sys.platform == "darwin"
-_MAX_SCAN_DEPTH = 6
+_MAX_SCAN_VALUES = 100_000
+"""Values of an unknown tool's input judged at most (any depth); past it the guard
+refuses what it cannot judge. Depth alone is no reason: JSON Schema 2020-12 inputs nest
+deeper than a handful of levels, and the walk below uses no recursion."""
 TIME_LIMIT = 0.5
 """Seconds a command may take to judge; past it the guard refuses. A host waits for a
 hook only so long before it lets the call run, so a judgment never runs unbounded."""
@@ -366,33 +369,51 @@ class _CallChecks:
                         f"{tool_name} would change {hit.path}, {self._where(hit)}"
                     )
         if key not in _FILE_TOOLS:
-            self._scan(tool_name, tool_input, 0)
+            self._scan(tool_name, tool_input)
 
     def _tilde(self, path: str) -> str:
         if path == "~" or path.startswith("~/"):
             return self.home + path[1:]
         return os.path.expanduser(path)
 
-    def _scan(self, tool_name: str, value: object, depth: int) -> None:
-        """Refuse when any string of an unknown tool's input names a protected path."""
-        if depth > _MAX_SCAN_DEPTH:
-            raise _Refusal(f"{tool_name}: the input is nested too deep to judge")
-        if isinstance(value, str):
-            self._names(value, f"{tool_name} input", broad=False)
-            if value and not any(c in value for c in " \n\t") and value[0] in "/~.":
-                path = posixpath.join(self.cwd, self._tilde(value))
-                for hit in self.concrete(path):
-                    if hit.kind == "inside":
-                        raise _Refusal(
-                            f"{tool_name} names {hit.path}, {self._where(hit)}; "
-                            "the guard cannot tell whether the tool writes there"
-                        )
-        elif isinstance(value, Mapping):
-            for item in value.values():
-                self._scan(tool_name, item, depth + 1)
-        elif isinstance(value, list | tuple):
-            for item in value:
-                self._scan(tool_name, item, depth + 1)
+    def _scan(self, tool_name: str, value: object) -> None:
+        """Refuse when any string of an unknown tool's input names a protected path.
+
+        Every string is judged, however deep it is nested (a walk with a stack of its
+        own); an input of more than `_MAX_SCAN_VALUES` values, or one that takes longer
+        than the deadline, is refused as one the guard cannot judge.
+        """
+        todo: list[object] = [value]
+        seen = 0
+        while todo:
+            value = todo.pop()
+            seen += 1
+            if seen > _MAX_SCAN_VALUES or (
+                not seen & 1023
+                and self.deadline is not None
+                and time.monotonic() > self.deadline
+            ):
+                raise _Refusal(
+                    f"{tool_name}: the input is too large to judge in time; the guard "
+                    "refuses what it cannot judge"
+                )
+            if isinstance(value, str):
+                self._scan_string(tool_name, value)
+            elif isinstance(value, Mapping):
+                todo.extend(value.values())
+            elif isinstance(value, list | tuple):
+                todo.extend(value)
+
+    def _scan_string(self, tool_name: str, value: str) -> None:
+        self._names(value, f"{tool_name} input", broad=False)
+        if value and not any(c in value for c in " \n\t") and value[0] in "/~.":
+            path = posixpath.join(self.cwd, self._tilde(value))
+            for hit in self.concrete(path):
+                if hit.kind == "inside":
+                    raise _Refusal(
+                        f"{tool_name} names {hit.path}, {self._where(hit)}; "
+                        "the guard cannot tell whether the tool writes there"
+                    )
 
     # -- Bash ----------------------------------------------------------------------------
 
