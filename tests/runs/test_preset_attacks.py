@@ -385,6 +385,10 @@ def test_S16_what_a_stage_writes_in_its_cli_folder_never_reaches_the_persons(
             marks / "seen-credentials"
         ).read_text() == '{"OPENAI_API_KEY":"sk-person"}'
         assert (marks / "seen-config").read_text() == 'model = "mine"\n'
+    # Only a Claude Code stage gets a settings file (Codex takes its hooks on its
+    # command line).
+    settings = list(paths().state_dir.glob("lanes/*/*.agent/claude-settings-*.json"))
+    assert len(settings) == (1 if preset == "claude" else 0), settings
 
 
 @pytest.mark.root

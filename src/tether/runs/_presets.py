@@ -224,7 +224,7 @@ def preset_argv(
     stage: Stage,
     *,
     prompt: str,
-    settings: Path,
+    settings: Path | None,
     hook: str,
     resume: str | None,
     args: tuple[str, ...],
@@ -235,6 +235,7 @@ def preset_argv(
     command = stage.agent[0]
     match stage.preset:
         case "claude":
+            assert settings is not None, "a Claude Code stage has its settings file"
             argv = [
                 command,
                 "-p",
@@ -429,13 +430,19 @@ class PresetCall:
             finally:
                 os.close(fd)
 
-    def _prepare(self) -> tuple[Path, Path]:
-        """The lane's `.tether/`, its CLI folder, and this stage's Claude settings."""
+    def _prepare(self) -> tuple[Path | None, Path]:
+        """The lane's `.tether/`, its CLI folder, and this stage's Claude settings.
+
+        The settings file is a Claude Code stage's only (Codex takes its hooks on its
+        command line); None for Codex.
+        """
         assert self.stage.preset is not None
         self._prepare_lane()
         own = agent_dir(self.log, self.lane)
         folder, notes = make_cli_folder(self.stage.preset, self.environ, own)
         self._notes += notes
+        if self.stage.preset != "claude":
+            return None, folder
         settings = own / f"claude-settings-{self.calls_record.name[6:]}.json"
         settings.write_text(
             json.dumps(claude_settings(hook_command()), indent=2), encoding="utf-8"
