@@ -1,0 +1,423 @@
+"""A lane's files as data: tether's own walk, and their tree in tether's git dir (S16).
+
+The walk reads the lane below a descriptor it holds, one folder at a time
+(`O_NOFOLLOW | O_DIRECTORY`), and `lstat`s every entry, following no link:
+
+- a regular file is read by descriptor (`_untrusted.open_regular_at`: type-checked,
+  `O_NONBLOCK`) and becomes a blob (mode 100755 when its owner may run it, else 100644);
+  a file whose apparent size is absurd for its blocks (a sparse file) is refused with a
+  reason, never hashed;
+- a symlink becomes a link entry (its target, as git keeps one), never followed;
+- a FIFO, socket or device is skipped and noted; so is a `.git` in a subfolder (a git
+  tree cannot hold one): it stays in the lossless save;
+- `.gitignore` files (and the lane's `.git/info/exclude`) are read as data
+  (`pathspec`), bounded; one that is not a regular file is noted and not honoured.
+
+Blobs, trees and the commit are written by `git fast-import` into tether's git dir:
+no filter, attribute, hook or work tree is involved. A cache in that git dir keyed by
+(path, inode, size, mtime, ctime) keeps each file's blob id, so a walk reads only the
+files that changed since the last one.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, final
+
+import anyio
+import attrs
+import pathspec
+
+from .._threads import in_thread
+from .._untrusted import dir_beneath, kind_words, open_regular_at, read_regular_at
+from ..host._spawn import PIPE, start_process
+from ._own_git import (
+    GIT_BOUND,
+    OWN_OPTIONS,
+    GitFailed,
+    LaneUnreadable,
+    clean_env,
+    kill_group,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ("SPARSE_SLACK", "Snapshot", "commit_files", "seed_cache")
+
+SPARSE_SLACK: Final = 64 << 20
+"""A file whose apparent size passes its blocks by more than this is refused (sparse)."""
+_IGNORE_LIMIT: Final = 1 << 20
+_CHUNK: Final = 1 << 20
+_CACHE: Final = "tether-files.json"
+_RACY_NS: Final = 2_000_000_000
+"""A file changed this close to the walk is not cached (it may change again unseen)."""
+
+Key = tuple[int, int, int, int]
+"""(inode, size, mtime_ns, ctime_ns) of a file."""
+
+
+@final
+@attrs.frozen
+class Snapshot:
+    """What a walk of a lane made."""
+
+    commit: str
+    """The commit made in tether's git dir."""
+    notes: tuple[str, ...]
+    """What was left out and why (a FIFO, a `.git` in a subfolder, ...)."""
+
+
+@attrs.define
+class _Rules:
+    """`.gitignore` files in reach of one folder: (base parts, spec), deepest last."""
+
+    files: tuple[tuple[tuple[str, ...], pathspec.GitIgnoreSpec], ...] = ()
+
+    def ignored(self, parts: tuple[str, ...], *, is_dir: bool) -> bool:
+        for base, spec in reversed(self.files):
+            rel = "/".join(parts[len(base) :])
+            result = spec.check_file(rel + "/" if is_dir else rel)
+            if result.include is not None:
+                return bool(result.include)
+        return False
+
+
+def _spec(data: bytes) -> pathspec.GitIgnoreSpec | None:
+    lines = os.fsdecode(data).splitlines()
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    return spec if len(spec) else None
+
+
+@attrs.define
+class _Walk:
+    """One walk's state (runs in a worker thread)."""
+
+    cache: dict[str, tuple[int, int, int, int, str]]
+    send: _Sender
+    started: int
+    entries: list[tuple[bytes, str, str]] = attrs.field(factory=list)
+    """(path, mode, blob id), in walk order."""
+    fresh: dict[str, tuple[int, int, int, int, str]] = attrs.field(factory=dict)
+    notes: list[str] = attrs.field(factory=list)
+
+    def run(self, lane: Path) -> None:
+        with dir_beneath(lane) as root:
+            rules = _Rules()
+            try:
+                exclude = read_regular_at_path(root, (".git", "info"), "exclude")
+            except OSError:
+                exclude = None
+            if exclude is not None:
+                spec = _spec(exclude)
+                if spec is not None:
+                    rules = _Rules((((), spec),))
+            self._folder(root, (), rules)
+
+    def _folder(self, fd: int, parts: tuple[str, ...], rules: _Rules) -> None:
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            with os.scandir(listing) as it:
+                names = sorted(e.name for e in it)
+        finally:
+            os.close(listing)
+        if ".gitignore" in names:
+            try:
+                data = read_regular_at(fd, ".gitignore", _IGNORE_LIMIT)
+            except OSError as exc:
+                self.notes.append(f"{_show(parts, '.gitignore')}: not honoured: {exc}")
+            else:
+                spec = _spec(data)
+                if spec is not None:
+                    rules = _Rules((*rules.files, (parts, spec)))
+        for name in names:
+            here = (*parts, name)
+            if name == ".git":
+                if parts:
+                    self.notes.append(f"{_show(parts, name)}: a nested .git, left out")
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            mode = st.st_mode
+            if stat.S_ISDIR(mode):
+                if rules.ignored(here, is_dir=True):
+                    continue
+                try:
+                    with dir_beneath(fd, name) as sub:
+                        self._folder(sub, here, rules)
+                except OSError as exc:
+                    if exc.errno in (errno.EACCES, errno.EPERM):
+                        self.notes.append(f"{_show(parts, name)}: unreadable, left out")
+                        continue
+                    raise
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                if not rules.ignored(here, is_dir=False):
+                    self.notes.append(
+                        f"{_show(parts, name)}: {kind_words(mode)}, left out"
+                    )
+                continue
+            if rules.ignored(here, is_dir=False):
+                continue
+            path = "/".join(here)
+            if stat.S_ISLNK(mode):
+                target = os.readlink(os.fsencode(name), dir_fd=fd)
+                self.entries.append(
+                    (os.fsencode(path), "120000", self.send.blob(target))
+                )
+                continue
+            self._file(fd, name, path, st)
+
+    def _file(self, fd: int, name: str, path: str, st: os.stat_result) -> None:
+        if st.st_size > st.st_blocks * 512 + SPARSE_SLACK:
+            raise LaneUnreadable(
+                f"{path} is sparse: {st.st_size} bytes apparent in "
+                f"{st.st_blocks * 512} on disk; tether does not hash it (remove it "
+                "or make it whole)"
+            )
+        exe = "100755" if st.st_mode & stat.S_IXUSR else "100644"
+        key: Key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        cached = self.cache.get(path)
+        if cached is not None and cached[:4] == key:
+            sha = cached[4]
+        else:
+            try:
+                file_fd = open_regular_at(fd, name)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    self.notes.append(f"{path}: unreadable, left out")
+                    return
+                raise
+            try:
+                sha = self.send.stream(file_fd, st.st_size, path)
+            finally:
+                os.close(file_fd)
+        if max(st.st_mtime_ns, st.st_ctime_ns) < self.started - _RACY_NS:
+            self.fresh[path] = (*key, sha)
+        self.entries.append((os.fsencode(path), exe, sha))
+
+
+def read_regular_at_path(root: int, folder: Sequence[str], name: str) -> bytes:
+    """A small regular file below `root`, by descriptor (`_untrusted`)."""
+    with dir_beneath(root, "/".join(folder)) as fd:
+        return read_regular_at(fd, name, _IGNORE_LIMIT)
+
+
+def _show(parts: tuple[str, ...], name: str) -> str:
+    return "/".join((*parts, name))
+
+
+@attrs.define
+class _Sender:
+    """Writes blobs into `git fast-import`'s stdin (a blocking pipe, from the walk's
+    thread), each under the id git will give it.
+    """
+
+    fd: int
+    known: set[str] = attrs.field(factory=set)
+
+    def _write(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+    def blob(self, data: bytes) -> str:
+        sha = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        if sha not in self.known:
+            self._write(b"blob\ndata %d\n" % len(data) + data + b"\n")
+            self.known.add(sha)
+        return sha
+
+    def stream(self, fd: int, size: int, path: str) -> str:
+        """Send the `size` bytes of the open file `fd` as a blob; its id."""
+        digest = hashlib.sha1(b"blob %d\0" % size)
+        self._write(b"blob\ndata %d\n" % size)
+        left = size
+        while left:
+            chunk = os.read(fd, min(left, _CHUNK))
+            if not chunk:
+                raise LaneUnreadable(f"{path} shrank while it was read")
+            digest.update(chunk)
+            self._write(chunk)
+            left -= len(chunk)
+        self._write(b"\n")
+        sha = digest.hexdigest()
+        self.known.add(sha)
+        return sha
+
+
+def _quote(path: bytes) -> bytes:
+    """A path as fast-import reads it (C-style quoted when it must be)."""
+    if not any(c in path for c in (b'"', b"\n", b"\\")) and not path.startswith(b'"'):
+        return path
+    out = path.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n")
+    return b'"' + out + b'"'
+
+
+def _load_cache(own: Path) -> dict[str, tuple[int, int, int, int, str]]:
+    try:
+        data = json.loads((own / _CACHE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: tuple(v) for k, v in data.items()}
+
+
+def _keep_cache(own: Path, fresh: dict[str, tuple[int, int, int, int, str]]) -> None:
+    tmp = own / f"{_CACHE}.{os.getpid()}"
+    tmp.write_text(json.dumps(fresh, separators=(",", ":")), encoding="utf-8")
+    os.rename(tmp, own / _CACHE)
+
+
+def seed_cache(own: Path, listing: bytes, lane: Path) -> None:
+    """Seed the cache from `git ls-files -s --debug -z` of a checkout tether made."""
+    found: dict[str, tuple[int, int, int, int, str]] = {}
+    now = time.time_ns()
+    records = listing.split(b"\0")
+    for record in records:
+        head, _, rest = record.partition(b"\t")
+        fields = head.split()
+        if len(fields) != 3 or fields[2] != b"0":
+            continue
+        path, *debug = rest.split(b"\n")
+        words = dict(
+            (k.strip(), v.split())
+            for k, _, v in (d.partition(b":") for d in debug)
+            if v
+        )
+        try:
+            st = os.stat(lane / os.fsdecode(path), follow_symlinks=False)
+            ctime = int(words[b"ctime"][0].split(b":")[0])
+            mtime = int(words[b"mtime"][0].split(b":")[0])
+        except (OSError, KeyError, IndexError, ValueError):
+            continue
+        if (
+            stat.S_ISREG(st.st_mode)
+            and st.st_ctime_ns // 10**9 == ctime
+            and st.st_mtime_ns // 10**9 == mtime
+            and st.st_size == int(words.get(b"size", [b"-1"])[0])
+            and max(st.st_mtime_ns, st.st_ctime_ns) < now - _RACY_NS
+        ):
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            found[os.fsdecode(path)] = (*key, fields[1].decode())
+    _keep_cache(own, found)
+
+
+async def commit_files(
+    own: Path,
+    lane: Path,
+    *,
+    parents: Sequence[str],
+    message: str,
+    bound: float = GIT_BOUND,
+) -> Snapshot:
+    """Walk the lane and commit its files in tether's git dir, with `parents`.
+
+    Raises:
+        LaneUnreadable: a file the walk refuses (a sparse one) or cannot read.
+        GitFailed: fast-import failed or passed `bound`.
+    """
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    try:
+        process = start_process(
+            [
+                "git",
+                *OWN_OPTIONS,
+                "fast-import",
+                "--quiet",
+                "--date-format=now",
+                "--done",
+                "--force",
+            ],
+            stdin=read_end,
+            stdout=PIPE,
+            stderr=PIPE,
+            cwd=own,
+            env={**clean_env(), "GIT_DIR": str(own)},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(write_end)
+        raise GitFailed(f"git fast-import could not run: {exc}") from None
+    finally:
+        os.close(read_end)
+    out, err = bytearray(), bytearray()
+    cache = await in_thread(_load_cache, own)
+    walk = _Walk(cache=cache, send=_Sender(write_end), started=time.time_ns())
+
+    def work() -> bytes:
+        try:
+            walk.run(lane)
+            return _commit_command(walk, parents, message)
+        finally:
+            os.close(write_end)
+
+    async def drain(
+        stream: anyio.abc.ByteReceiveStream | None, into: bytearray
+    ) -> None:
+        assert stream is not None
+        async for chunk in stream:
+            into += chunk
+
+    code: int | None = None
+    failure: BaseException | None = None
+    try:
+        with anyio.move_on_after(bound):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain, process.stdout, out)
+                tg.start_soon(drain, process.stderr, err)
+                try:
+                    await in_thread(work)
+                except (OSError, LaneUnreadable) as exc:
+                    failure = exc
+                    kill_group(process.pid)
+            code = await process.wait()
+    finally:
+        if code is None:
+            kill_group(process.pid)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+    if isinstance(failure, LaneUnreadable):
+        raise failure
+    if failure is not None:
+        raise LaneUnreadable(f"its files cannot be read: {failure}") from None
+    if code is None:
+        raise GitFailed(f"writing the lane's files took longer than {bound:g} s")
+    if code != 0:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        raise GitFailed(f"git fast-import failed: {lines[-1] if lines else code}")
+    commit = out.decode().strip()
+    await in_thread(_keep_cache, own, walk.fresh)
+    return Snapshot(commit=commit, notes=tuple(walk.notes))
+
+
+def _commit_command(walk: _Walk, parents: Sequence[str], message: str) -> bytes:
+    """Send the commit of the walked entries and ask for its id and tree's id."""
+    msg = message.encode()
+    lines = [
+        b"commit refs/tether/made",
+        b"mark :1",
+        b"committer tether <tether@localhost> now",
+        b"data %d" % len(msg),
+        msg,
+    ]
+    lines.append(b"from " + parents[0].encode())
+    lines += [b"merge " + p.encode() for p in parents[1:]]
+    lines.append(b"deleteall")
+    lines += [
+        b"M %s %s %s" % (mode.encode(), sha.encode(), _quote(path))
+        for path, mode, sha in walk.entries
+    ]
+    lines += [b"", b"get-mark :1", b"done", b""]
+    walk.send._write(b"\n".join(lines))
+    return b""
