@@ -27,7 +27,6 @@ import json
 import os
 import stat
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, final
 
 import anyio
@@ -48,6 +47,7 @@ from ._own_git import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
 __all__ = ("SPARSE_SLACK", "Snapshot", "commit_files", "seed_cache")
 
@@ -217,8 +217,9 @@ def _show(parts: tuple[str, ...], name: str) -> str:
 
 @attrs.define
 class _Sender:
-    """Writes blobs into `git fast-import`'s stdin (a blocking pipe, from the walk's
-    thread), each under the id git will give it.
+    """Writes blobs into `git fast-import`'s stdin, each under the id git gives it.
+
+    The pipe is a blocking one, written from the walk's thread.
     """
 
     fd: int
@@ -290,11 +291,9 @@ def seed_cache(own: Path, listing: bytes, lane: Path) -> None:
         if len(fields) != 3 or fields[2] != b"0":
             continue
         path, *debug = rest.split(b"\n")
-        words = dict(
-            (k.strip(), v.split())
-            for k, _, v in (d.partition(b":") for d in debug)
-            if v
-        )
+        words = {
+            k.strip(): v.split() for k, _, v in (d.partition(b":") for d in debug) if v
+        }
         try:
             st = os.stat(lane / os.fsdecode(path), follow_symlinks=False)
             ctime = int(words[b"ctime"][0].split(b":")[0])

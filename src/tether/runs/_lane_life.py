@@ -567,9 +567,10 @@ class Lane:
         return LaneEnd.FAILED if failed else LaneEnd.DONE
 
     async def _save(self) -> str | None:
-        """Save the lane aside and make its view now (a fenced or killed lane); the
-        view's commit, "" when only the lossless copy could be made, None when the
-        lane could not be moved.
+        """Save the lane aside and make its view now (a fenced or killed lane).
+
+        Returns the view's commit, "" when only the lossless copy could be made, None
+        when the lane could not be moved.
         """
         moved = await self._move()
         if moved is None:
@@ -589,8 +590,9 @@ class Lane:
         return moved
 
     async def _view(self, moved: Path) -> str | None:
-        """The save's reviewable view, derived from its lossless copy; None if it
-        cannot be made (the copy is what counts; the reason is recorded).
+        """The save's reviewable view, derived from its lossless copy.
+
+        None if it cannot be made (the copy is what counts; the reason is recorded).
         """
         run = self.run
         try:

@@ -81,9 +81,9 @@ if TYPE_CHECKING:
 __all__ = (
     "GitFailed",
     "LaneUnreadable",
-    "adopt_lane",
     "Save",
     "SaveFailed",
+    "adopt_lane",
     "branch_name",
     "bring_back",
     "commit_leftovers",
@@ -306,8 +306,9 @@ async def adopt_lane(repo: Path, path: Path) -> None:
 async def _send_from_own(
     repo: Path, own: Path, what: str, *, into: str | None = None
 ) -> None:
-    """Fetch `what` (a commit id, or a ref of tether's git dir) into the person's
-    repository from tether's git dir of a lane (never from the lane itself).
+    """Fetch `what` (a commit id or a ref) from tether's git dir of a lane.
+
+    Into the person's repository, never from the lane itself.
 
     No ref is stored unless `into`: git checks every object it receives.
     """

@@ -31,7 +31,6 @@ import re
 import shutil
 import signal
 import stat
-from pathlib import Path
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -45,6 +44,7 @@ from ..host._spawn import DEVNULL, PIPE, start_process
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
 __all__ = (
     "GIT_BOUND",
@@ -125,8 +125,10 @@ def own_git(run: str, lane: str) -> Path:
 
 
 def clean_env() -> dict[str, str]:
-    """The environment of tether's own git: no `GIT_*` of the caller's, no config but
-    what the command line and tether's git dir say.
+    """The environment of tether's own git.
+
+    No `GIT_*` of the caller's, no config but what the command line and tether's git
+    dir say.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(IDENTITY)

@@ -199,8 +199,10 @@ async def _view(
     saved: Path,
     say: Callable[[str], None],
 ) -> None:
-    """Make and record the view of a save; a save whose view cannot be made stays
-    saved (its lossless copy is what a take-over restores), the reason recorded.
+    """Make and record the view of a save.
+
+    A save whose view cannot be made stays saved (its lossless copy is what a
+    take-over restores), the reason recorded.
     """
     try:
         save = await view_of_save(
