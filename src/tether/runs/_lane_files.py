@@ -21,6 +21,7 @@ files that changed since the last one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -43,6 +44,7 @@ from ._own_git import (
     LaneUnreadable,
     clean_env,
     kill_group,
+    tgit,
 )
 
 if TYPE_CHECKING:
@@ -102,6 +104,9 @@ class _Walk:
     cache: dict[str, tuple[int, int, int, int, str]]
     send: _Sender
     started: int
+    tracked: frozenset[str] = frozenset()
+    """Paths git tracks (HEAD's and the index's): kept even where ignored."""
+    tracked_dirs: frozenset[str] = frozenset()
     entries: list[tuple[bytes, str, str]] = attrs.field(factory=list)
     """(path, mode, blob id), in walk order."""
     fresh: dict[str, tuple[int, int, int, int, str]] = attrs.field(factory=dict)
@@ -147,8 +152,9 @@ class _Walk:
             except FileNotFoundError:
                 continue
             mode = st.st_mode
+            path = "/".join(here)
             if stat.S_ISDIR(mode):
-                if rules.ignored(here, is_dir=True):
+                if path not in self.tracked_dirs and rules.ignored(here, is_dir=True):
                     continue
                 try:
                     with dir_beneath(fd, name) as sub:
@@ -165,9 +171,8 @@ class _Walk:
                         f"{_show(parts, name)}: {kind_words(mode)}, left out"
                     )
                 continue
-            if rules.ignored(here, is_dir=False):
+            if path not in self.tracked and rules.ignored(here, is_dir=False):
                 continue
-            path = "/".join(here)
             if stat.S_ISLNK(mode):
                 target = os.readlink(os.fsencode(name), dir_fd=fd)
                 self.entries.append(
@@ -312,6 +317,48 @@ def seed_cache(own: Path, listing: bytes, lane: Path) -> None:
     _keep_cache(own, found)
 
 
+_INDEX_LIMIT: Final = 256 << 20
+
+
+async def _tracked(own: Path, lane: Path, head: str) -> tuple[list[str], list[str]]:
+    """Paths git tracks in the lane (its HEAD's tree and its index), and notes.
+
+    The index is copied by descriptor (`_untrusted`, bounded, a sparse one refused)
+    and listed by tether's git as data; one it cannot read leaves HEAD's paths only.
+    """
+    out = await tgit(own, "ls-tree", "-r", "-z", "--name-only", head)
+    paths = out.split("\0")
+    notes: list[str] = []
+    copy = own / f"lane-index-{os.urandom(4).hex()}"
+
+    def take() -> None:
+        with dir_beneath(lane, ".git") as gitdir:
+            fd = open_regular_at(gitdir, "index")
+            try:
+                st = os.fstat(fd)
+                if st.st_size > st.st_blocks * 512 + SPARSE_SLACK:
+                    raise OSError(errno.EFBIG, "sparse")
+            finally:
+                os.close(fd)
+            data = read_regular_at(gitdir, "index", _INDEX_LIMIT)
+        copy.write_bytes(data)
+
+    try:
+        await in_thread(take)
+        listed = await tgit(
+            own, "ls-files", "-z", "--cached", env={"GIT_INDEX_FILE": str(copy)}
+        )
+        paths += listed.split("\0")
+    except FileNotFoundError:
+        pass
+    except (OSError, GitFailed) as exc:
+        notes.append(f".git/index: not read ({exc})")
+    finally:
+        with contextlib.suppress(OSError):
+            copy.unlink()
+    return [p for p in paths if p], notes
+
+
 async def commit_files(
     own: Path,
     lane: Path,
@@ -322,10 +369,17 @@ async def commit_files(
 ) -> Snapshot:
     """Walk the lane and commit its files in tether's git dir, with `parents`.
 
+    What `.gitignore` files leave out stays out, but for paths git tracks (in the
+    first parent's tree or the lane's index), as `git add -A` would.
+
     Raises:
         LaneUnreadable: a file the walk refuses (a sparse one) or cannot read.
         GitFailed: fast-import failed or passed `bound`.
     """
+    tracked, notes = await _tracked(own, lane, parents[0])
+    dirs = {
+        "/".join(p.split("/")[:n]) for p in tracked for n in range(1, p.count("/") + 1)
+    }
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         process = start_process(
@@ -352,7 +406,14 @@ async def commit_files(
         os.close(read_end)
     out, err = bytearray(), bytearray()
     cache = await in_thread(_load_cache, own)
-    walk = _Walk(cache=cache, send=_Sender(write_end), started=time.time_ns())
+    walk = _Walk(
+        cache=cache,
+        send=_Sender(write_end),
+        started=time.time_ns(),
+        tracked=frozenset(tracked),
+        tracked_dirs=frozenset(dirs),
+        notes=notes,
+    )
 
     def work() -> bytes:
         try:
