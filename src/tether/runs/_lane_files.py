@@ -26,6 +26,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import time
 from typing import TYPE_CHECKING, Final, final
@@ -58,8 +59,10 @@ SPARSE_SLACK: Final = 64 << 20
 _IGNORE_LIMIT: Final = 1 << 20
 _CHUNK: Final = 1 << 20
 _CACHE: Final = "tether-files.json"
-_RACY_NS: Final = 2_000_000_000
-"""A file changed this close to the walk is not cached (it may change again unseen)."""
+_RACY_NS: Final = 100_000_000
+"""A file changed this close to the walk is not cached: a write in the same tick of the
+kernel's coarse clock would leave its times as they were. (A stage end walks a lane
+whose agent is gone, so nothing writes it during the walk.)"""
 
 Key = tuple[int, int, int, int]
 """(inode, size, mtime_ns, ctime_ns) of a file."""
@@ -285,35 +288,35 @@ def _keep_cache(own: Path, fresh: dict[str, tuple[int, int, int, int, str]]) -> 
     os.rename(tmp, own / _CACHE)
 
 
+_LS_FILES = re.compile(
+    rb"(\d{6}) ([0-9a-f]{40}) 0\t([^\0]*)\0"
+    rb"  ctime: (\d+):(\d+)\n  mtime: (\d+):(\d+)\n"
+    rb"  dev: \d+\tino: (\d+)\n  uid: \d+\tgid: \d+\n  size: (\d+)\tflags: [0-9a-f]+\n"
+)
+
+
 def seed_cache(own: Path, listing: bytes, lane: Path) -> None:
-    """Seed the cache from `git ls-files -s --debug -z` of a checkout tether made."""
+    """Seed the cache from `git ls-files -s --debug -z` of a checkout tether made.
+
+    Nothing but tether has written the lane yet: its index's times are the files'.
+    """
     found: dict[str, tuple[int, int, int, int, str]] = {}
-    now = time.time_ns()
-    records = listing.split(b"\0")
-    for record in records:
-        head, _, rest = record.partition(b"\t")
-        fields = head.split()
-        if len(fields) != 3 or fields[2] != b"0":
-            continue
-        path, *debug = rest.split(b"\n")
-        words = {
-            k.strip(): v.split() for k, _, v in (d.partition(b":") for d in debug) if v
-        }
+    for m in _LS_FILES.finditer(listing):
+        path = os.fsdecode(m.group(3))
         try:
-            st = os.stat(lane / os.fsdecode(path), follow_symlinks=False)
-            ctime = int(words[b"ctime"][0].split(b":")[0])
-            mtime = int(words[b"mtime"][0].split(b":")[0])
-        except (OSError, KeyError, IndexError, ValueError):
+            st = os.stat(lane / path, follow_symlinks=False)
+        except OSError:
             continue
+        ctime = int(m.group(4)) * 10**9 + int(m.group(5))
+        mtime = int(m.group(6)) * 10**9 + int(m.group(7))
         if (
             stat.S_ISREG(st.st_mode)
-            and st.st_ctime_ns // 10**9 == ctime
-            and st.st_mtime_ns // 10**9 == mtime
-            and st.st_size == int(words.get(b"size", [b"-1"])[0])
-            and max(st.st_mtime_ns, st.st_ctime_ns) < now - _RACY_NS
+            and st.st_ctime_ns == ctime
+            and st.st_mtime_ns == mtime
+            and st.st_ino == int(m.group(8))
+            and st.st_size == int(m.group(9))
         ):
-            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            found[os.fsdecode(path)] = (*key, fields[1].decode())
+            found[path] = (st.st_ino, st.st_size, mtime, ctime, m.group(2).decode())
     _keep_cache(own, found)
 
 
