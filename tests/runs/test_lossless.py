@@ -231,13 +231,13 @@ def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
     from tether._config import paths
 
     doc = ROOT / "docs" / "runs.md"
-    (block,) = [b for b in blocks(doc) if "saves/RUN/LANE/COMMIT" in b.text]
+    (block,) = [b for b in blocks(doc) if "saves/RUN/LANE/SAVE" in b.text]
     repo = make_repo(tmp_path)
     run = halted_run(tmp_path, repo, item="x", work="echo kept > kept.txt; ")
     (lane,) = _lanes([], run)
     assert lane.saved_ref is not None
     lane_id = lane.saved_ref.rsplit("/", 1)[1]
-    commit = git(repo, "rev-parse", lane.saved_ref)
+    assert git(repo, "rev-parse", lane.saved_ref)  # the view is there
     home = tmp_path / "rescue-home"
     for line in block.text.splitlines():
         command = line[2:].split("  #")[0].strip()
@@ -246,7 +246,7 @@ def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
             .replace("~/rescued", str(home))
             .replace("RUN", run)
             .replace("LANE", lane_id)
-            .replace("COMMIT", commit)
+            .replace("SAVE", find_saves(run, lane_id)[0].name)
         )
         words = shlex.split(command)
         if words[0] == "tether":

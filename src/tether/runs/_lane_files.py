@@ -288,6 +288,30 @@ def _keep_cache(own: Path, fresh: dict[str, tuple[int, int, int, int, str]]) -> 
     os.rename(tmp, own / _CACHE)
 
 
+_LAST: Final = "tether-last-tree.json"
+"""The last tree tether made of the lane and its entries: a commit on that tree is the
+base of the next one, which then sends only what changed."""
+
+
+def _load_last(own: Path) -> tuple[str, dict[bytes, tuple[str, str]]]:
+    try:
+        data = json.loads((own / _LAST).read_bytes())
+        entries = {os.fsencode(p): (m, h) for p, m, h in data["entries"]}
+        return str(data["tree"]), entries
+    except (OSError, ValueError, KeyError, TypeError):
+        return "", {}
+
+
+def _keep_last(own: Path, tree: str, entries: list[tuple[bytes, str, str]]) -> None:
+    tmp = own / f"{_LAST}.{os.getpid()}"
+    rows = [[os.fsdecode(p), m, h] for p, m, h in entries]
+    tmp.write_text(
+        json.dumps({"tree": tree, "entries": rows}, separators=(",", ":")),
+        encoding="utf-8",
+    )
+    os.rename(tmp, own / _LAST)
+
+
 _LS_FILES = re.compile(
     rb"(\d{6}) ([0-9a-f]{40}) 0\t([^\0]*)\0"
     rb"  ctime: (\d+):(\d+)\n  mtime: (\d+):(\d+)\n"
@@ -295,13 +319,15 @@ _LS_FILES = re.compile(
 )
 
 
-def seed_cache(own: Path, listing: bytes, lane: Path) -> None:
+def seed_cache(own: Path, listing: bytes, lane: Path, tree: str) -> None:
     """Seed the cache from `git ls-files -s --debug -z` of a checkout tether made.
 
     Nothing but tether has written the lane yet: its index's times are the files'.
     """
     found: dict[str, tuple[int, int, int, int, str]] = {}
+    entries: list[tuple[bytes, str, str]] = []
     for m in _LS_FILES.finditer(listing):
+        entries.append((m.group(3), m.group(1).decode(), m.group(2).decode()))
         path = os.fsdecode(m.group(3))
         try:
             st = os.stat(lane / path, follow_symlinks=False)
@@ -318,6 +344,7 @@ def seed_cache(own: Path, listing: bytes, lane: Path) -> None:
         ):
             found[path] = (st.st_ino, st.st_size, mtime, ctime, m.group(2).decode())
     _keep_cache(own, found)
+    _keep_last(own, tree, entries)
 
 
 _INDEX_LIMIT: Final = 256 << 20
@@ -380,6 +407,10 @@ async def commit_files(
         GitFailed: fast-import failed or passed `bound`.
     """
     tracked, notes = await _tracked(own, lane, parents[0])
+    base_tree = await tgit(own, "rev-parse", f"{parents[0]}^{{tree}}")
+    last_tree, last = await in_thread(_load_last, own)
+    if last_tree != base_tree:
+        last = {}  # the parent is not on tether's last tree: the whole tree is sent
     dirs = {
         "/".join(p.split("/")[:n]) for p in tracked for n in range(1, p.count("/") + 1)
     }
@@ -421,7 +452,7 @@ async def commit_files(
     def work() -> bytes:
         try:
             walk.run(lane)
-            return _commit_command(walk, parents, message)
+            return _commit_command(walk, parents, message, last if last_tree else None)
         finally:
             os.close(write_end)
 
@@ -461,11 +492,22 @@ async def commit_files(
         raise GitFailed(f"git fast-import failed: {lines[-1] if lines else code}")
     commit = out.decode().strip()
     await in_thread(_keep_cache, own, walk.fresh)
+    tree = await tgit(own, "rev-parse", f"{commit}^{{tree}}")
+    await in_thread(_keep_last, own, tree, walk.entries)
     return Snapshot(commit=commit, notes=tuple(walk.notes))
 
 
-def _commit_command(walk: _Walk, parents: Sequence[str], message: str) -> bytes:
-    """Send the commit of the walked entries and ask for its id and tree's id."""
+def _commit_command(
+    walk: _Walk,
+    parents: Sequence[str],
+    message: str,
+    last: dict[bytes, tuple[str, str]] | None,
+) -> bytes:
+    """Send the commit of the walked entries and ask for its id.
+
+    With `last` (the entries of the first parent's tree), only what changed is sent;
+    else the whole tree.
+    """
     msg = message.encode()
     lines = [
         b"commit refs/tether/made",
@@ -476,10 +518,16 @@ def _commit_command(walk: _Walk, parents: Sequence[str], message: str) -> bytes:
     ]
     lines.append(b"from " + parents[0].encode())
     lines += [b"merge " + p.encode() for p in parents[1:]]
-    lines.append(b"deleteall")
+    if last is None:
+        lines.append(b"deleteall")
+        changed = walk.entries
+    else:
+        now = {path for path, _, _ in walk.entries}
+        lines += [b"D " + _quote(path) for path in last if path not in now]
+        changed = [e for e in walk.entries if last.get(e[0]) != (e[1], e[2])]
     lines += [
         b"M %s %s %s" % (mode.encode(), sha.encode(), _quote(path))
-        for path, mode, sha in walk.entries
+        for path, mode, sha in changed
     ]
     lines += [b"", b"get-mark :1", b"done", b""]
     walk.send._write(b"\n".join(lines))

@@ -293,7 +293,8 @@ async def open_lane(repo: Path, path: Path, branch: str) -> str:
             "GIT_WORK_TREE": str(making),
         },
     )
-    await in_thread(seed_cache, own_git_of(path), listing, making)
+    tree = await tgit(own_git_of(path), "rev-parse", f"{base}^{{tree}}")
+    await in_thread(seed_cache, own_git_of(path), listing, making, tree)
     await in_thread(os.rename, making, path)
     return base
 
