@@ -407,7 +407,10 @@ async def commit_files(
         GitFailed: fast-import failed or passed `bound`.
     """
     tracked, notes = await _tracked(own, lane, parents[0])
-    base_tree = await tgit(own, "rev-parse", f"{parents[0]}^{{tree}}")
+    try:
+        base_tree = await tgit(own, "rev-parse", "--verify", f"{parents[0]}^{{tree}}")
+    except GitFailed:
+        base_tree = ""
     last_tree, last = await in_thread(_load_last, own)
     if last_tree != base_tree:
         last = {}  # the parent is not on tether's last tree: the whole tree is sent
