@@ -79,6 +79,10 @@ async def _open(tmp_path: Path, name: str = "a") -> tuple[Path, Path]:
     if not repo.exists():
         make_repo(tmp_path)
     lane = lane_dir("run_s16", f"lane_{name}")
+    if lane.with_name(f"{lane.name}.git").exists():
+        # A lane id is never reused across repositories; a test example that does
+        # starts from a fresh state dir.
+        shutil.rmtree(lane.with_name(f"{lane.name}.git"))
     await open_lane(repo, lane, f"tether/{name}")
     return repo, lane
 
