@@ -56,6 +56,10 @@ poll = {poll}
 name = "work"
 agent = ["sh", "-c", '{python} {fill} . {files} {mb} && touch "$MARKS/filled"; while [ ! -e "$MARKS/go" ]; do sleep 0.05; done']
 
+[[stage]]
+name = "review"
+agent = ["true"]
+
 [[item]]
 id = "big"
 brief = "b"
@@ -210,6 +214,9 @@ def _big(poll: float, files: int, mb: int) -> tuple[float, float, float]:
         seen = next(e.at for e in events if e.kind == "stop-observed")
         halted = next(e.at for e in events if e.kind == "halted")
         ended = max(e.at for e in events if e.kind == "receipt")
+        for e in events:
+            if seen <= e.at <= halted:
+                print(f"    {(e.at - seen) * 1000:8.1f} ms  {e.kind} {e.detail or ''}")
         return built, halted - seen, halted - ended
 
 
