@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -52,7 +53,16 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ("SPARSE_SLACK", "Snapshot", "commit_files", "seed_cache")
+__all__ = (
+    "SPARSE_SLACK",
+    "Last",
+    "Snapshot",
+    "commit_files",
+    "keep_last",
+    "load_last",
+    "note_index",
+    "seed_cache",
+)
 
 SPARSE_SLACK: Final = 64 << 20
 """A file whose apparent size passes its blocks by more than this is refused (sparse)."""
@@ -75,6 +85,10 @@ class Snapshot:
 
     commit: str
     """The commit made in tether's git dir."""
+    tree: str
+    """Its tree."""
+    base_tree: str
+    """Its first parent's tree ("" when tether's git cannot name it)."""
     notes: tuple[str, ...]
     """What was left out and why (a FIFO, a `.git` in a subfolder, ...)."""
 
@@ -293,23 +307,73 @@ _LAST: Final = "tether-last-tree.json"
 base of the next one, which then sends only what changed."""
 
 
-def _load_last(own: Path) -> tuple[str, dict[bytes, tuple[str, str]]]:
+@final
+@attrs.frozen
+class Last:
+    """The last tree tether made of a lane, as kept in its git dir."""
+
+    tree: str = ""
+    entries: dict[bytes, tuple[str, str]] = attrs.field(factory=dict)
+    """path -> (mode, blob id) of `tree`."""
+    commits: frozenset[str] = frozenset()
+    """Commits in tether's git dir whose tree is `tree` (the one made, its parent when
+    nothing changed): a lane whose HEAD is one of them needs no fetch or lookup."""
+    index: str = ""
+    """sha1 of the index tether last wrote into the lane (its entries are `tree`'s)."""
+
+
+def load_last(own: Path) -> Last:
+    """What tether kept of the last tree it made of the lane (empty when none)."""
     try:
         data = json.loads((own / _LAST).read_bytes())
         entries = {os.fsencode(p): (m, h) for p, m, h in data["entries"]}
-        return str(data["tree"]), entries
-    except (OSError, ValueError, KeyError, TypeError):
-        return "", {}
+        return Last(
+            tree=str(data["tree"]),
+            entries=entries,
+            commits=frozenset(str(c) for c in data.get("commits", ())),
+            index=str(data.get("index", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return Last()
 
 
-def _keep_last(own: Path, tree: str, entries: list[tuple[bytes, str, str]]) -> None:
+def keep_last(
+    own: Path,
+    tree: str,
+    entries: list[tuple[bytes, str, str]] | dict[bytes, tuple[str, str]],
+    *,
+    commits: Sequence[str] = (),
+    index: str = "",
+) -> None:
+    """Keep the last tree tether made of the lane (see `Last`)."""
     tmp = own / f"{_LAST}.{os.getpid()}"
-    rows = [[os.fsdecode(p), m, h] for p, m, h in entries]
+    if isinstance(entries, dict):
+        rows = [[os.fsdecode(p), m, h] for p, (m, h) in entries.items()]
+    else:
+        rows = [[os.fsdecode(p), m, h] for p, m, h in entries]
     tmp.write_text(
-        json.dumps({"tree": tree, "entries": rows}, separators=(",", ":")),
+        json.dumps(
+            {"tree": tree, "entries": rows, "commits": list(commits), "index": index},
+            separators=(",", ":"),
+        ),
         encoding="utf-8",
     )
     os.rename(tmp, own / _LAST)
+
+
+def note_index(own: Path, commit: str, index: bytes) -> None:
+    """Record the lane's branch at `commit` and its index `index`, as tether wrote them.
+
+    `commit` is on the last tree, and so is the index.
+    """
+    last = load_last(own)
+    keep_last(
+        own,
+        last.tree,
+        last.entries,
+        commits=sorted(last.commits | {commit}),
+        index=hashlib.sha1(index).hexdigest(),
+    )
 
 
 _LS_FILES = re.compile(
@@ -319,7 +383,9 @@ _LS_FILES = re.compile(
 )
 
 
-def seed_cache(own: Path, listing: bytes, lane: Path, tree: str) -> None:
+def seed_cache(
+    own: Path, listing: bytes, lane: Path, tree: str, *, base: str, index: bytes
+) -> None:
     """Seed the cache from `git ls-files -s --debug -z` of a checkout tether made.
 
     Nothing but tether has written the lane yet: its index's times are the files'.
@@ -344,24 +410,30 @@ def seed_cache(own: Path, listing: bytes, lane: Path, tree: str) -> None:
         ):
             found[path] = (st.st_ino, st.st_size, mtime, ctime, m.group(2).decode())
     _keep_cache(own, found)
-    _keep_last(own, tree, entries)
+    keep_last(own, tree, entries, commits=[base], index=hashlib.sha1(index).hexdigest())
 
 
 _INDEX_LIMIT: Final = 256 << 20
 
 
-async def _tracked(own: Path, lane: Path, head: str) -> tuple[list[str], list[str]]:
+async def _tracked(
+    own: Path, lane: Path, head: str, last: Last
+) -> tuple[list[str], list[str]]:
     """Paths git tracks in the lane (its HEAD's tree and its index), and notes.
 
     The index is copied by descriptor (`_untrusted`, bounded, a sparse one refused)
     and listed by tether's git as data; one it cannot read leaves HEAD's paths only.
+    A HEAD on tether's last tree, or the index tether last wrote, is known without git.
     """
-    out = await tgit(own, "ls-tree", "-r", "-z", "--name-only", head)
-    paths = out.split("\0")
+    if head in last.commits:
+        paths = [os.fsdecode(p) for p in last.entries]
+    else:
+        out = await tgit(own, "ls-tree", "-r", "-z", "--name-only", head)
+        paths = out.split("\0")
     notes: list[str] = []
     copy = own / f"lane-index-{os.urandom(4).hex()}"
 
-    def take() -> None:
+    def take() -> bytes:
         with dir_beneath(lane, ".git") as gitdir:
             fd = open_regular_at(gitdir, "index")
             try:
@@ -370,15 +442,18 @@ async def _tracked(own: Path, lane: Path, head: str) -> tuple[list[str], list[st
                     raise OSError(errno.EFBIG, "sparse")
             finally:
                 os.close(fd)
-            data = read_regular_at(gitdir, "index", _INDEX_LIMIT)
-        copy.write_bytes(data)
+            return read_regular_at(gitdir, "index", _INDEX_LIMIT)
 
     try:
-        await in_thread(take)
-        listed = await tgit(
-            own, "ls-files", "-z", "--cached", env={"GIT_INDEX_FILE": str(copy)}
-        )
-        paths += listed.split("\0")
+        data = await in_thread(take)
+        if not last.index or hashlib.sha1(data).hexdigest() != last.index:
+            await in_thread(copy.write_bytes, data)
+            listed = await tgit(
+                own, "ls-files", "-z", "--cached", env={"GIT_INDEX_FILE": str(copy)}
+            )
+            paths += listed.split("\0")
+        elif head not in last.commits:
+            paths += [os.fsdecode(p) for p in last.entries]
     except FileNotFoundError:
         pass
     except (OSError, GitFailed) as exc:
@@ -406,12 +481,18 @@ async def commit_files(
         LaneUnreadable: a file the walk refuses (a sparse one) or cannot read.
         GitFailed: fast-import failed or passed `bound`.
     """
-    tracked, notes = await _tracked(own, lane, parents[0])
-    try:
-        base_tree = await tgit(own, "rev-parse", "--verify", f"{parents[0]}^{{tree}}")
-    except GitFailed:
-        base_tree = ""
-    last_tree, last = await in_thread(_load_last, own)
+    kept = await in_thread(load_last, own)
+    tracked, notes = await _tracked(own, lane, parents[0], kept)
+    if parents[0] in kept.commits:
+        base_tree = kept.tree
+    else:
+        try:
+            base_tree = await tgit(
+                own, "rev-parse", "--verify", f"{parents[0]}^{{tree}}"
+            )
+        except GitFailed:
+            base_tree = ""
+    last_tree, last = kept.tree, kept.entries
     if last_tree != base_tree:
         last = {}  # the parent is not on tether's last tree: the whole tree is sent
     dirs = {
@@ -423,6 +504,10 @@ async def commit_files(
             [
                 "git",
                 *OWN_OPTIONS,
+                # Its pack is not flushed to disk, as `git commit` in the lane did
+                # not flush its loose objects (git's default).
+                "-c",
+                "core.fsync=none",
                 "fast-import",
                 "--quiet",
                 "--date-format=now",
@@ -496,8 +581,19 @@ async def commit_files(
     commit = out.decode().strip()
     await in_thread(_keep_cache, own, walk.fresh)
     tree = await tgit(own, "rev-parse", f"{commit}^{{tree}}")
-    await in_thread(_keep_last, own, tree, walk.entries)
-    return Snapshot(commit=commit, notes=tuple(walk.notes))
+    same = [commit]
+    if tree == base_tree:
+        same.append(parents[0])
+    index = ""
+    if tree == kept.tree:
+        same += kept.commits  # the index tether wrote still describes this tree
+        index = kept.index
+    await in_thread(
+        functools.partial(keep_last, own, tree, walk.entries, commits=same, index=index)
+    )
+    return Snapshot(
+        commit=commit, tree=tree, base_tree=base_tree, notes=tuple(walk.notes)
+    )
 
 
 def _commit_command(

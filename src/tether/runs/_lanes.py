@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import time
@@ -56,7 +57,7 @@ from .._threads import in_thread
 from .._untrusted import write_beneath
 from ..errors import TetherError
 from ..host._spawn import run_process
-from ._lane_files import commit_files, seed_cache
+from ._lane_files import commit_files, load_last, note_index, seed_cache
 from ._own_git import (
     IDENTITY,
     OWN_OPTIONS,
@@ -202,7 +203,8 @@ async def lane_head(lane: Path, own: Path | None = None) -> LaneHead:
     """
     own = own or own_git_of(lane)
     found = await in_thread(judge_lane, lane, await _alternates(own))
-    await take_in(own, lane, found.commit)
+    if found.commit not in (await in_thread(load_last, own)).commits:
+        await take_in(own, lane, found.commit)
     return found
 
 
@@ -294,7 +296,18 @@ async def open_lane(repo: Path, path: Path, branch: str) -> str:
         },
     )
     tree = await tgit(own_git_of(path), "rev-parse", f"{base}^{{tree}}")
-    await in_thread(seed_cache, own_git_of(path), listing, making, tree)
+    checkout_index = await in_thread((making / ".git" / "index").read_bytes)
+    await in_thread(
+        functools.partial(
+            seed_cache,
+            own_git_of(path),
+            listing,
+            making,
+            tree,
+            base=base,
+            index=checkout_index,
+        )
+    )
     await in_thread(os.rename, making, path)
     return base
 
@@ -374,7 +387,7 @@ async def commit_leftovers(lane: Path, stage: str) -> str | None:
         message=f"{stage}: work the stage left uncommitted\n\nCommitted by tether "
         f"when the stage {stage!r} ended.\n",
     )
-    if await _same_tree(own, made.commit, found.commit):
+    if made.tree == made.base_tree:
         return None
     index = _tmp_dir() / f"index-{os.urandom(6).hex()}"
     try:
@@ -394,6 +407,7 @@ async def commit_leftovers(lane: Path, stage: str) -> str | None:
         await in_thread(point)
     except OSError as exc:
         raise LaneUnreadable(f"its branch cannot be moved: {exc}") from None
+    await in_thread(note_index, own, made.commit, data)
     return made.commit
 
 
@@ -439,15 +453,10 @@ async def make_view(
     own = own or own_git_of(lane)
     found = await lane_head(lane, own)
     made = await commit_files(own, lane, parents=[found.commit], message=message)
-    if only_changed and await _same_tree(own, made.commit, found.commit):
+    if only_changed and made.tree == made.base_tree:
         return None
     await _send_from_own(repo, own, made.commit)
     return made.commit
-
-
-async def _same_tree(own: Path, one: str, other: str) -> bool:
-    trees = await tgit(own, "rev-parse", f"{one}^{{tree}}", f"{other}^{{tree}}")
-    return len(set(trees.split())) == 1
 
 
 async def keep_view(repo: Path, commit: str, ref: str) -> str:
