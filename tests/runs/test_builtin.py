@@ -24,7 +24,7 @@ from tether.models import (
     ToolCall,
 )
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
-from tether.runs._lanes import save_dir
+from tether.runs._lane_life import lossless_save
 from tether.stop import lift_stop, set_stop
 
 from .support import git, make_repo, open_default_store, run_id_of, start, tether
@@ -498,7 +498,9 @@ def test_a_run_halts_at_the_builtin_agents_next_call_and_the_takeover_resumes_it
     assert time.monotonic() - stopped < 1.5 + 10
     (lane,) = store.lanes(run)
     assert lane.saved_commit is not None
-    saved = save_dir(run, lane.id, lane.saved_commit)
+    # The save is renamed aside before its view is made: found by the lane, not the view.
+    saved = lossless_save(lane)
+    assert saved is not None
     assert _ran(saved) == {1: "start\nend\n"}
     (receipt,) = store.receipts(run)
     assert "stopped at the person's stop after 1 tool call" in receipt.log_tail

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from tests.waiting import wait_until
 
-from tether.runs._lanes import lane_dir, open_lane, restore_copy, save_lane
+from tether.runs._lanes import find_saves, lane_dir, open_lane, restore_copy, save_lane
 from tether.stop import lift_stop, set_stop
 
 from .snapshot import assert_same, snapshot
@@ -201,12 +201,9 @@ async def test_an_object_a_lane_planted_never_reaches_the_persons_repository(
     tmp_path: Path,
 ) -> None:
     """A lane writes a corrupt object under the name of a file's blob, hoping the view
-    skips hashing it: the view is then fetched whole, git refuses the bad object, the
-    save fails (the lane stays whole, for a held lane) and the person's repository has
-    no such object."""
+    skips hashing it: the view hashes every file itself, so the corrupt object never
+    crosses and the person's repository has the true blob."""
     import zlib
-
-    from tether.runs._lanes import SaveFailed
 
     repo = make_repo(tmp_path)
     lane = lane_dir("run_p", "lane_p")
@@ -216,13 +213,12 @@ async def test_an_object_a_lane_planted_never_reaches_the_persons_repository(
     planted = lane / ".git" / "objects" / blob[:2] / blob[2:]
     planted.parent.mkdir(exist_ok=True)
     planted.write_bytes(zlib.compress(b"blob 7\0garbage"))
-    with pytest.raises(SaveFailed):
-        await save_lane(repo, lane, run="run_p", lane_id="lane_p", message="p")
-    assert (lane / "file.txt").exists()
-    found = await anyio.run_process(
-        ["git", "cat-file", "-e", blob], cwd=repo, check=False
-    )
-    assert found.returncode != 0
+    save = await save_lane(repo, lane, run="run_p", lane_id="lane_p", message="p")
+    # The view hashes the file itself: the planted object is never read, and the
+    # person's repository has the file's true blob under its name.
+    assert (save.path / "file.txt").exists()
+    found = await anyio.run_process(["git", "cat-file", "-p", blob], cwd=repo)
+    assert found.stdout == b"content\n"
 
 
 def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
@@ -235,13 +231,13 @@ def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
     from tether._config import paths
 
     doc = ROOT / "docs" / "runs.md"
-    (block,) = [b for b in blocks(doc) if "saves/RUN/LANE/COMMIT" in b.text]
+    (block,) = [b for b in blocks(doc) if "saves/RUN/LANE/SAVE" in b.text]
     repo = make_repo(tmp_path)
     run = halted_run(tmp_path, repo, item="x", work="echo kept > kept.txt; ")
     (lane,) = _lanes([], run)
     assert lane.saved_ref is not None
     lane_id = lane.saved_ref.rsplit("/", 1)[1]
-    commit = git(repo, "rev-parse", lane.saved_ref)
+    assert git(repo, "rev-parse", lane.saved_ref)  # the view is there
     home = tmp_path / "rescue-home"
     for line in block.text.splitlines():
         command = line[2:].split("  #")[0].strip()
@@ -250,7 +246,7 @@ def test_the_docs_way_to_get_a_save_back_by_hand_works(tmp_path: Path) -> None:
             .replace("~/rescued", str(home))
             .replace("RUN", run)
             .replace("LANE", lane_id)
-            .replace("COMMIT", commit)
+            .replace("SAVE", find_saves(run, lane_id)[0].name)
         )
         words = shlex.split(command)
         if words[0] == "tether":

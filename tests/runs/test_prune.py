@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .support import (
+    git,
     halted_run,
     make_repo,
     open_default_store,
@@ -56,3 +57,40 @@ def test_prune_refuses_an_age_it_cannot_read() -> None:
     bad = tether("lanes", "prune", "--older-than", "soon")
     assert bad.returncode == 2
     assert "e.g. 30m, 12h, 7d or 2w" in bad.stderr
+
+
+@pytest.mark.rule("lanes-prune")
+def test_prune_keeps_a_done_lane_whose_branch_never_reached_the_repository(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path)
+    # The person has the item's branch checked out: bringing it back is refused.
+    git(repo, "checkout", "-q", "-b", "tether/a")
+    plan = write_plan(tmp_path, repo, items=["a"], stages=[("work", BUILD)])
+    done = tether("run", str(plan))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "could not be brought" in done.stdout + done.stderr
+    store = open_default_store()
+    (lane,) = store.lanes(done.stdout.split()[1])
+    here = Path(lane.worktree)
+    made = git(here, "rev-parse", "HEAD")
+    assert git(repo, "rev-parse", "refs/heads/tether/a") != made
+
+    listed = tether("lanes", "prune", "--json")
+    assert listed.stdout == "[]\n"
+    (kept,) = listed.stderr.splitlines()
+    assert kept.startswith(f"kept: a: {here}: its branch tether/a")
+    assert "is not in" in kept
+    gone = tether("lanes", "prune", "--yes")
+    assert gone.stdout == "nothing to prune\n"
+    assert (here / "build" / "out.o").exists()
+    assert git(here, "rev-parse", "HEAD") == made
+
+    # The how-to it printed brings the work back; then the lane may go.
+    git(repo, "checkout", "-q", "main")
+    how = kept.split("`")[1].split()
+    assert how[:3] == ["git", "-C", str(repo)]
+    git(repo, *how[3:])
+    assert git(repo, "rev-parse", "refs/heads/tether/a") == made
+    shown = json.loads(tether("lanes", "prune", "--json").stdout)
+    assert [(row["kind"], row["item"]) for row in shown] == [("done-lane", "a")]

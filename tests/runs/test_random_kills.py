@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tether.runs import RunState, Store
-from tether.runs._lanes import save_dir
+from tether.runs._lane_life import lossless_save
 from tether.runs._takeover import effective_state
 
 from .support import git, make_repo, open_default_store, start, tether, write_plan
@@ -35,8 +35,9 @@ def _seen_notes(store: Store, run: str, seen: dict[str, str]) -> None:
     """Remember the first notes.txt each item's lanes held (in a lane or a save)."""
     for lane in store.lanes(run):
         places = [Path(lane.worktree)]
-        if lane.saved_commit is not None:
-            places.append(save_dir(lane.run, lane.id, lane.saved_commit))
+        saved = lossless_save(lane)  # a save's folder is not named by its view
+        if saved is not None:
+            places.append(saved)
         for place in places:
             notes = place / "notes.txt"
             if lane.item not in seen and notes.is_file():

@@ -10,7 +10,8 @@ import pytest
 from tests.waiting import wait_until
 
 from tether.runs import LaneState, RunState
-from tether.runs._lanes import save_dir
+from tether.runs._lane_life import lossless_save
+from tether.runs._lanes import find_saves
 from tether.stop import lift_stop, set_stop
 
 from .support import (
@@ -136,14 +137,17 @@ def test_the_halt_goes_in_the_spec_order_for_every_lane(tmp_path: Path) -> None:
     assert len(lanes) == 2
     for lane in lanes:
         mine = [k for k, lane_id in order if lane_id == lane.id]
-        steps = ["receipt", "saved", "released", "lane-halted"]
+        # The save is the rename; its view is derived once the run is halted
+        # (spec 05: stop seen -> halted whatever the lane holds).
+        steps = ["receipt", "saved-aside", "released", "lane-halted", "saved"]
         at = [order.index((k, lane.id)) for k in steps]
         assert at == sorted(at), mine
         assert at[0] > stop_at
+        assert at[-1] > order.index(("halted", None)), order
         assert lane.state is LaneState.HALTED
         assert lane.saved_ref == f"refs/tether/saved/{run}/{lane.id}"
         assert lane.stage == 1
-    assert order[-1] == ("halted", None)
+    assert [k for k, lane_id in order if lane_id is None][-1] == "halted"
     assert store.claims() == []
     assert store.run(run).state is RunState.HALTED  # type: ignore[union-attr]
     stage_starts = [e.detail for e in events if e.kind == "stage-start"]
@@ -177,7 +181,9 @@ def test_saving_aside_keeps_tracked_and_untracked_work_and_touches_nothing(
         assert git(repo, "show", f"{ref}:sub/deep.txt") == "deep"
         assert lane.saved_commit is not None
         assert not Path(lane.worktree).exists()  # moved aside whole, by one rename
-        wt = save_dir(run, lane.id, lane.saved_commit)
+        # The save is renamed aside before its view exists (spec 05: the halt is a
+        # rename whatever the lane holds), so its folder is not named by the view.
+        (wt,) = find_saves(run, lane.id)
         assert git(wt, "status", "--porcelain").splitlines() == [
             "M README.md",  # the first line lost its leading space to strip()
             "?? notes.txt",
@@ -305,12 +311,16 @@ def test_hold_lets_nothing_go_and_moves_nothing_until_the_read_is_clear(
 def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     tmp_path: Path,
 ) -> None:
-    """An agent that leaves a worktree git cannot read: its save fails, the lane and its
-    claim are held (the other lane halts normally), the run exits 4 as halt-held."""
+    """A lane that cannot be moved aside (its save folder's place is taken by a file):
+    its save fails, the lane and its claim are held, the run exits 4 as halt-held. A
+    lane whose git an agent broke is still saved (the save is a rename of its folder)
+    and halts; only its view fails, said in its note."""
+    from tether._config import paths
+
     repo = make_repo(tmp_path)
     marks = tmp_path / "marks"
     marks.mkdir()
-    breaks = 'if [ "$TETHER_ITEM" = one ]; then rm -rf .git; fi; '
+    breaks = 'if [ "$TETHER_ITEM" = two ]; then rm -rf .git; fi; '
     plan = write_plan(
         tmp_path,
         repo,
@@ -326,14 +336,21 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     proc = start("run", str(plan), "--save-retry", "0.3", env={"MARKS": str(marks)})
     run = run_id_of(proc)
     wait_until(lambda: len(list(marks.glob("*.impl"))) == 2, what="both agents busy")
+    store = open_default_store()
+    (one,) = [lane for lane in store.lanes(run) if lane.item == "one"]
+    blocked = paths().state_dir / "saves" / run / one.id
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("not a folder\n", encoding="utf-8")
     set_stop()
     (marks / "go").touch()
     assert proc.wait(timeout=60) == 4
-    store = open_default_store()
     lanes = {lane.item: lane for lane in store.lanes(run)}
     assert lanes["one"].state is LaneState.HELD
     assert "cannot save" in (lanes["one"].note or "")
+    assert Path(lanes["one"].worktree).is_dir()  # whole, where it was
     assert lanes["two"].state is LaneState.HALTED
+    assert "saved at" in (lanes["two"].note or "")
+    assert lanes["two"].saved_commit is None
     assert [c.item for c in store.claims(run)] == ["one"]
     assert store.run(run).state is RunState.HALT_HELD  # type: ignore[union-attr]
     assert ("released", lanes["one"].id) not in kinds(store, run)
@@ -360,12 +377,14 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.rule("halt-order")
-def test_a_save_on_a_full_disk_holds_its_lane_and_claims(
+def test_a_full_disk_under_the_repository_fails_only_the_view_after_the_halt(
     tmp_path: Path, small_tmpfs: Path
 ) -> None:
-    """The repository sits on a small tmpfs that is full when the stop comes: saving
-    aside cannot write its objects, so every lane and its claim are held and the run
-    exits 4 saying why; the worktrees are left as they were."""
+    """The repository sits on a small tmpfs that is full when the stop comes. The save
+    is the rename of the lane's folder (spec 05: stop seen -> halted whatever the lane
+    holds), so the lane is saved, released and halted and the run exits 3; the view
+    derived afterwards cannot be written into the repository, which the lane's note
+    says, and the save holds the work whole."""
     repo = make_repo(small_tmpfs)
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -394,14 +413,18 @@ def test_a_save_on_a_full_disk_holds_its_lane_and_claims(
             pass
     set_stop()
     (marks / "go").touch()
-    assert proc.wait(timeout=60) == 4, proc.communicate()
+    assert proc.wait(timeout=60) == 3, proc.communicate()
     store = open_default_store()
     (lane,) = store.lanes(run)
-    assert lane.state is LaneState.HELD
-    assert "cannot save" in (lane.note or "")
-    assert [c.item for c in store.claims(run)] == ["one"]
-    assert (Path(lane.worktree) / "big.bin").stat().st_size == 200000
-    assert store.run(run).state is RunState.HALT_HELD  # type: ignore[union-attr]
+    assert lane.state is LaneState.HALTED
+    assert lane.saved_commit is None
+    assert (lane.note or "").startswith("saved at ")
+    assert store.claims(run) == []
+    saved = lossless_save(lane)
+    assert saved is not None
+    assert (saved / "big.bin").stat().st_size == 200000
+    assert ("view-failed", lane.id) in kinds(store, run)
+    assert store.run(run).state is RunState.HALTED  # type: ignore[union-attr]
 
 
 def test_a_following_run_takes_new_queue_items_and_halts_on_a_stop(

@@ -58,8 +58,9 @@ def prune(
 
     Listed: the folders of done lanes (their branches are in your repository; what
     stays is what git leaves out, such as build outputs), the saves of finished items
-    and partial copies. Never listed: a lane still open, held or halted, or a save a
-    take-over still needs.
+    and partial copies. Never listed: a lane still open, held or halted, a save a
+    take-over still needs, or a done lane whose branch is not in your repository
+    (said on stderr, with how to bring it back).
 
     \b
     Examples:
@@ -68,14 +69,18 @@ def prune(
       tether lanes prune --json                # list only, as JSON
     """
     from ..runs import open_store, store_url
-    from ..runs._prune import parse_age, prunable, remove
+    from ..runs._prune import parse_age, prunable, remove, unbrought
 
     age = parse_age(older_than) if older_than is not None else 0.0
     store = open_store(store_url(store_opt))
     try:
         found = prunable(store, older_than=age)
+        kept = unbrought(store)
     finally:
         store.close()
+    for k in kept:
+        # Never deleted: its committed work exists nowhere else.
+        click.echo(f"kept: {k.item}: {k.path}: {k.why}", err=True)
     total = sum(p.size for p in found)
     if as_json:
         rows = [

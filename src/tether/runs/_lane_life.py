@@ -38,30 +38,32 @@ from ._agents import (
 from ._builtin import run_builtin_agent
 from ._lanes import (
     GitFailed,
+    LaneUnreadable,
     SaveFailed,
+    adopt_lane,
     branch_name,
     bring_back,
     commit_leftovers,
     commits_since,
     find_saves,
-    git,
     has_commit,
     head,
     keep_view,
     lane_dir,
     make_view,
+    move_aside,
     open_lane,
     restore,
     restore_copy,
     save_dir,
-    save_lane,
     saved_ref,
+    view_of_save,
 )
 from ._store import Store, crash_point
 from ._values import Claim, LaneRow, LaneState, Receipt, StaleClaim
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from ._clock import RunClock
     from ._plan import Plan
@@ -158,6 +160,9 @@ class LaneRun(Protocol):
     def brief(self, item: str) -> str:
         """The item's brief."""
 
+    def after_halt(self, job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` once the run is marked halted (what a halt derives: views)."""
+
 
 @attrs.define(eq=False)
 class Lane:
@@ -249,6 +254,7 @@ class Lane:
         crash_point("lane")
         if lossless is not None:
             await restore_copy(lossless, path)
+            await adopt_lane(repo, path)
             run.log("restored", lane=lane_id, detail=f"{commit} from {lossless}")
             run.say(f"{claim.item}: saved work {(commit or '')[:12]} restored")
         else:
@@ -298,7 +304,11 @@ class Lane:
             run.store.update_lane(lane_id, state=LaneState.IN_CALL)
             run.log("stage-start", lane=lane_id, detail=name)
             run.say(f"{self.row.item}: {name} started")
-            base = await head(self.worktree)
+            try:
+                base: str | None = await head(self.worktree)
+            except GitFailed as exc:
+                run.log("commit-failed", lane=lane_id, detail=str(exc))
+                base = None
             self.working, self.since = name, run.clock.now()
             try:
                 outcome = await self._call(index)
@@ -312,10 +322,13 @@ class Lane:
             # a stop that stands as the stage ends counts.
             if not run.halting:
                 run.look_at_stop()
-            await self._keep_stage_work(name, commit=stage.commit and not run.halting)
+            unreadable = await self._keep_stage_work(
+                name, commit=stage.commit and not run.halting
+            )
             commits: tuple[str, ...] = ()
-            with contextlib.suppress(GitFailed):
-                commits = await commits_since(self.worktree, base)
+            if base is not None:
+                with contextlib.suppress(GitFailed):
+                    commits = await commits_since(self.worktree, base)
             receipt = Receipt(
                 run=run.id,
                 lane=lane_id,
@@ -365,6 +378,12 @@ class Lane:
                 f"{len(commits)} commit{'' if len(commits) == 1 else 's'}"
             )
             if outcome.exit_status != 0:
+                return True
+            if unreadable is not None:
+                # Spec 01 S16: a lane tether cannot read is held for a person, with
+                # its reason; nothing of it is lost (its directory stays).
+                run.store.update_lane(lane_id, note=unreadable)
+                run.say(f"{self.row.item}: held for a person: {unreadable}")
                 return True
         return False
 
@@ -467,11 +486,12 @@ class Lane:
             pass_env=stage.env,
         )
 
-    async def _keep_stage_work(self, stage: str, *, commit: bool) -> None:
+    async def _keep_stage_work(self, stage: str, *, commit: bool) -> str | None:
         """Keep what a stage left, on the lane's branch and in the person's repository.
 
         The work is committed onto the lane's branch (unless the stage says
         `commit = "never"`), and the branch is brought into the person's repository.
+        Returns why the lane cannot be read (S16: it is then held), else None.
         """
         if commit:
             try:
@@ -479,12 +499,15 @@ class Lane:
             except GitFailed as exc:
                 self.run.log("commit-failed", lane=self.row.id, detail=str(exc))
                 self.run.say(f"{self.row.item}: its work stays uncommitted: {exc}")
+                if isinstance(exc, LaneUnreadable):
+                    return f"its work stays uncommitted in {self.worktree}: {exc}"
             else:
                 if made is not None:
                     self.run.log(
                         "committed", lane=self.row.id, detail=f"{stage} {made}"
                     )
         await self._bring_back()
+        return None
 
     async def _bring_back(self) -> bool:
         try:
@@ -544,19 +567,18 @@ class Lane:
             else f"its work is in {self.worktree}"
         )
         try:
-            dirty = await git("status", "--porcelain", cwd=self.worktree)
+            commit = await make_view(
+                run.plan.repo,
+                self.worktree,
+                message=f"{run.id} {lane_id}",
+                only_changed=True,
+            )
+            if commit is not None:
+                ref = await keep_view(run.plan.repo, commit, saved_ref(run.id, lane_id))
         except GitFailed as exc:
             run.log("save-failed", lane=lane_id, detail=str(exc))
-            dirty = ""
-        if dirty:
-            try:
-                commit = await make_view(
-                    run.plan.repo, self.worktree, message=f"{run.id} {lane_id}"
-                )
-                ref = await keep_view(run.plan.repo, commit, saved_ref(run.id, lane_id))
-            except GitFailed as exc:
-                run.log("save-failed", lane=lane_id, detail=str(exc))
-            else:
+        else:
+            if commit is not None:
                 run.store.update_lane(lane_id, saved=(ref, commit))
                 run.log("saved", lane=lane_id, detail=f"{ref} {commit}")
                 where += f"; what it left uncommitted is viewed at {ref}"
@@ -568,40 +590,72 @@ class Lane:
         return LaneEnd.FAILED if failed else LaneEnd.DONE
 
     async def _save(self) -> str | None:
+        """Save the lane aside and make its view now (a fenced or killed lane).
+
+        Returns the view's commit, "" when only the lossless copy could be made, None
+        when the lane could not be moved.
+        """
+        moved = await self._move()
+        if moved is None:
+            return None
+        return await self._view(moved) or ""
+
+    async def _move(self) -> Path | None:
+        """The halt's save: the lane's directory renamed into `saves/` (constant time)."""
         run = self.run
         try:
-            save = await save_lane(
+            moved = await move_aside(self.worktree, run=run.id, lane_id=self.row.id)
+        except SaveFailed as exc:
+            run.log("save-failed", lane=self.row.id, detail=str(exc))
+            return None
+        run.store.update_lane(self.row.id, state=LaneState.SAVED)
+        run.log("saved-aside", lane=self.row.id, detail=str(moved))
+        return moved
+
+    async def _view(self, moved: Path) -> str | None:
+        """The save's reviewable view, derived from its lossless copy.
+
+        None if it cannot be made (the copy is what counts; the reason is recorded).
+        """
+        run = self.run
+        try:
+            save = await view_of_save(
                 run.plan.repo,
-                self.worktree,
+                moved,
                 run=run.id,
                 lane_id=self.row.id,
                 message=f"{run.id} {self.row.id}",
             )
         except SaveFailed as exc:
-            run.log("save-failed", lane=self.row.id, detail=str(exc))
+            run.log("view-failed", lane=self.row.id, detail=str(exc))
+            run.store.update_lane(self.row.id, note=f"saved at {moved}; {exc}")
+            run.say(f"{self.row.item}: saved aside at {moved}; {exc}")
             return None
-        run.store.update_lane(
-            self.row.id, state=LaneState.SAVED, saved=(save.ref, save.commit)
-        )
+        run.store.update_lane(self.row.id, saved=(save.ref, save.commit))
         run.log("saved", lane=self.row.id, detail=f"{save.ref} {save.commit}")
         return save.commit
 
     async def _halt(self) -> LaneEnd:
-        """Steps 3 and 4 of the halt for a lane whose agent is gone."""
+        """Steps 3 and 4 of the halt for a lane whose agent is gone.
+
+        The save is the rename of the lane's directory (constant time whatever it
+        holds); the claim is released then, and the save's view is derived once the
+        run is marked halted (a take-over makes it if the run dies first).
+        """
         assert self.call is None  # spec 03: its process tree is checked empty first
         run = self.run
         lane_id = self.row.id
-        commit = await self._save()
+        moved = await self._move()
         if run.killed:
             return LaneEnd.KILLED  # its claim is left for the restart path
-        if commit is None:
+        if moved is None:
             run.store.update_lane(lane_id, state=LaneState.HELD, note="save failed")
             run.say(f"{self.row.item}: holding the lane and its claim: its save failed")
             with anyio.move_on_after(run.save_retry):
-                while commit is None:
+                while moved is None:
                     await anyio.sleep(run.poll)
-                    commit = await self._save()
-            if commit is None:
+                    moved = await self._move()
+            if moved is None:
                 events = [e for e in run.store.events(run.id) if e.lane == lane_id]
                 why = next(
                     (e.detail for e in reversed(events) if e.kind == "save-failed"), ""
@@ -612,7 +666,7 @@ class Lane:
                 return LaneEnd.HELD
             if run.killed:
                 return LaneEnd.KILLED
-        run.say(f"{self.row.item}: saved aside as {commit[:12]}")
+        run.say(f"{self.row.item}: saved aside at {moved}")
         crash_point("save-release")
         try:
             run.store.release(self.claim)
@@ -624,6 +678,11 @@ class Lane:
         run.store.update_lane(lane_id, state=LaneState.HALTED)
         run.log("lane-halted", lane=lane_id)
         del run.lanes[lane_id]
+
+        async def view() -> None:
+            await self._view(moved)
+
+        run.after_halt(view)
         return LaneEnd.HALTED
 
 

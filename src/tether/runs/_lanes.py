@@ -42,18 +42,38 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Literal, final, overload
 
 import attrs
 
 from .._config import paths
 from .._fs import fsync_dir
 from .._threads import in_thread
+from .._untrusted import write_beneath
 from ..errors import TetherError
 from ..host._spawn import run_process
+from ._lane_files import commit_files, load_last, note_index, seed_cache
+from ._own_git import (
+    IDENTITY,
+    OWN_OPTIONS,
+    GitFailed,
+    LaneHead,
+    LaneUnreadable,
+    bounded,
+    clean_env,
+    judge_lane,
+    make_own_git,
+    own_git,
+    own_git_of,
+    read_lane_ref,
+    take_in,
+    tgit,
+)
 from ._store import crash_point
 
 if TYPE_CHECKING:
@@ -61,8 +81,10 @@ if TYPE_CHECKING:
 
 __all__ = (
     "GitFailed",
+    "LaneUnreadable",
     "Save",
     "SaveFailed",
+    "adopt_lane",
     "branch_name",
     "bring_back",
     "commit_leftovers",
@@ -74,39 +96,15 @@ __all__ = (
     "keep_view",
     "lane_dir",
     "make_view",
+    "move_aside",
     "open_lane",
     "restore",
     "restore_copy",
     "save_dir",
     "save_lane",
     "saved_ref",
+    "view_of_save",
 )
-
-_IDENTITY = {
-    "GIT_AUTHOR_NAME": "tether",
-    "GIT_AUTHOR_EMAIL": "tether@localhost",
-    "GIT_COMMITTER_NAME": "tether",
-    "GIT_COMMITTER_EMAIL": "tether@localhost",
-}
-
-_OWN = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "gc.auto=0",
-    "-c",
-    "maintenance.auto=false",
-    "-c",
-    "commit.gpgSign=false",
-)
-"""Options of every git command tether runs for itself: no hooks, no fsmonitor, no
-automatic gc (which could prune what only a lane's reflog keeps)."""
-
-
-class GitFailed(TetherError):
-    """A git command failed; the message has its stderr."""
 
 
 class SaveFailed(TetherError):
@@ -157,28 +155,29 @@ async def git(
     cwd: Path,
     env: Mapping[str, str] | None = None,
 ) -> str:
-    """Run `git args` in `cwd`, hooks off, and return its stdout (stripped).
+    """Run `git args` in the person's repository `cwd`, hooks off; its stdout (stripped).
+
+    Only for the person's own repository (whose config is theirs): a lane's git goes
+    through tether's own git dir (`_own_git.py`).
 
     Raises:
-        GitFailed: git exited non-zero or could not start.
+        GitFailed: git exited non-zero, could not start or passed its time bound.
     """
     full_env = {
         **os.environ,
-        **_IDENTITY,
+        **IDENTITY,
         "GIT_TERMINAL_PROMPT": "0",
         # A lane whose `.git` is gone is not read as a repository above it.
         "GIT_CEILING_DIRECTORIES": str(paths().state_dir.absolute()),
         **(env or {}),
     }
-    try:
-        result = await run_process(["git", *_OWN, *args], cwd=cwd, env=full_env)
-    except OSError as exc:
-        raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc}") from None
-    if result.returncode != 0:
-        err = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        why = err[-1] if err else f"exit {result.returncode}"
-        raise GitFailed(f"git {args[0]} failed in {cwd}: {why}")
-    return result.stdout.decode("utf-8", "replace").strip()
+    out = await bounded(
+        ["git", *OWN_OPTIONS[:10], *args],
+        cwd=cwd,
+        env=full_env,
+        what=f"git {args[0]} in {cwd}",
+    )
+    return out.decode("utf-8", "replace").strip()
 
 
 async def has_commit(repo: Path, commit: str) -> bool:
@@ -190,14 +189,35 @@ async def has_commit(repo: Path, commit: str) -> bool:
     return True
 
 
+async def _alternates(own: Path) -> bytes:
+    """What tether wrote into a lane's `objects/info/alternates`: its own git dir's."""
+    return await in_thread((own / "objects" / "info" / "alternates").read_bytes)
+
+
+async def lane_head(lane: Path, own: Path | None = None) -> LaneHead:
+    """A lane's HEAD read as data, its commit brought into tether's git dir.
+
+    Raises:
+        LaneUnreadable: the lane's `.git` is not one tether reads (the reason says why).
+        GitFailed: its objects cannot be fetched.
+    """
+    own = own or own_git_of(lane)
+    found = await in_thread(judge_lane, lane, await _alternates(own))
+    if found.commit not in (await in_thread(load_last, own)).commits:
+        await take_in(own, lane, found.commit)
+    return found
+
+
 async def head(lane: Path) -> str:
-    """The commit a lane's HEAD names."""
-    return await git("rev-parse", "HEAD", cwd=lane)
+    """The commit a lane's HEAD names (read as data)."""
+    return (await lane_head(lane)).commit
 
 
 async def commits_since(lane: Path, base: str) -> tuple[str, ...]:
     """Commits on HEAD that `base` lacks, oldest first."""
-    out = await git("rev-list", "--reverse", f"{base}..HEAD", cwd=lane)
+    own = own_git_of(lane)
+    now = (await lane_head(lane, own)).commit
+    out = await tgit(own, "rev-list", "--reverse", f"{base}..{now}")
     return tuple(out.split())
 
 
@@ -209,13 +229,27 @@ async def _objects_of(repo: Path) -> Path:
     )
 
 
+async def _fresh(making: Path, *args: str) -> str:
+    """Git on a lane tether has just made (nothing but tether has written it yet)."""
+    env = {
+        **clean_env(),
+        "GIT_DIR": str(making / ".git"),
+        "GIT_WORK_TREE": str(making),
+    }
+    out = await bounded(
+        ["git", *OWN_OPTIONS, *args], cwd=making, env=env, what=f"git {args[0]}"
+    )
+    return out.decode("utf-8", "replace").strip()
+
+
 async def open_lane(repo: Path, path: Path, branch: str) -> str:
     """Make the lane's repository at `path`, on `branch`, and return its base commit.
 
     The base is the person's `branch` if it exists, else their HEAD; the branch is made
     in the person's repository at the base if it is new, which also keeps the objects
     the lane borrows reachable there. The lane is made beside its place and renamed into
-    it, so a lane directory is never half made.
+    it, so a lane directory is never half made. tether's own git dir of the lane is made
+    beside it (`<lane>.git`).
 
     Raises:
         GitFailed: the repository or the branch cannot be used.
@@ -235,10 +269,12 @@ async def open_lane(repo: Path, path: Path, branch: str) -> str:
         with contextlib.suppress(GitFailed):
             await git("update-ref", f"refs/heads/{branch}", base, "", cwd=repo)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    await make_own_git(own_git_of(path), objects)
     making = path.with_name(f".{path.name}.opening")
     if await in_thread(making.exists):
         await _remove(making)  # a lane never opened: nothing of it was ever used
-    await git("init", "-q", "--template=", "-b", branch, str(making), cwd=path.parent)
+    await in_thread(making.mkdir, 0o700)
+    await _fresh(making, "init", "-q", "--template=", "-b", branch)
     alternates = making / ".git" / "objects" / "info" / "alternates"
     alternates.parent.mkdir(parents=True, exist_ok=True)
     alternates.write_text(f"{objects}\n", encoding="utf-8")
@@ -246,147 +282,49 @@ async def open_lane(repo: Path, path: Path, branch: str) -> str:
         with contextlib.suppress(GitFailed):
             value = await git("config", "--local", "--get", key, cwd=repo)
             if value:
-                await git("config", key, value, cwd=making)
-    await git("update-ref", f"refs/heads/{branch}", base, cwd=making)
-    await git("reset", "-q", "--hard", base, cwd=making)
+                await _fresh(making, "config", key, value)
+    await _fresh(making, "update-ref", f"refs/heads/{branch}", base)
+    await _fresh(making, "reset", "-q", "--hard", base)
+    # What tether checked out itself is known: the first walk re-reads none of it.
+    listing = await bounded(
+        ["git", *OWN_OPTIONS, "ls-files", "-s", "--debug", "-z"],
+        cwd=making,
+        env={
+            **clean_env(),
+            "GIT_DIR": str(making / ".git"),
+            "GIT_WORK_TREE": str(making),
+        },
+    )
+    tree = await tgit(own_git_of(path), "rev-parse", f"{base}^{{tree}}")
+    checkout_index = await in_thread((making / ".git" / "index").read_bytes)
+    await in_thread(
+        functools.partial(
+            seed_cache,
+            own_git_of(path),
+            listing,
+            making,
+            tree,
+            base=base,
+            index=checkout_index,
+        )
+    )
     await in_thread(os.rename, making, path)
     return base
 
 
-async def bring_back(repo: Path, lane: Path, branch: str) -> None:
-    """Bring the lane's branch into the person's repository (tether, outside the wall).
-
-    Raises:
-        GitFailed: the person's repository refused it (the branch checked out there, say).
-    """
-    await git(
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-auto-gc",
-        str(lane),
-        f"+refs/heads/{branch}:refs/heads/{branch}",
-        cwd=repo,
-    )
+async def adopt_lane(repo: Path, path: Path) -> None:
+    """Make tether's own git dir for a lane restored from a save (`restore_copy`)."""
+    await make_own_git(own_git_of(path), await _objects_of(repo))
 
 
-async def commit_leftovers(lane: Path, stage: str) -> str | None:
-    """Commit what a stage left uncommitted onto the lane's branch; the commit or None.
+async def _send_from_own(
+    repo: Path, own: Path, what: str, *, into: str | None = None
+) -> None:
+    """Fetch `what` (a commit id or a ref) from tether's git dir of a lane.
 
-    What `.gitignore` leaves out stays out (it is in the lossless save). Nothing is
-    committed while a rebase, merge or cherry-pick is in progress, or on a detached HEAD:
-    that state is the agent's, and the save keeps it as it is.
-    """
-    if await _in_progress(lane):
-        return None
-    try:
-        await git("symbolic-ref", "-q", "HEAD", cwd=lane)
-    except GitFailed:
-        return None
-    if not await git("status", "--porcelain", cwd=lane):
-        return None
-    await git("add", "-A", cwd=lane)
-    await git(
-        "commit",
-        "-q",
-        "--no-verify",
-        "-m",
-        f"{stage}: work the stage left uncommitted\n\nCommitted by tether when the "
-        f"stage {stage!r} ended.",
-        cwd=lane,
-    )
-    return await head(lane)
+    Into the person's repository, never from the lane itself.
 
-
-async def _in_progress(lane: Path) -> bool:
-    gitdir = lane / ".git"
-    names = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
-    return any([await in_thread((gitdir / n).exists) for n in names])
-
-
-async def make_view(repo: Path, lane: Path, *, message: str) -> str:
-    """Make the reviewable view of a lane in the person's repository; its commit.
-
-    The view is a commit of every file git would add (`git add -A` into a copy of the
-    lane's index) whose parents are the lane's HEAD and a commit of its index, like a
-    stash. What the lane made itself (its commits, the blobs its index holds) is
-    fetched from it first, so git checks every object that crosses; the files' blobs
-    are then hashed by git straight into the person's objects (as a save into a shared
-    worktree did: no second copy, no packing). If an object is still missing there
-    (a lane that planted one under the name of another), the whole view is fetched
-    instead, checked object by object. Touches no branch, no index and no file of the
-    lane, nor any ref of the person's.
-
-    Raises:
-        GitFailed: the lane cannot be read or the person's repository written.
-    """
-    base = await head(lane)
-    tmp_staged = _tmp_dir() / f"save-{os.urandom(6).hex()}.staged"
-    try:
-        await _copy_index(lane, tmp_staged)
-        try:
-            staged_tree = await git(
-                "write-tree", cwd=lane, env={"GIT_INDEX_FILE": str(tmp_staged)}
-            )
-        except GitFailed:
-            # Unmerged entries (a conflicted merge or rebase) make no tree: the view's
-            # index parent is then HEAD's; the index itself is in the lossless copy.
-            staged_tree = await git("rev-parse", "HEAD^{tree}", cwd=lane)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp_staged.unlink()
-    staged = await git(
-        "commit-tree", staged_tree, "-p", base, "-m", f"index of {message}", cwd=lane
-    )
-    await _fetch(repo, lane, staged)
-    into = {
-        "GIT_OBJECT_DIRECTORY": str(await _objects_of(repo)),
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(lane / ".git" / "objects"),
-    }
-    commit = await _view_of_files(lane, message, base, staged, into)
-    missing = await git(
-        "rev-list", "--objects", "--missing=print", commit, "--not", staged, cwd=repo
-    )
-    if any(line.startswith("?") for line in missing.splitlines()):
-        # Made in the lane this time, and fetched whole: git checks every object.
-        commit = await _view_of_files(lane, message, base, staged, {})
-        await _fetch(repo, lane, commit)
-    return commit
-
-
-async def _copy_index(lane: Path, into: Path) -> None:
-    index = lane / ".git" / "index"
-    if await in_thread(index.exists):
-        await in_thread(shutil.copyfile, index, into)
-
-
-async def _view_of_files(
-    lane: Path, message: str, base: str, staged: str, env: Mapping[str, str]
-) -> str:
-    """The view's commit, from `git add -A` into a copy of the lane's index.
-
-    The commit has that index's tree and, as parents, HEAD and the index's commit;
-    objects are written where `env` says.
-    """
-    tmp_all = _tmp_dir() / f"save-{os.urandom(6).hex()}.index"
-    into = {**env, "GIT_INDEX_FILE": str(tmp_all)}
-    try:
-        await _copy_index(lane, tmp_all)
-        await git("add", "-A", cwd=lane, env=into)
-        tree = await git("write-tree", cwd=lane, env=into)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp_all.unlink()
-    return await git(
-        "commit-tree", tree, "-p", base, "-p", staged, "-m", message, cwd=lane, env=env
-    )
-
-
-async def _fetch(repo: Path, lane: Path, commit: str) -> None:
-    """Fetch `commit` (and what it needs) from the lane into the person's repository.
-
-    No ref is stored: git checks every object it receives.
+    No ref is stored unless `into`: git checks every object it receives.
     """
     upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
     await git(
@@ -395,11 +333,130 @@ async def _fetch(repo: Path, lane: Path, commit: str) -> None:
         "--no-tags",
         "--no-write-fetch-head",
         "--no-auto-gc",
+        "--no-recurse-submodules",
         f"--upload-pack={upload}",
-        str(lane),
-        commit,
+        str(own),
+        what if into is None else f"+{what}:{into}",
         cwd=repo,
     )
+
+
+async def bring_back(
+    repo: Path, lane: Path, branch: str, *, own: Path | None = None
+) -> None:
+    """Bring the lane's branch into the person's repository (tether, outside the wall).
+
+    The branch's ref is read from the lane as data, its commits fetched into tether's
+    git dir, and from there into the person's repository.
+
+    Raises:
+        GitFailed: the lane's branch cannot be read, or the person's repository refused
+            it (the branch checked out there, say).
+    """
+    own = own or own_git_of(lane)
+    ref = f"refs/heads/{branch}"
+    commit = await in_thread(read_lane_ref, lane, ref, await _alternates(own))
+    if commit is None:
+        raise LaneUnreadable(f"its branch {branch} has no commit")
+    await take_in(own, lane, commit)
+    await tgit(own, "update-ref", ref, commit)
+    await _send_from_own(repo, own, ref, into=ref)
+
+
+async def commit_leftovers(lane: Path, stage: str) -> str | None:
+    """Commit what a stage left uncommitted onto the lane's branch; the commit or None.
+
+    The commit is made from tether's walk of the lane's files (`_lane_files.py`) in
+    tether's git dir; the lane's branch ref and index are then written as data. What
+    `.gitignore` leaves out stays out (it is in the lossless save). Nothing is
+    committed while a rebase, merge or cherry-pick is in progress, or on a detached
+    HEAD: that state is the agent's, and the save keeps it as it is.
+
+    Raises:
+        LaneUnreadable: the lane's git state or a file is not one tether reads.
+        GitFailed: tether's own git failed or passed its bound.
+    """
+    own = own_git_of(lane)
+    found = await lane_head(lane, own)
+    if found.busy or found.branch is None:
+        return None
+    made = await commit_files(
+        own,
+        lane,
+        parents=[found.commit],
+        message=f"{stage}: work the stage left uncommitted\n\nCommitted by tether "
+        f"when the stage {stage!r} ended.\n",
+    )
+    if made.tree == made.base_tree:
+        return None
+    index = _tmp_dir() / f"index-{os.urandom(6).hex()}"
+    try:
+        await tgit(own, "read-tree", made.commit, env={"GIT_INDEX_FILE": str(index)})
+        data = await in_thread(index.read_bytes)
+    finally:
+        with contextlib.suppress(OSError):
+            index.unlink()
+    branch = found.branch
+
+    def point() -> None:
+        # The next stage's agent sees the commit on its branch, its index clean.
+        write_beneath(lane, f".git/{branch}", f"{made.commit}\n".encode(), mode=0o644)
+        write_beneath(lane, ".git/index", data, mode=0o644)
+
+    try:
+        await in_thread(point)
+    except OSError as exc:
+        raise LaneUnreadable(f"its branch cannot be moved: {exc}") from None
+    await in_thread(note_index, own, made.commit, data)
+    return made.commit
+
+
+@overload
+async def make_view(
+    repo: Path,
+    lane: Path,
+    *,
+    message: str,
+    own: Path | None = None,
+    only_changed: Literal[False] = False,
+) -> str: ...
+@overload
+async def make_view(
+    repo: Path,
+    lane: Path,
+    *,
+    message: str,
+    own: Path | None = None,
+    only_changed: bool,
+) -> str | None: ...
+async def make_view(
+    repo: Path,
+    lane: Path,
+    *,
+    message: str,
+    own: Path | None = None,
+    only_changed: bool = False,
+) -> str | None:
+    """Make the reviewable view of a lane in the person's repository; its commit.
+
+    The view is a commit of the lane's files as tether's walk finds them (what
+    `.gitignore` leaves out stays out), whose parent is the lane's HEAD. It is made in
+    tether's git dir of the lane (`own`: beside the lane, by default) and fetched from
+    there, so git checks every object that crosses. Touches no branch, no index and no
+    file of the lane, nor any ref of the person's. With `only_changed`, a lane whose
+    files are its HEAD's has no view (None).
+
+    Raises:
+        LaneUnreadable: the lane's git state or a file is not one tether reads.
+        GitFailed: the person's repository cannot be written.
+    """
+    own = own or own_git_of(lane)
+    found = await lane_head(lane, own)
+    made = await commit_files(own, lane, parents=[found.commit], message=message)
+    if only_changed and made.tree == made.base_tree:
+        return None
+    await _send_from_own(repo, own, made.commit)
+    return made.commit
 
 
 async def keep_view(repo: Path, commit: str, ref: str) -> str:
@@ -427,31 +484,55 @@ async def keep_view(repo: Path, commit: str, ref: str) -> str:
         n += 1
 
 
+async def move_aside(lane: Path, *, run: str, lane_id: str) -> Path:
+    """Save a lane aside losslessly: one rename of its directory into `saves/`.
+
+    Constant time whatever the lane holds; its view is derived afterwards
+    (`view_of_save`).
+
+    Raises:
+        SaveFailed: the lane cannot be moved (it is then left where it was, whole).
+    """
+    target = save_dir(run, lane_id, f"s{time.time_ns():x}")
+    try:
+        moved = await in_thread(_move_aside, lane, target)
+    except OSError as exc:
+        raise SaveFailed(f"cannot save {lane} aside: {_why(exc)}") from None
+    crash_point("save-moved")
+    return moved
+
+
+async def view_of_save(
+    repo: Path, saved: Path, *, run: str, lane_id: str, message: str
+) -> Save:
+    """Make the reviewable view of a lossless save and keep it under its saved ref.
+
+    Raises:
+        SaveFailed: the save's files or git state cannot be read, or the person's
+            repository written (the save itself stays as it is).
+    """
+    try:
+        commit = await make_view(
+            repo, saved, message=message, own=own_git(run, lane_id)
+        )
+        ref = await keep_view(repo, commit, saved_ref(run, lane_id))
+    except GitFailed as exc:
+        raise SaveFailed(f"its view cannot be made: {exc}") from None
+    crash_point("save-view")
+    return Save(ref=ref, commit=commit, path=saved)
+
+
 async def save_lane(
     repo: Path, lane: Path, *, run: str, lane_id: str, message: str
 ) -> Save:
-    """Save a lane aside losslessly.
-
-    Its view goes into the person's repository, then its directory is moved into
-    `saves/` by one rename.
-
-    Returns:
-        The save.
+    """Save a lane aside losslessly (`move_aside`), then make its view.
 
     Raises:
-        SaveFailed: the lane cannot be read, the person's repository cannot be written,
-            or the save cannot be moved (the lane is then left where it was, whole).
+        SaveFailed: the lane cannot be moved (left where it was, whole), or its view
+            cannot be made (the save stays, found by `find_saves`).
     """
-    try:
-        commit = await make_view(repo, lane, message=message)
-        ref = await keep_view(repo, commit, saved_ref(run, lane_id))
-        crash_point("save-view")
-        target = save_dir(run, lane_id, commit)
-        await in_thread(_move_aside, lane, target)
-    except (GitFailed, OSError) as exc:
-        raise SaveFailed(f"cannot save {lane} aside: {_why(exc)}") from None
-    crash_point("save-moved")
-    return Save(ref=ref, commit=commit, path=target)
+    moved = await move_aside(lane, run=run, lane_id=lane_id)
+    return await view_of_save(repo, moved, run=run, lane_id=lane_id, message=message)
 
 
 def _why(exc: BaseException) -> str:
@@ -460,11 +541,10 @@ def _why(exc: BaseException) -> str:
     return str(exc)
 
 
-def _move_aside(lane: Path, target: Path) -> None:
+def _move_aside(lane: Path, target: Path) -> Path:
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if target.exists():
-        # The same view saved before (a save killed after its move, say): this one
-        # is kept beside it, never over it.
+        # Never over an earlier save.
         n = 2
         while target.with_name(f"{target.name}.{n}").exists():
             n += 1
@@ -472,6 +552,7 @@ def _move_aside(lane: Path, target: Path) -> None:
     os.rename(lane, target)
     fsync_dir(target.parent)
     fsync_dir(lane.parent)
+    return target
 
 
 def find_saves(run: str, lane_id: str) -> list[Path]:
@@ -512,7 +593,7 @@ async def _remove(path: Path) -> None:
 
 
 async def restore(lane: Path, commit: str) -> None:
-    """Bring a save's view back into a fresh lane: its index and every file git keeps.
+    """Bring a save's view back into a fresh lane (`open_lane` made it just now).
 
     Only for a save made on another machine, whose lossless copy is not here: what git
     does not hold (ignored files, modes beyond the executable bit, empty directories,
@@ -522,10 +603,10 @@ async def restore(lane: Path, commit: str) -> None:
         GitFailed: the commit is missing or the lane cannot be written.
     """
     parents: Sequence[str] = (
-        await git("rev-list", "--parents", "-n", "1", commit, cwd=lane)
+        await _fresh(lane, "rev-list", "--parents", "-n", "1", commit)
     ).split()[1:]
     if len(parents) > 1:
-        await git("read-tree", parents[1], cwd=lane)
-    if not await git("ls-tree", "--name-only", commit, cwd=lane):
+        await _fresh(lane, "read-tree", parents[1])
+    if not await _fresh(lane, "ls-tree", "--name-only", commit):
         return  # an empty tree: nothing to bring back ("pathspec '.' did not match")
-    await git("restore", f"--source={commit}", "--worktree", "--", ".", cwd=lane)
+    await _fresh(lane, "restore", f"--source={commit}", "--worktree", "--", ".")

@@ -9,7 +9,10 @@ Nothing of a lane is deleted unless a lossless copy exists or its work is finish
   only one.
 
 A lane that is open, in a call, held or halted, and any save of an item not finished,
-is never listed: a take-over still needs it. Only what the store knows is listed; a
+is never listed: a take-over still needs it. Nor is a done lane whose committed work
+is not in the person's repository (its branch could not be brought back, say, because
+the person had `tether/<item>` checked out): `unbrought` says which and how to bring
+it back. Only what the store knows is listed; a
 folder of a run recorded in another store is left alone.
 """
 
@@ -19,6 +22,7 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, final
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
 
     from ._store import Store
 
-__all__ = ("Prunable", "parse_age", "prunable", "remove")
+__all__ = ("Prunable", "Unbrought", "parse_age", "prunable", "remove", "unbrought")
 
 Kind = Literal["done-lane", "save", "partial"]
 
@@ -57,6 +61,61 @@ class Prunable:
     """Bytes it holds."""
     age: float
     """Seconds since it last changed."""
+
+
+@final
+@attrs.frozen
+class Unbrought:
+    """A done lane kept because its committed work is not in the person's repository."""
+
+    path: Path
+    item: str
+    why: str
+    """What is missing and how to bring it back, in one line."""
+
+
+def _brought(repo: Path, lane: Path, branch: str) -> str | None:
+    """Why the lane's committed work is not in `repo`, or None when it is."""
+    from ._own_git import GitFailed, own_git_of, read_lane_ref
+
+    try:
+        commit = read_lane_ref(lane, f"refs/heads/{branch}", None)
+    except GitFailed as exc:
+        return f"its branch {branch} cannot be read ({exc}); look at {lane} yourself"
+    if commit is None:
+        return None
+    try:
+        found = subprocess.run(
+            ["git", "for-each-ref", "--count=1", f"--contains={commit}"],
+            cwd=repo,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{repo} cannot be read ({exc})"
+    if found.returncode == 0 and found.stdout.strip():
+        return None
+    own = own_git_of(lane)
+    source = own if (own / "refs" / "heads" / branch).is_file() else lane
+    return (
+        f"its branch {branch} ({commit[:12]}) is not in {repo}; switch {repo} off "
+        f"{branch} if it is checked out, then `git -C {repo} fetch {source} "
+        f"+refs/heads/{branch}:refs/heads/{branch}`"
+    )
+
+
+def unbrought(store: Store) -> list[Unbrought]:
+    """Done lanes kept because their committed work is not in the person's repository."""
+    kept: list[Unbrought] = []
+    for run in store.runs():
+        for lane in store.lanes(run.id):
+            here = Path(lane.worktree)
+            if lane.state is LaneState.DONE and here.is_dir():
+                why = _brought(Path(run.repo), here, lane.branch)
+                if why is not None:
+                    kept.append(Unbrought(path=here, item=lane.item, why=why))
+    return kept
 
 
 def parse_age(text: str) -> float:
@@ -98,10 +157,11 @@ def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
     state = paths().state_dir
     finished = {i.id for i in store.items() if i.state in ("done", "failed")}
     found: list[tuple[Path, Kind, str]] = []
+    kept = {k.path for k in unbrought(store)}
     for run in store.runs():
         for lane in store.lanes(run.id):
             here = Path(lane.worktree)
-            if lane.state is LaneState.DONE and here.is_dir():
+            if lane.state is LaneState.DONE and here.is_dir() and here not in kept:
                 found.append((here, "done-lane", lane.item))
             if lane.item in finished:
                 saves = state / "saves" / run.id / lane.id

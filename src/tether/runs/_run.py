@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import enum
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import assert_never, final
 
@@ -101,6 +101,7 @@ class Run:
     _held_reason: str | None = None
     _killed: bool = False
     _lanes: dict[str, Lane] = attrs.field(factory=dict)
+    _after_halt: list[Callable[[], Awaitable[None]]] = attrs.field(factory=list)
     _inherit: list[LaneRow] = attrs.field(factory=list)
     _unopened: set[str] = attrs.field(factory=set)
     _ends: collections.Counter[LaneEnd] = attrs.field(factory=collections.Counter)
@@ -332,6 +333,10 @@ class Run:
                 return queued.brief
         return ""
 
+    def after_halt(self, job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` once the run is marked halted (what a halt derives: views)."""
+        self._after_halt.append(job)
+
     async def _lane(
         self, claim: Claim, previous: LaneRow | None, slots: anyio.Semaphore
     ) -> None:
@@ -476,6 +481,10 @@ class Run:
             self.say(
                 f"run {self.id} {state.value}: it stays halted until `tether takeover {self.id}`"
             )
+            # What the halt derives (the saves' views) comes after: the halt itself
+            # is a rename per lane, whatever the lanes hold.
+            for job in self._after_halt:
+                await job()
             return ExitCode.HALT_HELD if self._any_held else ExitCode.HALTED
         stranded = self._held_by_dead_runs()
         self._state(RunState.DONE)
@@ -518,10 +527,12 @@ def new_lane_id() -> str:
 def last_saved_lane(store: Store, item: str, run: str) -> LaneRow | None:
     """The latest saved-aside lane of `item` in another run, whose work a new lane restores."""
     found = None
+    from ._lane_life import lossless_save
+
     for lane in store.item_lanes(item):
         if (
             lane.run != run
-            and lane.saved_commit is not None
+            and (lane.saved_commit is not None or lossless_save(lane) is not None)
             and lane.state
             in (
                 LaneState.HALTED,

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING
 from .._threads import in_thread
 from ..errors import Refused, UsageError
 from ..stop import ReadOutcome, StopWatch
-from ._lanes import GitFailed, SaveFailed, find_saves, git, save_lane, saved_ref
+from ._lanes import (
+    SaveFailed,
+    find_saves,
+    move_aside,
+    view_of_save,
+)
 from ._liveness import here, is_dead
 from ._store import Store, crash_point
 from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
@@ -137,27 +142,26 @@ async def _recover(
             await _unrecorded_save(store, repo, rid, lane, say)
             continue
         try:
-            save = await save_lane(
-                repo,
-                Path(lane.worktree),
-                run=rid,
-                lane_id=lane.id,
-                message=f"{rid} {lane.id}",
-            )
+            moved = await move_aside(Path(lane.worktree), run=rid, lane_id=lane.id)
         except SaveFailed as exc:
             store.update_lane(lane.id, state=LaneState.HELD, note=str(exc))
             store.log(rid, "save-failed", lane=lane.id, detail=str(exc))
             say(f"{lane.item}: left held: {exc}")
             held.append(lane)
             continue
-        store.update_lane(lane.id, state=LaneState.SAVED, saved=(save.ref, save.commit))
-        store.log(
-            rid,
-            "saved",
-            lane=lane.id,
-            detail=f"{save.ref} {save.commit} (restart path)",
-        )
-        say(f"{lane.item}: saved aside as {save.commit[:12]} (restart path)")
+        store.update_lane(lane.id, state=LaneState.SAVED)
+        store.log(rid, "saved-aside", lane=lane.id, detail=f"{moved} (restart path)")
+        await _view(store, repo, rid, lane, moved, say)
+    for lane in store.lanes(rid):
+        if (
+            lane.state in (LaneState.SAVED, LaneState.HALTED)
+            and lane.saved_commit is None
+            and lane.item not in finished
+        ):
+            # Saved aside, then the run died before the view was made: made now.
+            found = await in_thread(find_saves, rid, lane.id)
+            if found:
+                await _view(store, repo, rid, lane, found[0], say)
     recorded = {lane.id for lane in store.lanes(rid)}
     for claim in store.claims(rid):
         if claim.lane not in recorded:
@@ -179,24 +183,39 @@ async def _unrecorded_save(
             lane.id, state=LaneState.HALTED, note="nothing to save: no directory"
         )
         return
-    commit = found[0].name.partition(".")[0]
-    ref = saved_ref(run_id, lane.id)
+    store.update_lane(lane.id, state=LaneState.SAVED)
+    store.log(
+        run_id, "saved-aside", lane=lane.id, detail=f"{found[0]} (found in saves)"
+    )
+    say(f"{lane.item}: its save {found[0].name} was found (restart path)")
+    await _view(store, repo, run_id, lane, found[0], say)
+
+
+async def _view(
+    store: Store,
+    repo: Path,
+    run_id: str,
+    lane: LaneRow,
+    saved: Path,
+    say: Callable[[str], None],
+) -> None:
+    """Make and record the view of a save.
+
+    A save whose view cannot be made stays saved (its lossless copy is what a
+    take-over restores), the reason recorded.
+    """
     try:
-        listed = await git(
-            "for-each-ref",
-            "--format=%(refname)",
-            f"--points-at={commit}",
-            f"{ref}",
-            f"{ref}.*",
-            cwd=repo,
+        save = await view_of_save(
+            repo, saved, run=run_id, lane_id=lane.id, message=f"{run_id} {lane.id}"
         )
-    except GitFailed:  # the view is for review; the copy is what counts
-        listed = ""
-    if listed:
-        ref = listed.splitlines()[0]
-    store.update_lane(lane.id, state=LaneState.SAVED, saved=(ref, commit))
-    store.log(run_id, "saved", lane=lane.id, detail=f"{ref} {commit} (found in saves)")
-    say(f"{lane.item}: its save {commit[:12]} was found and recorded (restart path)")
+    except SaveFailed as exc:
+        store.update_lane(lane.id, note=f"saved at {saved}; {exc}")
+        store.log(run_id, "view-failed", lane=lane.id, detail=str(exc))
+        say(f"{lane.item}: saved aside at {saved}; {exc}")
+        return
+    store.update_lane(lane.id, saved=(save.ref, save.commit))
+    store.log(run_id, "saved", lane=lane.id, detail=f"{save.ref} {save.commit}")
+    say(f"{lane.item}: saved aside as {save.commit[:12]} (restart path)")
 
 
 def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
@@ -205,6 +224,8 @@ def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
     Items done or held are left out. For each other item: the newest saved lane of the
     item in any run, else the item's lane.
     """
+    from ._lane_life import lossless_save
+
     work: list[LaneRow] = []
     seen: set[str] = set()
     for rid in chain:
@@ -215,7 +236,7 @@ def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
             saved = [
                 other
                 for other in store.item_lanes(lane.item)
-                if other.saved_commit is not None
+                if (other.saved_commit is not None or lossless_save(other) is not None)
                 and other.state in (LaneState.SAVED, LaneState.HALTED)
             ]
             work.append(saved[-1] if saved else lane)
