@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
-from tests.acp.support import Embedded, details, editor, embedded, write_script
+from tests.acp.support import (
+    Editor,
+    Embedded,
+    details,
+    editor,
+    embedded,
+    write_script,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -138,7 +145,7 @@ def _hang() -> list[dict[str, Any]]:
     ]
 
 
-def _progress_says(ed: Embedded, word: str) -> bool:
+def _progress_says(ed: Editor | Embedded, word: str) -> bool:
     return any(
         u.session_update == "tool_call_update"
         and u.content
@@ -199,8 +206,9 @@ async def test_capabilities_say_what_is_served_and_the_rest_is_method_not_found(
     tmp_path: Path, workspace: Path
 ) -> None:
     """`initialize` advertises load, list, resume and close; a method tether does not
-    offer (`session/delete`, `session/fork`, `$/cancel_request`, `session/set_mode`)
-    answers -32601 and the agent keeps serving."""
+    offer (`session/delete`, `session/fork`, `session/set_mode`, and
+    `$/cancel_request` sent as a request: it is a notification) answers -32601 and the
+    agent keeps serving."""
     model = write_script(tmp_path / "s.jsonl", [{"text": "hi"}])
     async with editor(model) as ed:
         ready = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
@@ -228,3 +236,50 @@ async def test_capabilities_say_what_is_served_and_the_rest_is_method_not_found(
         sid = await ed.open_session(workspace)
         answer = await ed.conn.prompt(session_id=sid, prompt=[text_block("hi")])
         assert answer.stop_reason == "end_turn"
+
+
+@pytest.mark.rule("acp-cancel")
+async def test_cancel_request_naming_a_running_prompt_stops_its_turn(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """`$/cancel_request` naming a pending `session/prompt` stops the turn as
+    `session/cancel` does: the prompt answers `cancelled` after the call's `failed`
+    status. One naming no pending request is dropped, and the agent keeps serving."""
+    model = write_script(tmp_path / "s.jsonl", _hang())
+    async with editor(model, tools=["tether.testing:Hang"]) as ed:
+        sid = await ed.open_session(workspace)
+        frames = ed.recorder.frames
+        await ed.write_raw(
+            b'{"jsonrpc": "2.0", "method": "$/cancel_request", '
+            b'"params": {"requestId": "nothing-pending"}}\n'
+        )
+        prompt = (
+            f'{{"jsonrpc": "2.0", "id": "p1", "method": "session/prompt", "params": '
+            f'{{"sessionId": "{sid}", "prompt": [{{"type": "text", "text": "go"}}]}}}}\n'
+        )
+        await ed.write_raw(prompt.encode())
+        await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+        await ed.write_raw(
+            b'{"jsonrpc": "2.0", "method": "$/cancel_request", '
+            b'"params": {"requestId": "p1"}}\n'
+        )
+
+        def answer() -> int | None:
+            found = [n for n, f in enumerate(frames) if f.get("id") == "p1"]
+            return found[0] if found else None
+
+        await ed.recorder.wait_for(lambda: answer() is not None)
+        at = answer()
+        assert at is not None
+        assert frames[at]["result"] == {"stopReason": "cancelled"}
+        failed = [
+            n
+            for n, f in enumerate(frames)
+            if f.get("params", {}).get("update", {}).get("status") == "failed"
+        ]
+        assert len(failed) == 1
+        assert failed[0] < at
+        assert "unreachable" not in ed.recorder.text()
+        assert [f for f in frames if "error" in f] == []  # the stray one: no answer
+        listed = await ed.conn.list_sessions()
+        assert [s.session_id for s in listed.sessions] == [sid]

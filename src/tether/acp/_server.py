@@ -205,6 +205,7 @@ class AcpServer:
             )
             server._transport = transport
             transport.on_result = server._result_sent
+            transport.on_cancel_request = server._cancel_request
             # The SDK's Agent protocol lists every optional method; the router answers
             # -32601 for those this class does not define. `session/resume` and
             # `session/close` are routed only with the SDK's "unstable" flag (they are
@@ -368,6 +369,25 @@ class AcpServer:
         if session is None:
             return  # a notification has no answer; a stale cancel changes nothing
         await session.abort(source="user", reason="cancelled by the editor")
+
+    def _cancel_request(self, method: str, params: dict[str, Any]) -> None:
+        """Take a `$/cancel_request` that names a pending request.
+
+        A prompt's turn is stopped as `session/cancel` stops it (the prompt answers
+        `cancelled`); any other request is short and answers as it would have (the
+        protocol allows either).
+        """
+        if method != "session/prompt":
+            return
+        session = self.sessions.get(str(params.get("sessionId")))
+        if session is not None and session.prompting:
+            self._tg.start_soon(
+                partial(
+                    session.abort,
+                    source="user",
+                    reason="the editor cancelled the prompt request",
+                )
+            )
 
     # -- sessions ---------------------------------------------------------------------
 
