@@ -6,9 +6,11 @@ tether does not offer (spec 04)."""
 from __future__ import annotations
 
 import datetime
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import psutil
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from tests.acp.support import (
@@ -200,6 +202,104 @@ async def test_close_during_a_hung_call_answers_the_prompt_cancelled_first(
         assert "unreachable" not in ed.recorder.text()
         assert sid not in ed.server.sessions
     assert (workspace / "m.txt").read_text(encoding="utf-8") == "cancelled"
+
+
+def _alive(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            mine = any(marker in part for part in proc.info["cmdline"] or ())
+            if mine and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.rule("acp-cancel")
+async def test_close_during_bash_answers_once_the_process_tree_is_gone(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """`session/close` while a Bash call's shell ignores SIGTERM and a grandchild left
+    its session: the prompt answers `cancelled`, then the close answers, and by then no
+    process of the call is alive (the grace window's kill ended them)."""
+    marker = f"32{time.monotonic_ns() % 10**6}.5"
+    command = (
+        f"trap '' TERM; setsid sleep {marker} & echo started; sleep {marker}; wait"
+    )
+    call = {"id": "m1", "name": "Bash", "input": {"command": command}}
+    model = write_script(
+        tmp_path / "s.jsonl",
+        [{"text": "", "tool_calls": [call]}, {"text": "unreachable after a stop"}],
+    )
+    async with editor(model, env={"TETHER_GRACE": "0.5"}) as ed:
+        sid = await ed.open_session(workspace)
+        order: list[str] = []
+
+        async def prompt() -> None:
+            response = await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
+            order.append(f"prompt {response.stop_reason}")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt)
+            await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+            await ed.conn.close_session(session_id=sid)
+            order.append("close")
+            still = _alive(marker)
+        assert order == ["prompt cancelled", "close"]
+        assert still == []
+        [final] = [
+            u
+            for _, u in ed.recorder.updates
+            if u.session_update == "tool_call_update" and u.status == "failed"
+        ]
+        assert final.raw_output["code"] == "TOOL_ABORTED"
+
+
+async def test_a_load_racing_a_close_reopens_the_session(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """`session/close`, `session/prompt` and `session/load` of one session arrive
+    together: the close answers, the prompt is refused (the session is closing), the
+    load waits for the close and opens the session again, which then works."""
+    model = write_script(tmp_path / "s.jsonl", [{"text": "One."}, {"text": "Two."}])
+    async with editor(model) as ed:
+        sid = await ed.open_session(workspace)
+        await ed.conn.prompt(session_id=sid, prompt=[text_block("first")])
+        text = '[{"type": "text", "text": "lost"}]'
+        frames = [
+            ("c1", "session/close", f'{{"sessionId": "{sid}"}}'),
+            ("p1", "session/prompt", f'{{"sessionId": "{sid}", "prompt": {text}}}'),
+            (
+                "l1",
+                "session/load",
+                f'{{"sessionId": "{sid}", "cwd": "{workspace}", "mcpServers": []}}',
+            ),
+        ]
+        await ed.write_raw(
+            "".join(
+                f'{{"jsonrpc": "2.0", "id": "{i}", "method": "{m}", "params": {p}}}\n'
+                for i, m, p in frames
+            ).encode()
+        )
+        seen = ed.recorder.frames
+
+        def answers() -> dict[str, Any]:
+            return {f["id"]: f for f in seen if f.get("id") in ("c1", "p1", "l1")}
+
+        await ed.recorder.wait_for(lambda: len(answers()) == 3)
+        got = answers()
+        assert got["c1"]["result"] == {}
+        assert got["p1"]["error"]["code"] == -32602
+        assert "result" in got["l1"]
+        replayed = [
+            u.content.text
+            for _, u in ed.recorder.updates
+            if u.session_update == "user_message_chunk"
+        ]
+        assert replayed == ["first"]  # "lost" never reached the transcript
+        again = await ed.conn.prompt(session_id=sid, prompt=[text_block("second")])
+        assert again.stop_reason == "end_turn"
 
 
 async def test_capabilities_say_what_is_served_and_the_rest_is_method_not_found(

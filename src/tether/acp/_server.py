@@ -277,7 +277,7 @@ class AcpServer:
         (it keeps its `cwd` and MCP servers).
         """
         await self._require_model()
-        session = self.sessions.get(session_id)
+        session = await self._open_now(session_id)
         if session is None:
             session = await self._open(cwd, mcp_servers, resume=session_id)
             await session.replay()
@@ -297,7 +297,7 @@ class AcpServer:
     ) -> ResumeSessionResponse:
         """Reopen a session of the account without replaying it (open: nothing to do)."""
         await self._require_model()
-        if session_id not in self.sessions:
+        if await self._open_now(session_id) is None:
             session = await self._open(cwd, mcp_servers, resume=session_id)
             await session.tell_problems()
         return ResumeSessionResponse()
@@ -343,7 +343,8 @@ class AcpServer:
         """
         session = self._session(session_id)
         await session.close(reason="the editor closed the session")
-        self.sessions.pop(session_id, None)
+        if self.sessions.get(session_id) is session:
+            del self.sessions[session_id]
         return CloseSessionResponse()
 
     async def prompt(
@@ -415,9 +416,20 @@ class AcpServer:
                 -32603, self._model_problem, {"details": self._model_problem}
             )
 
+    async def _open_now(self, session_id: str) -> AcpSession | None:
+        """The session if it is open on this connection, else None.
+
+        One being closed is waited for, and is not open.
+        """
+        session = self.sessions.get(session_id)
+        if session is not None and session.ending:
+            await session.closed.wait()
+            return None
+        return session
+
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or session.ending:
             raise _invalid(
                 f"no session {session_id} on this connection; "
                 "open one with session/new or session/load"

@@ -100,6 +100,8 @@ class AcpSession:
         self.agent_session: AgentSession | None = None
         self.closing = anyio.Event()
         self.closed = anyio.Event()
+        self.ending = False
+        """`close()` began: the session takes no further request."""
         self.prompting = False
         """Invariant: at most one `session/prompt` runs per session."""
         self._idle = anyio.Event()
@@ -227,6 +229,7 @@ class AcpSession:
         The turn is stopped as `session/cancel` stops it (its prompt answers
         `cancelled`).
         """
+        self.ending = True
         if self.prompting:
             await self.abort(source="user", reason=reason)
             await self._idle.wait()
