@@ -11,6 +11,7 @@ from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from tests.acp.support import Recorder, agent_env, details, write_script
 from tests.docs._blocks import ROOT, blocks
 
+from tether.acp._early import initialize_result
 from tether.testing import ModelServer, error_reply, text_reply
 
 pytestmark = pytest.mark.anyio
@@ -106,3 +107,18 @@ async def test_the_embedding_example_serves_an_editor(tmp_path: Path) -> None:
         response = await conn.prompt(session_id=sid, prompt=[text_block("hi")])
         assert response.stop_reason == "end_turn"
         assert recorder.text() == "Hello from my agent."
+
+
+def test_the_session_capabilities_shown_are_those_initialize_advertises() -> None:
+    """The capabilities docs/acp.md shows for the session methods are exactly those of
+    the `initialize` answer (no more is claimed than is served)."""
+    [shown] = [
+        json.loads(b.text)
+        for b in blocks(ROOT / "docs" / "acp.md")
+        if b.lang == "json" and "sessionCapabilities" in b.text
+    ]
+    advertised = initialize_result(PROTOCOL_VERSION)["agentCapabilities"]
+    assert shown == {
+        "loadSession": advertised["loadSession"],
+        "sessionCapabilities": advertised["sessionCapabilities"],
+    }

@@ -63,6 +63,7 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
         "protocolVersion": min(protocol_version, PROTOCOL_VERSION),
         "agentCapabilities": {
             "loadSession": True,
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             "promptCapabilities": {"embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
         },

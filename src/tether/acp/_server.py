@@ -12,6 +12,7 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
+import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast, final
@@ -28,14 +29,18 @@ try:  # the SDK is an extra: without it, the line that says how to install it
     from acp.schema import (
         AudioContentBlock,
         ClientCapabilities,
+        CloseSessionResponse,
         EmbeddedResourceContentBlock,
         ImageContentBlock,
         Implementation,
         InitializeResponse,
+        ListSessionsResponse,
         LoadSessionResponse,
         NewSessionResponse,
         PromptResponse,
         ResourceContentBlock,
+        ResumeSessionResponse,
+        SessionInfo,
         TextContentBlock,
         TextResourceContents,
     )
@@ -46,6 +51,7 @@ from .._config import Config, load_config
 from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..models import ModelError, model_from_spec
+from ..runtime import SessionRecord, read_sessions
 from ._early import initialize_result
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
@@ -77,6 +83,11 @@ class AcpStatistics:
     """Lines answered with a parse or invalid-request error."""
     permission_requests: int
     """`session/request_permission` requests sent to the editor."""
+
+
+def _iso(seconds: float) -> str:
+    """A time as ACP carries it: ISO 8601, UTC."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
 
 
 def _invalid(message: str) -> RequestError:
@@ -194,10 +205,15 @@ class AcpServer:
             )
             server._transport = transport
             transport.on_result = server._result_sent
+            transport.on_cancel_request = server._cancel_request
             # The SDK's Agent protocol lists every optional method; the router answers
-            # -32601 for those this class does not define.
+            # -32601 for those this class does not define. `session/resume` and
+            # `session/close` are routed only with the SDK's "unstable" flag (they are
+            # stable in ACP v1 since).
             agent = cast("Agent", server)
-            conn = AgentSideConnection(agent, transport, listening=False)
+            conn = AgentSideConnection(
+                agent, transport, listening=False, use_unstable_protocol=True
+            )
             task_status.started(server)
             try:
                 await conn.listen()
@@ -254,15 +270,82 @@ class AcpServer:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
-        """Reopen a session from the ledger and replay its transcript as updates."""
+        """Replay a session's transcript as updates, then answer.
+
+        A session of the account is reopened from the ledger (one never prompted
+        replays nothing); one already open on this connection is replayed as it is
+        (it keeps its `cwd` and MCP servers).
+        """
         await self._require_model()
-        if session_id in self.sessions:
-            raise _invalid(f"session {session_id} is already open on this connection")
-        session = await self._open(cwd, mcp_servers, resume=session_id)
-        await session.replay()
-        # The editor named this session: it is told before the answer, after the replay.
-        await session.tell_problems()
+        session = await self._open_now(session_id)
+        if session is None:
+            session = await self._open(cwd, mcp_servers, resume=session_id)
+            await session.replay()
+            # The editor named this session: told before the answer, after the replay.
+            await session.tell_problems()
+        else:
+            await session.replay()
         return LoadSessionResponse()
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: AcpMcpServers | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """Reopen a session of the account without replaying it (open: nothing to do)."""
+        await self._require_model()
+        if await self._open_now(session_id) is None:
+            session = await self._open(cwd, mcp_servers, resume=session_id)
+            await session.tell_problems()
+        return ResumeSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """The account's sessions (those `cwd` names only, if given), latest first."""
+        if cursor is not None:
+            raise _invalid(
+                "tether lists every session in one answer and gives no cursor:"
+                " leave cursor out"
+            )
+        records: dict[str, SessionRecord] = {}
+        if self.ledger is not None and await in_thread(self.ledger.is_file):
+            for record in await in_thread(read_sessions, self.ledger):
+                records[record.session_id] = record
+        for session in self.sessions.values():
+            open_record = session.record()
+            if open_record is not None:
+                records[open_record.session_id] = open_record
+        shown = sorted(records.values(), key=lambda r: r.updated_at, reverse=True)
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(
+                    session_id=r.session_id,
+                    cwd=r.cwd,
+                    title=r.title,
+                    updated_at=_iso(r.updated_at),
+                )
+                for r in shown
+                if cwd is None or r.cwd == cwd
+            ]
+        )
+
+    async def close_session(
+        self, session_id: str, **kwargs: Any
+    ) -> CloseSessionResponse:
+        """Close a session on this connection, its running turn stopped first.
+
+        The turn is stopped as `session/cancel` stops it: its prompt answers
+        `cancelled` once settled, before this answer.
+        """
+        session = self._session(session_id)
+        await session.close(reason="the editor closed the session")
+        if self.sessions.get(session_id) is session:
+            del self.sessions[session_id]
+        return CloseSessionResponse()
 
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
@@ -287,6 +370,25 @@ class AcpServer:
         if session is None:
             return  # a notification has no answer; a stale cancel changes nothing
         await session.abort(source="user", reason="cancelled by the editor")
+
+    def _cancel_request(self, method: str, params: dict[str, Any]) -> None:
+        """Take a `$/cancel_request` that names a pending request.
+
+        A prompt's turn is stopped as `session/cancel` stops it (the prompt answers
+        `cancelled`); any other request is short and answers as it would have (the
+        protocol allows either).
+        """
+        if method != "session/prompt":
+            return
+        session = self.sessions.get(str(params.get("sessionId")))
+        if session is not None and session.prompting:
+            self._tg.start_soon(
+                partial(
+                    session.abort,
+                    source="user",
+                    reason="the editor cancelled the prompt request",
+                )
+            )
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -314,9 +416,20 @@ class AcpServer:
                 -32603, self._model_problem, {"details": self._model_problem}
             )
 
+    async def _open_now(self, session_id: str) -> AcpSession | None:
+        """The session if it is open on this connection, else None.
+
+        One being closed is waited for, and is not open.
+        """
+        session = self.sessions.get(session_id)
+        if session is not None and session.ending:
+            await session.closed.wait()
+            return None
+        return session
+
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or session.ending:
             raise _invalid(
                 f"no session {session_id} on this connection; "
                 "open one with session/new or session/load"

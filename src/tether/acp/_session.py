@@ -29,6 +29,7 @@ from ..runtime import (
     CallState,
     MessageChunk,
     Runtime,
+    SessionRecord,
     ToolCallEnded,
     ToolCallRequested,
     ToolCallStarted,
@@ -99,8 +100,13 @@ class AcpSession:
         self.agent_session: AgentSession | None = None
         self.closing = anyio.Event()
         self.closed = anyio.Event()
+        self.ending = False
+        """`close()` began: the session takes no further request."""
         self.prompting = False
         """Invariant: at most one `session/prompt` runs per session."""
+        self._idle = anyio.Event()
+        """Set while no turn runs (`close()` waits for it after its stop)."""
+        self._idle.set()
         self._output: dict[str, list[str]] = {}
         """Output printed so far by each running call of the turn."""
         self.problems: list[str] = []
@@ -176,7 +182,14 @@ class AcpSession:
         except TetherError as exc:
             return str(exc)
         self.bridge.session_id = self.agent_session.id
+        # Kept from its start: a session never prompted can be loaded and listed.
+        runtime.ledger.note_session(self.id, cwd=str(self.workspace))
         return None
+
+    def record(self) -> SessionRecord | None:
+        """What the session's ledger keeps of it (where it works, its title)."""
+        assert self.agent_session is not None
+        return self.agent_session.agent.runtime.ledger.session(self.id)
 
     async def tell_problems(self) -> None:
         """Show the editor what did not load for this session, as the agent's message.
@@ -197,13 +210,31 @@ class AcpSession:
             TurnFailed: the model could not be used.
         """
         assert self.agent_session is not None
+        self.agent_session.agent.runtime.ledger.note_session(
+            self.id, cwd=str(self.workspace), title=_title(text)
+        )
         self.prompting = True
+        self._idle = anyio.Event()
         try:
             ended = await self.agent_session.prompt(text)
         finally:
             self.prompting = False
             self._output.clear()
+            self._idle.set()
         return _stop_reason(ended)
+
+    async def close(self, *, reason: str) -> None:
+        """End the session's runtime, its running turn stopped and settled first.
+
+        The turn is stopped as `session/cancel` stops it (its prompt answers
+        `cancelled`).
+        """
+        self.ending = True
+        if self.prompting:
+            await self.abort(source="user", reason=reason)
+            await self._idle.wait()
+        self.closing.set()
+        await self.closed.wait()
 
     async def abort(self, *, source: AbortSource, reason: str) -> AbortReport:
         """Stop the running turn (`Session.abort()`, within its bound)."""
@@ -324,6 +355,17 @@ def _stop_reason(ended: TurnEnded) -> AcpStopReason:
     if ended.stop_reason == "error":
         raise TurnFailed(ended.error or "the model could not be used")
     return _STOP_REASONS[ended.stop_reason]
+
+
+_TITLE_BOUND: Final = 80
+
+
+def _title(text: str) -> str | None:
+    """A session's title: its first prompt's first line, bounded."""
+    line = text.strip().partition("\n")[0].strip()
+    if len(line) > _TITLE_BOUND:
+        line = line[: _TITLE_BOUND - 1] + "…"
+    return line or None
 
 
 def _failed_server(problems: list[str], requested: list[str]) -> str | None:

@@ -7,6 +7,10 @@ one place that fixes both: it hands the SDK only objects that look like JSON-RPC
 messages and answers everything else itself (-32700 for a line that is not JSON, -32600
 for one that is not a request, notification or response), then keeps serving.
 
+It also keeps the editor's requests not yet answered, so a `$/cancel_request`
+notification (which the SDK does not route) reaches `on_cancel_request` with the request
+it names; one naming no pending request is dropped, as the protocol asks.
+
 It does not know about sessions or tools; it moves frames.
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import anyio
 import anyio.abc
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ("LineTransport",)
 
 _VERSION: Final = "2.0"
+_CANCEL_REQUEST: Final = "$/cancel_request"
 
 
 class LineTransport:
@@ -52,6 +57,11 @@ class LineTransport:
         self.on_result: Callable[[object], None] | None = None
         """Called with a response's result once its frame is written (what follows a
         `session/new` answer can then be sent after it)."""
+        self.on_cancel_request: Callable[[str, dict[str, Any]], None] | None = None
+        """Called with the method and params of a pending request a `$/cancel_request`
+        names (the request is still answered, by its handler)."""
+        self._pending: dict[str | int, tuple[str, dict[str, Any]]] = {}
+        """The peer's requests not answered yet, by id: their method and params."""
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one frame; frames never interleave."""
@@ -68,6 +78,9 @@ class LineTransport:
                 raise ConnectionError(
                     f"the ACP client read nothing for {self._write_bound:g} s"
                 )
+            answered = message.get("id")
+            if "method" not in message and _is_id(answered):
+                self._pending.pop(answered, None)
             if self.on_result is not None and "result" in message:
                 self.on_result(message["result"])
 
@@ -97,11 +110,30 @@ class LineTransport:
                 continue
             problem = _problem(message)
             if problem is None:
+                if self._cancels_a_request(message):
+                    continue
                 return message  # type: ignore[no-any-return]
             frame_id = message.get("id") if isinstance(message, dict) else None
             if not isinstance(frame_id, str | int) or isinstance(frame_id, bool):
                 frame_id = None
             await self._reject(frame_id, INVALID_REQUEST, "Invalid request", problem)
+
+    def _cancels_a_request(self, message: dict[str, Any]) -> bool:
+        """Keep a request as pending; take a `$/cancel_request` notification here."""
+        method = message.get("method")
+        if method is None:
+            return False
+        if "id" in message:
+            if _is_id(message["id"]):
+                self._pending[message["id"]] = (method, _params(message))
+            return False
+        if method != _CANCEL_REQUEST:
+            return False
+        named = _params(message).get("requestId")
+        pending = self._pending.get(named) if _is_id(named) else None
+        if pending is not None and self.on_cancel_request is not None:
+            self.on_cancel_request(*pending)
+        return True
 
     async def close(self) -> None:
         """Stop sending; a frame being written is finished first."""
@@ -118,6 +150,15 @@ class LineTransport:
             ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError
         ):
             await self.send({"jsonrpc": _VERSION, "id": frame_id, "error": error})
+
+
+def _params(message: dict[str, Any]) -> dict[str, Any]:
+    params = message.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def _is_id(value: object) -> TypeGuard[str | int]:
+    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def _problem(message: object) -> str | None:

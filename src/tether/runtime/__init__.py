@@ -19,6 +19,8 @@ from ._agent_events import ToolCallStarted as ToolCallStarted
 from ._agent_events import TurnEnded as TurnEnded
 from ._ledger import CallRecord as CallRecord
 from ._ledger import CallState as CallState
+from ._ledger import SessionRecord as SessionRecord
+from ._ledger import read_sessions as read_sessions
 from ._runtime import Runtime as Runtime
 from ._session import Session as Session
 from ._session import Turn as Turn
@@ -46,6 +48,7 @@ __all__ = (
     "Runtime",
     "RuntimeEvent",
     "Session",
+    "SessionRecord",
     "StopReason",
     "ToolCallEnded",
     "ToolCallProgress",
@@ -57,5 +60,6 @@ __all__ = (
     "TurnEnded",
     "TurnSettled",
     "default_system",
+    "read_sessions",
     "tool_result_text",
 )

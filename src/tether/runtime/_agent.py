@@ -160,14 +160,16 @@ class Agent:
     def resume(
         self, session_id: str, *, on_event: EventCallback | None = None
     ) -> AgentSession:
-        """Continue a session whose transcript is in the runtime's ledger.
+        """Continue a session the runtime's ledger keeps.
+
+        Its transcript is read back; a session never prompted has only its record.
 
         Raises:
-            UsageError: the ledger holds no transcript of that session.
+            UsageError: the ledger knows no such session.
         """
         runtime = self.runtime
         saved = runtime.ledger.messages(session_id)
-        if not saved:
+        if not saved and runtime.ledger.session(session_id) is None:
             raise UsageError(
                 f"no session {session_id} in the ledger"
                 f" {runtime.ledger.path or '(memory)'}; start a new one"

@@ -36,7 +36,14 @@ from ..errors import ErrorCode, StoreError, ToolAborted, UsageError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ("CallRecord", "CallState", "Ledger", "read_ledger_file")
+__all__ = (
+    "CallRecord",
+    "CallState",
+    "Ledger",
+    "SessionRecord",
+    "read_ledger_file",
+    "read_sessions",
+)
 
 
 class CallState(enum.StrEnum):
@@ -209,6 +216,20 @@ Row = dict[str, Any]
 """A call's columns that differ from the blank record, but its session and call id."""
 
 
+@attrs.frozen
+class SessionRecord:
+    """A session the ledger knows of: where it works, its title, when it changed.
+
+    Sessions are kept from their start, before any message.
+    """
+
+    session_id: str
+    cwd: str
+    title: str | None
+    updated_at: float
+    """Seconds since the epoch."""
+
+
 class Ledger:
     """Call records in order; optionally written through to a SQLite file (WAL, 0600).
 
@@ -229,6 +250,8 @@ class Ledger:
         self.path = path
         self._transcripts: dict[str, list[dict[str, Any]]] = {}
         """Messages of agent sessions, by session id, in order (the transcript table)."""
+        self._sessions: dict[str, SessionRecord] = {}
+        """Sessions noted by this ledger (the sessions table), by id."""
         self._db: sqlite3.Connection | None = None
         self._writer: _Writer | None = None
         if path is not None:
@@ -451,6 +474,45 @@ class Ledger:
                 self._transcripts[session_id] = [json.loads(r[0]) for r in rows]
         return [dict(m) for m in self._transcripts.get(session_id, ())]
 
+    # -- sessions -----------------------------------------------------------------------
+
+    def note_session(
+        self, session_id: str, *, cwd: str, title: str | None = None
+    ) -> SessionRecord:
+        """Keep that a session exists (working in `cwd`) and changed now.
+
+        A title is kept once: the first one given stays.
+        """
+        known = self.session(session_id)
+        now = time.time()
+        record = SessionRecord(
+            session_id,
+            cwd,
+            known.title if known is not None and known.title else title,
+            now,
+        )
+        self._sessions[session_id] = record
+        if self._db is not None:
+            self._db.execute(
+                "INSERT INTO sessions (session_id, cwd, title, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+                " cwd = excluded.cwd, title = COALESCE(sessions.title, excluded.title),"
+                " updated_at = excluded.updated_at",
+                (session_id, cwd, record.title, now, now),
+            )
+        return record
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        """The session's record, or None if the ledger has never noted it."""
+        if session_id not in self._sessions and self._db is not None:
+            row = self._db.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is not None:
+                self._sessions[session_id] = SessionRecord(*row)
+        return self._sessions.get(session_id)
+
     def _write(self, session_id: str, call_id: str, row: Row, *, insert: bool) -> None:
         try:
             self._execute(session_id, call_id, row, insert=insert)
@@ -505,6 +567,27 @@ def read_ledger_file(path: Path) -> list[CallRecord]:
     return [_from_row(row) for row in rows]
 
 
+_SESSION_COLUMNS = "session_id, cwd, title, updated_at"
+
+
+def read_sessions(path: Path) -> list[SessionRecord]:
+    """Every session a SQLite ledger file keeps, the latest changed first.
+
+    The file is opened read-only; one written before sessions were kept has none.
+    """
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        if "sessions" not in tables:
+            return []
+        rows = db.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY updated_at DESC"
+        ).fetchall()
+    finally:
+        db.close()
+    return [SessionRecord(*row) for row in rows]
+
+
 def _from_row(row: tuple[Any, ...]) -> CallRecord:
     return CallRecord(**dict(zip(_COLUMNS, row, strict=True)))
 
@@ -544,6 +627,11 @@ def _open_db(path: Path) -> sqlite3.Connection:
         "CREATE TABLE IF NOT EXISTS transcript ("
         "seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,"
         " turn_id TEXT, message TEXT NOT NULL, created_at REAL)"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS sessions ("
+        "session_id TEXT PRIMARY KEY, cwd TEXT NOT NULL, title TEXT,"
+        " created_at REAL, updated_at REAL NOT NULL)"
     )
     for suffix in ("-wal", "-shm"):
         side = Path(f"{path}{suffix}")
