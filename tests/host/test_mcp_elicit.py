@@ -104,10 +104,12 @@ async def test_declined_by_the_person(workspace: Path) -> None:
 @pytest.mark.anyio
 async def test_no_elicitor_declines_and_says_why(workspace: Path) -> None:
     """With no one to answer, the capability is not advertised; a server that asks
-    anyway is declined (not an error), and the call's output says why."""
+    anyway is declined (not an error), and the call's output and result say why (the
+    ledger keeps it)."""
     async with _runtime(workspace, None) as runtime:
         events = runtime.subscribe()
-        async with events, runtime.session().turn() as turn:
+        session = runtime.session()
+        async with events, session.turn() as turn:
             advertised = await turn.call("mcp__fx__can_elicit", {})
             result = await turn.call("mcp__fx__ask_anyway", {})
             progress = []
@@ -118,9 +120,12 @@ async def test_no_elicitor_declines_and_says_why(workspace: Path) -> None:
                     break
                 if isinstance(event, ToolProgress):
                     progress.append(event.text)
+        records = session.ledger_calls()
+    why = "fx asked: Order something?: declined (no one here can answer)"
     assert advertised.output == "no"
-    assert (result.output, result.is_error) == ("decline", False)
-    assert progress == ["fx asked: Order something?: declined (no one here can answer)"]
+    assert (result.output, result.is_error) == (f"decline\n[{why}]", False)
+    assert progress == [why]
+    assert records[-1].output == f"decline\n[{why}]"
 
 
 @pytest.mark.anyio
@@ -156,7 +161,8 @@ async def test_stop_withdraws_a_pending_question(workspace: Path) -> None:
                 await session.settled()
             took = time.monotonic() - started
         [result] = outcome
-        assert (result.output, result.is_error) == ("cancel", False)
+        why = "fx asked: Order something?: withdrawn by the stop (cancel)"
+        assert (result.output, result.is_error) == (f"cancel\n[{why}]", False)
         [record] = session.ledger_calls()
         assert record.state is CallState.SUCCEEDED
         assert took < 5, took

@@ -45,7 +45,7 @@ the elicitor given to `McpTools.open` (`Runtime(elicitor=...)`), named with the 
 that was running on that server; the capability is advertised only when there is
 one. A stop that reaches the call withdraws a pending question (the server is told
 `cancel`). With no elicitor, or a URL-mode question, the answer is `decline`, and the
-call's output says why.
+call's output and result say why.
 
 The request id a cancel names is learnt from the client's own write of the
 `tools/call` message (`_Tap`): the SDK mints it and does not return it.
@@ -216,7 +216,14 @@ class _Sent:
     ctx: ToolContext
     tool: str
     request_id: mcp_types.RequestId | None = None
+    notes: list[str] = attrs.field(factory=list)
+    """Questions tether answered for the person (declined, withdrawn), and why."""
     written: anyio.Event = attrs.field(factory=anyio.Event)
+
+    def note(self, text: str) -> None:
+        """Say it now (the call's output) and with the result (the ledger, the model)."""
+        self.notes.append(text)
+        self.ctx.progress(text)
 
 
 _SENDING: contextvars.ContextVar[_Sent | None] = contextvars.ContextVar(
@@ -356,13 +363,13 @@ class _Server:
         first = calls[0]
         asked = f"{self.name} asked: {params.message}"
         if not isinstance(params, mcp_types.ElicitRequestFormParams):
-            first.ctx.progress(
+            first.note(
                 f"{asked}: declined (only forms are answered; URL: {params.url})"
             )
             return mcp_types.ElicitResult(action="decline")
         elicitor = self.elicitor
         if elicitor is None:
-            first.ctx.progress(f"{asked}: declined (no one here can answer)")
+            first.note(f"{asked}: declined (no one here can answer)")
             return mcp_types.ElicitResult(action="decline")
         request = ElicitationRequest(
             session_id=first.ctx.session_id,
@@ -392,10 +399,10 @@ class _Server:
             tg.start_soon(ask)
             tg.start_soon(withdraw)
         if failure:
-            first.ctx.progress(f"{asked}: declined (the elicitor raised {failure})")
+            first.note(f"{asked}: declined (the elicitor raised {failure})")
             return mcp_types.ElicitResult(action="decline")
         if not answers:
-            first.ctx.progress(f"{asked}: withdrawn by the stop (cancel)")
+            first.note(f"{asked}: withdrawn by the stop (cancel)")
             return mcp_types.ElicitResult(action="cancel")
         answer = answers[0]
         if answer.action != "accept":
@@ -578,7 +585,7 @@ class McpTool(Tool):
             raise ToolFailed(f"{self.name}: the server's connection closed") from None
         if isinstance(result, Exception):
             raise result
-        text = _result_text(result)
+        text = "\n".join([_result_text(result), *(f"[{n}]" for n in sent.notes)])
         if result.is_error:
             raise ToolFailed(text or f"{self.name} reported an error")
         return text
