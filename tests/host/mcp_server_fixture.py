@@ -2,7 +2,8 @@
 
 Run as `python mcp_server_fixture.py` for stdio, or `python mcp_server_fixture.py --http`
 to serve streamable HTTP on a free loopback port (the port is printed on stdout as
-`PORT <n>` once the socket listens); `--linger` keeps it alive after its stdin closes. Over stdio, every message the server receives is
+`PORT <n>` once the socket listens); `--linger` keeps it alive after its stdin closes; `--legacy` makes it a server of
+the handshake era (2025-11-25: no `server/discover`, questions sent mid-call). Over stdio, every message the server receives is
 recorded, so a test can ask (tool `events`) whether `notifications/cancelled` arrived.
 """
 
@@ -232,6 +233,13 @@ class RecordingReader:
         if isinstance(item, SessionMessage):
             data = item.message.model_dump(by_alias=True, exclude_none=True)
             method = data.get("method")
+            if method == "server/discover" and "--legacy" in sys.argv:
+                # Unknown to a server of the handshake era: the client falls back.
+                return SessionMessage(
+                    mcp_types.JSONRPCRequest(
+                        jsonrpc="2.0", id=data["id"], method="legacy/unknown"
+                    )
+                )
             if method is not None:
                 params = data.get("params") or {}
                 record(f"recv {method} {params.get('requestId', data.get('id', ''))}")

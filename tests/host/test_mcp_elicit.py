@@ -33,12 +33,11 @@ ABORT_BOUND = 0.5
 
 @asynccontextmanager
 async def _runtime(
-    workspace: Path, elicitor: Elicitor | None
+    workspace: Path, elicitor: Elicitor | None, *, legacy: bool = False
 ) -> AsyncIterator[Runtime]:
     """A runtime whose standard tools hold the fixture server's, as `fx`."""
-    config = Config(
-        mcp_servers={"fx": {"command": sys.executable, "args": [str(FIXTURE)]}}
-    )
+    args = [str(FIXTURE), *(["--legacy"] if legacy else [])]
+    config = Config(mcp_servers={"fx": {"command": sys.executable, "args": args}})
     with anyio.fail_after(60):
         async with Runtime(
             workspace=workspace,
@@ -53,9 +52,11 @@ async def _runtime(
 
 
 @pytest.mark.anyio
-async def test_accepted_content_reaches_the_tool(workspace: Path) -> None:
+@pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
+async def test_accepted_content_reaches_the_tool(workspace: Path, legacy: bool) -> None:
     """The elicitor is asked with the call's ids and the server's form; its content
-    is what the tool receives."""
+    is what the tool receives. Either revision: a round of `input_required` in the
+    call, or a request of the server's while the call runs."""
     asked: list[ElicitationRequest] = []
 
     async def elicitor(request: ElicitationRequest) -> ElicitationAnswer:
@@ -63,11 +64,13 @@ async def test_accepted_content_reaches_the_tool(workspace: Path) -> None:
         content = {"name": "Ann", "count": 2, "gift": True, "color": "green"}
         return ElicitationAnswer("accept", content)
 
-    async with _runtime(workspace, elicitor) as runtime:
+    async with _runtime(workspace, elicitor, legacy=legacy) as runtime:
         session = runtime.session()
         async with session.turn() as turn:
             advertised = await turn.call("mcp__fx__can_elicit", {})
             result = await turn.call("mcp__fx__ask", {})
+            events = await turn.call("mcp__fx__events", {})
+    assert ("recv initialize" in events.output) is legacy, events.output
     assert advertised.output == "yes"
     assert not result.is_error, result.output
     action, _, data = result.output.partition(" ")
