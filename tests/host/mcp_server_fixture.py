@@ -2,7 +2,8 @@
 
 Run as `python mcp_server_fixture.py` for stdio, or `python mcp_server_fixture.py --http`
 to serve streamable HTTP on a free loopback port (the port is printed on stdout as
-`PORT <n>` once the socket listens); `--linger` keeps it alive after its stdin closes. Over stdio, every message the server receives is
+`PORT <n>` once the socket listens); `--linger` keeps it alive after its stdin closes; `--legacy` makes it a server of
+the handshake era (2025-11-25: no `server/discover`, questions sent mid-call). Over stdio, every message the server receives is
 recorded, so a test can ask (tool `events`) whether `notifications/cancelled` arrived.
 """
 
@@ -15,14 +16,21 @@ import socket
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 import mcp_types
+from mcp.server.elicitation import (
+    AcceptedElicitation,
+    ElicitationResult,
+    render_elicitation_schema,
+)
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -54,6 +62,56 @@ async def slow(steps: int, ctx: Context) -> str:
         await ctx.report_progress(i + 1, steps, f"step {i + 1}")
         await anyio.sleep(0.01)
     return f"done after {steps} steps"
+
+
+class Order(BaseModel):
+    """The form `ask` puts to the person (MCP's flat schema: string, integer, boolean,
+    enum)."""
+
+    name: str = Field(description="Who it is for")
+    count: int = Field(description="How many")
+    gift: bool = Field(default=False, description="Wrap it")
+    color: Literal["red", "green"] = Field(default="red", description="Which color")
+
+
+def order_form() -> Elicit[Order]:
+    """The resolver of `ask`'s order: a question to the person."""
+    return Elicit("Order something?", Order)
+
+
+@server.tool()
+async def ask(order: Annotated[ElicitationResult[Order], Resolve(order_form)]) -> str:
+    """Ask the person for an order (the SDK's resolver, either revision); say what
+    came back: `accept {...}`, `decline` or `cancel`."""
+    record(f"ask {order.action}")
+    if isinstance(order, AcceptedElicitation):
+        return f"accept {order.data.model_dump_json()}"
+    return order.action
+
+
+@server.tool()
+async def ask_anyway(ctx: Context) -> str | mcp_types.InputRequiredResult:
+    """Ask for an order whatever the client advertised (2026-07-28's input_required
+    round); say the answer's action."""
+    answers = ctx.input_responses
+    if not answers:
+        question = mcp_types.ElicitRequest(
+            params=mcp_types.ElicitRequestFormParams(
+                message="Order something?",
+                requested_schema=render_elicitation_schema(Order),
+            )
+        )
+        return mcp_types.InputRequiredResult(input_requests={"order": question})
+    answer = answers["order"]
+    assert isinstance(answer, mcp_types.ElicitResult)
+    return answer.action
+
+
+@server.tool()
+async def can_elicit(ctx: Context) -> str:
+    """`yes` when the client advertised the elicitation capability, else `no`."""
+    caps = ctx.request_context.session.client_capabilities
+    return "yes" if caps is not None and caps.elicitation is not None else "no"
 
 
 @server.tool()
@@ -175,6 +233,13 @@ class RecordingReader:
         if isinstance(item, SessionMessage):
             data = item.message.model_dump(by_alias=True, exclude_none=True)
             method = data.get("method")
+            if method == "server/discover" and "--legacy" in sys.argv:
+                # Unknown to a server of the handshake era: the client falls back.
+                return SessionMessage(
+                    mcp_types.JSONRPCRequest(
+                        jsonrpc="2.0", id=data["id"], method="legacy/unknown"
+                    )
+                )
             if method is not None:
                 params = data.get("params") or {}
                 record(f"recv {method} {params.get('requestId', data.get('id', ''))}")

@@ -1,7 +1,8 @@
 """`tether chat`: an agent session in the terminal, with a Stop that tells the truth.
 
 prompt_toolkit reads the person's lines and, while a turn runs, single keys (Esc and
-Ctrl-C stop the turn; y / a / n answer a permission prompt); rich prints the streamed
+Ctrl-C stop the turn; y / a / n answer a permission prompt; y / n / c and one line per
+field answer an MCP server's question); rich prints the streamed
 answer, a status line while a model request is waited for (and retried), one status line
 per tool call change and the abort report while a stopped turn settles. The session and its transcript live in the account's ledger file, so
 `--resume ID` continues one.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,11 +25,19 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..models import Model
-    from ..runtime import AgentEvent, AgentSession, PendingCall, PermissionRequest
+    from ..runtime import (
+        AgentEvent,
+        AgentSession,
+        ElicitationAnswer,
+        ElicitationRequest,
+        PendingCall,
+        PermissionRequest,
+    )
 
 __all__ = ("chat",)
 
 _ANSWERS = {"y": "once", "a": "always", "n": "deny"}
+_FORM_ANSWERS = {"y": "accept", "n": "decline", "c": "cancel"}
 
 _SHOWN_LINES = 20
 """Output lines of one call shown on the screen; the rest are counted."""
@@ -143,6 +152,10 @@ class _Terminal:
         self.always: set[str] = set()
         self.question: tuple[anyio.Event, list[str]] | None = None
         """The one prompt on the screen that a key answers, if any."""
+        self.keys_answer = _ANSWERS
+        """The keys that answer the prompt on the screen, and what each means."""
+        self.typing: tuple[anyio.Event, list[str]] | None = None
+        """The form field being typed, if any: set at Enter, with the line typed."""
         self.asking: anyio.Lock | None = None
         """Held while a prompt waits: a second request is asked after the first."""
         self.stopping = False
@@ -270,13 +283,34 @@ class _Terminal:
             if key.key in (Keys.Escape, Keys.ControlC):
                 assert self.task_group is not None
                 self.task_group.start_soon(self.stop)
-            elif self.question is not None and key.data.lower() in _ANSWERS:
+            elif self.typing is not None:
+                self._type(key.key, key.data)
+            elif self.question is not None and key.data.lower() in self.keys_answer:
                 # One key per prompt: a key typed before the next prompt shows
                 # answers nothing.
                 answered, choice = self.question
                 self.question = None
-                choice.append(_ANSWERS[key.data.lower()])
+                choice.append(self.keys_answer[key.data.lower()])
                 answered.set()
+
+    def _type(self, key: object, data: str) -> None:
+        """One key of a form field: Enter ends the line, Backspace takes one back."""
+        from prompt_toolkit.keys import Keys
+
+        assert self.typing is not None
+        done, line = self.typing
+        if key in (Keys.ControlM, Keys.ControlJ):
+            self.typing = None
+            self.console.file.write("\n")
+            done.set()
+        elif key in (Keys.ControlH, Keys.Backspace):
+            if line:
+                line.pop()
+                self.console.file.write("\b \b")
+        elif data.isprintable():
+            line.append(data)
+            self.console.file.write(data)
+        self.console.file.flush()
 
     async def stop(self) -> None:
         """Stop the turn and show what still settles, then what it became.
@@ -388,6 +422,77 @@ class _Terminal:
         self._line(f"  {choice[0]}", "magenta")
         return choice[0] != "deny"
 
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """Put an MCP server's question to the person: answer, decline or cancel.
+
+        Answered field by field, one line each. A stop withdraws it (this task is
+        cancelled).
+        """
+        import anyio
+
+        if self.asking is None:
+            self.asking = anyio.Lock()
+        async with self.asking:
+            try:
+                return await self._elicit(request)
+            except anyio.get_cancelled_exc_class():
+                self.question = self.typing = None
+                self.keys_answer = _ANSWERS
+                self._line("  question withdrawn by the stop", "yellow")
+                raise
+
+    async def _elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        import anyio
+
+        from ..runtime import ElicitationAnswer
+
+        with anyio.move_on_after(1.0):
+            await self._shown(request.call_id).wait()
+        self._line(f"? {request.server} asks: {request.message}", "bold magenta")
+        self._line("  [y] answer  [n] decline  [c] cancel", "magenta")
+        answered = anyio.Event()
+        choice: list[str] = []
+        self.question, self.keys_answer = (answered, choice), _FORM_ANSWERS
+        try:
+            await answered.wait()
+        finally:
+            self.question, self.keys_answer = None, _ANSWERS
+        self._line(f"  {choice[0]}", "magenta")
+        if choice[0] != "accept":
+            return ElicitationAnswer("decline" if choice[0] == "decline" else "cancel")
+        properties = request.schema.get("properties", {})
+        required = set(request.schema.get("required", []))
+        content: dict[str, object] = {}
+        for name, field in properties.items():
+            value = await self._field(name, field, name in required)
+            if value is not None:
+                content[name] = value
+        return ElicitationAnswer("accept", content)
+
+    async def _field(self, name: str, field: dict[str, Any], required: bool) -> object:
+        """Read one field until its line is valid; None: left empty and optional."""
+        import anyio
+
+        hint = _field_hint(field)
+        label = str(field.get("title") or name)
+        while True:
+            self.console.print(
+                visible(f"  {label}{' *' if required else ''} ({hint}): "),
+                end="",
+                markup=False,
+                highlight=False,
+            )
+            done, line = anyio.Event(), list[str]()
+            self.typing = (done, line)
+            try:
+                await done.wait()
+            finally:
+                self.typing = None
+            value, problem = _field_value("".join(line).strip(), field, required)
+            if not problem:
+                return value
+            self._line(f"  {problem}", "red")
+
     async def run_turn(self, session: AgentSession, text: str) -> None:
         """Run one turn with the keys in raw mode, so Esc and Ctrl-C stop it."""
         import anyio
@@ -423,7 +528,10 @@ async def _chat(
     terminal = _Terminal(console, keys)
     lines: PromptSession[str] = PromptSession()
     async with Runtime(
-        workspace=workspace, ledger=ledger_path(), approver=terminal.approve
+        workspace=workspace,
+        ledger=ledger_path(),
+        approver=terminal.approve,
+        elicitor=terminal.elicit,
     ) as runtime:
         for problem in runtime.problems:
             console.print(f"note: {problem}", style="yellow", markup=False)
@@ -502,3 +610,53 @@ def _show_history(console: Console, session: AgentSession, last: int = 6) -> Non
             f" [{calls}]" if calls else ""
         )
         console.print(f"  {who}: {text}{tail}", style="dim", markup=False)
+
+
+def _choices(field: dict[str, Any]) -> list[Any]:
+    """The values an enum field allows (`enum`, or `oneOf` of `const`s)."""
+    if "enum" in field:
+        return list(field["enum"])
+    return [option.get("const") for option in field.get("oneOf", [])]
+
+
+def _field_hint(field: dict[str, Any]) -> str:
+    """How a field of an MCP form is typed: its type, choices, default."""
+    choices = _choices(field)
+    kind = field.get("type", "string")
+    hint = "one of " + ", ".join(map(str, choices)) if choices else str(kind)
+    if kind == "boolean":
+        hint = "y/n"
+    if "default" in field:
+        hint += f"; Enter: {field['default']}"
+    return hint
+
+
+def _field_value(
+    text: str, field: dict[str, Any], required: bool
+) -> tuple[object, str]:
+    """The value typed for a field, or the problem with it.
+
+    MCP's form schema is flat: string, number, integer, boolean, enum.
+    """
+    if not text:
+        if "default" in field:
+            return field["default"], ""
+        return None, "an answer is needed" if required else ""
+    choices = _choices(field)
+    if choices:
+        if text in map(str, choices):
+            return choices[[str(c) for c in choices].index(text)], ""
+        return None, "one of " + ", ".join(map(str, choices))
+    kind = field.get("type", "string")
+    if kind == "boolean":
+        if text.lower() in ("y", "yes", "true"):
+            return True, ""
+        if text.lower() in ("n", "no", "false"):
+            return False, ""
+        return None, "y or n"
+    if kind in ("integer", "number"):
+        try:
+            return (int(text) if kind == "integer" else float(text)), ""
+        except ValueError:
+            return None, f"a number{' (whole)' if kind == 'integer' else ''}"
+    return text, ""

@@ -8,6 +8,9 @@ from ._contain import containment as containment
 from ._proctree import run_command as run_command
 from ._protocol import AbortSource as AbortSource
 from ._protocol import Approver as Approver
+from ._protocol import ElicitationAnswer as ElicitationAnswer
+from ._protocol import ElicitationRequest as ElicitationRequest
+from ._protocol import Elicitor as Elicitor
 from ._protocol import PermissionRequest as PermissionRequest
 from ._rules import PermissionRules as PermissionRules
 from ._tool import FunctionTool as FunctionTool
@@ -22,6 +25,9 @@ __all__ = (
     "Approver",
     "CommandOutcome",
     "Containment",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "Elicitor",
     "FunctionTool",
     "PermissionRequest",
     "PermissionRules",

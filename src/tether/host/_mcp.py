@@ -40,6 +40,13 @@ server annotates `readOnlyHint` become `READ_ONLY`: a stop cancels the waiting t
 and the SDK then sends `notifications/cancelled` before the cancellation goes on.
 Progress notifications become `ctx.progress(...)`.
 
+Elicitation (`elicitation/create`, a server asking the person during a call) goes to
+the elicitor given to `McpTools.open` (`Runtime(elicitor=...)`), named with the call
+that was running on that server; the capability is advertised only when there is
+one. A stop that reaches the call withdraws a pending question (the server is told
+`cancel`). With no elicitor, or a URL-mode question, the answer is `decline`, and the
+call's output and result say why.
+
 The request id a cancel names is learnt from the client's own write of the
 `tools/call` message (`_Tap`): the SDK mints it and does not return it.
 """
@@ -85,12 +92,14 @@ from .._env import TetherEnv
 from ..errors import InvalidInput, ToolFailed, UsageError
 from ._contain import Network, containment_now, supervisor_argv, tree_env
 from ._proctree import namespace_wall, resolve_command
+from ._protocol import ElicitationAnswer, ElicitationRequest, Elicitor
 from ._tool import StopClass, Tool, ToolContext
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from mcp.client._transport import TransportStreams, WriteStream
+    from mcp.client.session import ClientRequestContext
 
     from .._config import Config
 
@@ -204,8 +213,17 @@ def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
 class _Sent:
     """One `tools/call` of ours: its JSON-RPC id once the client has written it."""
 
+    ctx: ToolContext
+    tool: str
     request_id: mcp_types.RequestId | None = None
+    notes: list[str] = attrs.field(factory=list)
+    """Questions tether answered for the person (declined, withdrawn), and why."""
     written: anyio.Event = attrs.field(factory=anyio.Event)
+
+    def note(self, text: str) -> None:
+        """Say it now (the call's output) and with the result (the ledger, the model)."""
+        self.notes.append(text)
+        self.ctx.progress(text)
 
 
 _SENDING: contextvars.ContextVar[_Sent | None] = contextvars.ContextVar(
@@ -279,6 +297,10 @@ class _Server:
     _wanted: anyio.Event = attrs.field(factory=anyio.Event)
     _changed: anyio.Event = attrs.field(factory=anyio.Event)
     closed: bool = False
+    elicitor: Elicitor | None = None
+    """Who answers the server's questions (None: they are declined)."""
+    running: list[_Sent] = attrs.field(factory=list)
+    """The calls this server is running now, oldest first."""
 
     def changed(self) -> None:
         """Wake every call waiting for the connection."""
@@ -323,6 +345,69 @@ class _Server:
     async def wait_wanted(self) -> None:
         await self._wanted.wait()
         self._wanted = anyio.Event()
+
+    async def elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
+        """Answer the server's `elicitation/create`: the elicitor's answer, or decline.
+
+        The question belongs to the call being sent from this task (the SDK's
+        multi-round-trip driver), else to the calls the server is running (one, as a
+        rule; it cannot say which of several asked). It is withdrawn (`cancel`) once a
+        stop has reached every one of them.
+        """
+        sending = _SENDING.get()
+        calls = [sending] if sending is not None else list(self.running)
+        if not calls:
+            return mcp_types.ElicitResult(action="decline")
+        first = calls[0]
+        asked = f"{self.name} asked: {params.message}"
+        if not isinstance(params, mcp_types.ElicitRequestFormParams):
+            first.note(
+                f"{asked}: declined (only forms are answered; URL: {params.url})"
+            )
+            return mcp_types.ElicitResult(action="decline")
+        elicitor = self.elicitor
+        if elicitor is None:
+            first.note(f"{asked}: declined (no one here can answer)")
+            return mcp_types.ElicitResult(action="decline")
+        request = ElicitationRequest(
+            session_id=first.ctx.session_id,
+            call_id=first.ctx.call_id,
+            tool=first.tool,
+            server=self.name,
+            message=params.message,
+            schema=json.loads(json.dumps(params.requested_schema)),
+        )
+        answers: list[ElicitationAnswer] = []
+        failure = ""
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                nonlocal failure
+                try:
+                    answers.append(await elicitor(request))
+                except Exception as exc:  # the elicitor's own failure: a decline
+                    failure = f"{type(exc).__name__}: {exc}"
+                tg.cancel_scope.cancel()
+
+            async def withdraw() -> None:
+                for call in calls:
+                    await call.ctx.cancelled.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(ask)
+            tg.start_soon(withdraw)
+        if failure:
+            first.note(f"{asked}: declined (the elicitor raised {failure})")
+            return mcp_types.ElicitResult(action="decline")
+        if not answers:
+            first.note(f"{asked}: withdrawn by the stop (cancel)")
+            return mcp_types.ElicitResult(action="cancel")
+        answer = answers[0]
+        if answer.action != "accept":
+            return mcp_types.ElicitResult(action=answer.action)
+        return mcp_types.ElicitResult(action="accept", content=dict(answer.content))
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -467,8 +552,9 @@ class McpTool(Tool):
         ) -> None:
             ctx.progress(_progress_text(progress, total, message))
 
-        sent = _Sent()
+        sent = _Sent(ctx, self.name)
         token = _SENDING.set(sent)
+        server.running.append(sent)
         result: mcp_types.CallToolResult | Exception
         try:
             async with anyio.create_task_group() as tg:
@@ -492,13 +578,14 @@ class McpTool(Tool):
             raise
         finally:
             _SENDING.reset(token)
+            server.running.remove(sent)
         if isinstance(result, MCPError):
             raise ToolFailed(f"{self.name}: {result.error.message}") from None
         if isinstance(result, anyio.BrokenResourceError | anyio.ClosedResourceError):
             raise ToolFailed(f"{self.name}: the server's connection closed") from None
         if isinstance(result, Exception):
             raise result
-        text = _result_text(result)
+        text = "\n".join([_result_text(result), *(f"[{n}]" for n in sent.notes)])
         if result.is_error:
             raise ToolFailed(text or f"{self.name} reported an error")
         return text
@@ -511,11 +598,15 @@ async def _cancel_at_stop(client: Client, ctx: ToolContext, sent: _Sent) -> None
     never abandoned on a first stop.
     """
     await ctx.cancelled.wait()
-    await sent.written.wait()
-    assert sent.request_id is not None
+    if not sent.written.is_set():
+        await sent.written.wait()
+    # Read with no checkpoint after the stop: a question the stop withdrew is
+    # answered by a retried `tools/call` (2026-07-28), which must not be the one named.
+    request_id = sent.request_id
+    assert request_id is not None
     note = mcp_types.CancelledNotification(
         params=mcp_types.CancelledNotificationParams(
-            request_id=sent.request_id, reason="the person stopped the turn"
+            request_id=request_id, reason="the person stopped the turn"
         )
     )
     with suppress(Exception):  # a closed connection: the call learns it by itself
@@ -564,6 +655,7 @@ class McpTools:
     """Servers that were skipped, failed to start, or failed later."""
     _closing: anyio.Event = attrs.field(factory=anyio.Event, alias="closing")
     _workspace: Path = attrs.field(factory=Path.cwd, alias="workspace")
+    _elicitor: Elicitor | None = attrs.field(default=None, alias="elicitor")
 
     @classmethod
     @asynccontextmanager
@@ -573,15 +665,17 @@ class McpTools:
         *,
         startup_timeout: float = 10.0,
         workspace: Path | None = None,
+        elicitor: Elicitor | None = None,
     ) -> AsyncIterator[McpTools]:
         """Start the configured servers and yield their tools; stop them on exit.
 
         Stdio servers run walled, `workspace` (default: the working directory) the
         folder they may write. A server that fails to start (bad entry, command not
         found, no answer within `startup_timeout` seconds, a protocol error) is
-        reported in `.problems`.
+        reported in `.problems`. `elicitor` answers the servers' questions to the
+        person (None: they are declined, and the capability is not advertised).
         """
-        mcp = cls(workspace=(workspace or Path.cwd()).absolute())
+        mcp = cls(workspace=(workspace or Path.cwd()).absolute(), elicitor=elicitor)
         read_only_hint = config.mcp_read_only_hint
         slots: list[_Slot] = []
         async with anyio.create_task_group() as tg:
@@ -637,7 +731,7 @@ class McpTools:
         The first connection lists the tools; one a stop dropped is made again when a
         call asks for it, until the tools are closed.
         """
-        server = _Server(spec.name)
+        server = _Server(spec.name, elicitor=self._elicitor)
         with anyio.CancelScope() as life:
 
             async def end_at_close() -> None:
@@ -677,6 +771,8 @@ class McpTools:
                     client = await stack.enter_async_context(
                         await _client_for(spec, stack, errlog, self._workspace, server)
                     )
+                    if server.elicitor is None:
+                        _decline_unadvertised(client, server)
                     if first:
                         tools = await _list_tools(
                             server,
@@ -764,10 +860,15 @@ async def _client_for(
     server: _Server,
 ) -> Client:
     info = mcp_types.Implementation(name="tether", version="0.1.0")
+    # The SDK advertises elicitation exactly when a callback is given.
+    asks = server.elicit if server.elicitor is not None else None
     if spec.transport == "stdio":
         params = await _walled(spec, workspace)
         return Client(
-            _tapped(_stdio(params, errlog, server)), client_info=info, cache=None
+            _tapped(_stdio(params, errlog, server)),
+            client_info=info,
+            cache=None,
+            elicitation_callback=asks,
         )
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
@@ -775,7 +876,20 @@ async def _client_for(
         )
     )
     transport = streamable_http_client(spec.url, http_client=http)
-    return Client(_tapped(transport), client_info=info, cache=None)
+    return Client(
+        _tapped(transport), client_info=info, cache=None, elicitation_callback=asks
+    )
+
+
+def _decline_unadvertised(client: Client, server: _Server) -> None:
+    """With no elicitor, a server that asks anyway is declined, with the reason.
+
+    The capability was not advertised (no callback at the handshake); the SDK's
+    default would answer an error, which a server reports as its tool failing.
+    """
+    session = client.session
+    if hasattr(session, "_elicitation_callback"):
+        session._elicitation_callback = server.elicit
 
 
 @asynccontextmanager

@@ -26,6 +26,9 @@ __all__ = (
     "AbortSource",
     "Approver",
     "CallKey",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "Elicitor",
     "ExecuteRequest",
     "HostConnection",
     "HostEvent",
@@ -165,6 +168,34 @@ class PermissionRequest:
 
 Approver: TypeAlias = Callable[[PermissionRequest], Awaitable[bool]]
 """Decides a call that a rule (or the class default) sends to `ask`; cancelled by a stop."""
+
+
+@attrs.frozen
+class ElicitationRequest:
+    """An MCP server's question to the person (`elicitation/create`) during a call.
+
+    `schema` is the form MCP allows: an object whose `properties` are flat strings,
+    numbers, integers, booleans or enums (`required` lists the ones that must be given).
+    """
+
+    session_id: str
+    call_id: str
+    tool: str
+    server: str
+    message: str
+    schema: dict[str, Any]
+
+
+@attrs.frozen
+class ElicitationAnswer:
+    """The person's answer: `accept` with the form's `content`, `decline` or `cancel`."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] = attrs.field(factory=dict)
+
+
+Elicitor: TypeAlias = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]]
+"""Answers an MCP server's question; cancelled by a stop (the server is told `cancel`)."""
 
 
 Sink: TypeAlias = Callable[[HostEvent], None]

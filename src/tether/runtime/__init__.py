@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ..host import ElicitationAnswer as ElicitationAnswer
+from ..host import ElicitationRequest as ElicitationRequest
+from ..host import Elicitor as Elicitor
 from ..host import PermissionRequest as PermissionRequest
 from ._agent import Agent as Agent
 from ._agent import AgentSession as AgentSession
@@ -40,6 +43,9 @@ __all__ = (
     "CallChanged",
     "CallRecord",
     "CallState",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "Elicitor",
     "EventCallback",
     "MessageChunk",
     "ModelWaiting",

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from ..host._protocol import Approver, HostConnection
+    from ..host._protocol import Approver, Elicitor, HostConnection
 
 __all__ = ("MIN_ABORT_BOUND", "Runtime", "RuntimeStatistics")
 
@@ -80,7 +80,8 @@ class Runtime:
     `tools=None` gives the standard tools (built-in, plugins, configured MCP servers);
     `permissions` is a mapping of `allow` / `ask` / `deny` rule lists, or rules already
     built (None: the rules of the account's config); `approver` decides `ask` (None: ask
-    means deny); `grace` is the PROCESS grace window and `abort_bound` the bound on
+    means deny); `elicitor` answers an MCP server's question to the person during a call
+    (None: declined; the in-process host's servers only); `grace` is the PROCESS grace window and `abort_bound` the bound on
     `Session.abort()`, in seconds (None: the account's settings, 10 and 1 by default);
     `ledger` is None (memory) or a SQLite file path; `host` picks the in-process host or
     `tether host --stdio` in a child process.
@@ -93,6 +94,7 @@ class Runtime:
         tools: Sequence[Tool] | None = None,
         permissions: Mapping[str, Sequence[str]] | RuleSet | None = None,
         approver: Approver | None = None,
+        elicitor: Elicitor | None = None,
         grace: float | None = None,
         abort_bound: float | None = None,
         ledger: Path | str | None = None,
@@ -136,6 +138,7 @@ class Runtime:
         if host == "stdio":
             _refuse_what_cannot_cross(guard, self.rules)
         self.approver = approver
+        self.elicitor = elicitor
         self.grace = grace
         self.abort_bound = abort_bound
         self.host_kind: HostKind = host
@@ -237,7 +240,10 @@ class Runtime:
                 self._add_tools(
                     await stack.enter_async_context(
                         open_mcp_tools(
-                            self.config, self._problems, workspace=self.workspace
+                            self.config,
+                            self._problems,
+                            workspace=self.workspace,
+                            elicitor=self.elicitor,
                         )
                     )
                 )

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
+    from .._protocol import Elicitor
     from .._tool import Tool
 
 __all__ = ("default_tools", "open_mcp_tools", "standard_tools")
@@ -59,13 +60,17 @@ def standard_tools(config: Config, problems: list[str]) -> list[Tool]:
 
 @asynccontextmanager
 async def open_mcp_tools(
-    config: Config, problems: list[str], *, workspace: Path | None = None
+    config: Config,
+    problems: list[str],
+    *,
+    workspace: Path | None = None,
+    elicitor: Elicitor | None = None,
 ) -> AsyncIterator[list[Tool]]:
     """Start the configured MCP servers for the block and yield their tools.
 
     Stdio servers may write `workspace` (default: the working directory), walled as
     every process tree. Servers that fail to start are reported in `problems` and
-    skipped.
+    skipped. `elicitor` answers the servers' questions (None: declined).
     """
     if not config.mcp_servers:
         yield []
@@ -76,6 +81,6 @@ async def open_mcp_tools(
         return
     from .._mcp import McpTools
 
-    async with McpTools.open(config, workspace=workspace) as mcp:
+    async with McpTools.open(config, workspace=workspace, elicitor=elicitor) as mcp:
         problems.extend(str(p) for p in mcp.problems)
         yield list(mcp.tools)
