@@ -36,10 +36,13 @@ GRACE = 0.3
 
 @pytest.fixture
 def allowed(tether_home: Path) -> Path:
-    """The account's rules allow Read and Bash unattended (no one is there to ask)."""
+    """The account's rules allow Read, Bash and SlowWrite unattended (no one is there
+    to ask)."""
     config = tether_home / "config" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[permissions]\nallow = ["Read", "Bash"]\n', encoding="utf-8")
+    config.write_text(
+        '[permissions]\nallow = ["Read", "Bash", "SlowWrite"]\n', encoding="utf-8"
+    )
     return config
 
 
@@ -209,3 +212,43 @@ async def test_under_the_persons_stop_no_call_starts_and_the_refusal_says_why(
     assert not (workspace / "after").exists()
     states = [(c.tool, str(c.state), c.started_at) for c in _ledger(ledger)]
     assert states[-1] == ("Bash", "aborted", None)
+
+
+async def test_a_cancelled_write_runs_to_its_end_and_the_next_result_says_so(
+    workspace: Path, tmp_path: Path, allowed: Path
+) -> None:
+    """A started write is never abandoned: the file lands after the cancel, and the
+    next call's result says the call ran to its end, with its output."""
+    ledger = tmp_path / "ledger.sqlite"
+    tools = ("--tool", "tether.testing:SlowWrite", "--tool", "tether.testing:Echo")
+    async with served(workspace, ledger, *tools) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def write() -> None:
+                args = {"path": "out.txt", "text": "landed", "seconds": 1.0}
+                got = await client.call_tool("SlowWrite", args)
+                raise AssertionError(f"a cancelled request got an answer: {got}")
+
+            tg.start_soon(write)
+            with anyio.fail_after(20):
+                while not _ledger_has(ledger, "running"):  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        assert not (workspace / "out.txt").exists()
+        first = _text(await client.call_tool("Echo", {"text": "one"}))
+        told = first
+        with anyio.fail_after(10):
+            while "ended:" not in told:
+                told = _text(await client.call_tool("Echo", {"text": "again"}))
+    assert (workspace / "out.txt").read_text() == "landed"
+    assert "is still running: mutating" in first, first
+    assert "ran to its end anyway: wrote 6 bytes to out.txt" in told, told
+    (record,) = [c for c in _ledger(ledger) if c.tool == "SlowWrite"]
+    assert str(record.state) == "succeeded"
+
+
+def _ledger_has(ledger: Path, state: str) -> bool:
+    try:
+        return any(str(c.state) == state for c in read_ledger_file(ledger))
+    except Exception:  # not made yet
+        return False
