@@ -148,7 +148,8 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
 
             tg.start_soon(hung)
             with anyio.fail_after(20):
-                while len(tree := _marked()) < 3:  # noqa: ASYNC110 (another process)
+                # Both sleeps started: the shell's trap is set.
+                while len(_sleeps(tree := _marked())) < 2:  # noqa: ASYNC110
                     await anyio.sleep(0.02)
             cancelled_at = time.monotonic()
             tg.cancel_scope.cancel()
@@ -185,6 +186,10 @@ def _marked() -> list[psutil.Process]:
         for proc in psutil.process_iter(["cmdline"])
         if any(MARK in part for part in proc.info["cmdline"] or ())
     ]
+
+
+def _sleeps(procs: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in procs if p.info["cmdline"][:1] == ["sleep"]]
 
 
 def _alive(proc: psutil.Process) -> bool:
