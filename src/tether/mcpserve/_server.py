@@ -41,7 +41,11 @@ class _Cancelled:
     title: str
     session: Session
     done: anyio.Event
-    outcome: ToolResult | ToolError | None = None
+    """Set once the call's task has its outcome (or none, if it never ran)."""
+    box: list[ToolResult | ToolError]
+    """The call's outcome, once `done`."""
+    aborted: anyio.Event = attrs.Factory(anyio.Event)
+    """Set once `Session.abort()` for the cancel has returned."""
     told_running: bool = False
 
 
@@ -111,34 +115,45 @@ class McpServe:
             "`tether status` says what to fix."
         )
 
-    def cancelled_lines(self) -> list[str]:
+    async def cancelled_lines(self) -> list[str]:
         """What really happened to each cancelled call not told yet.
 
-        A call that has ended is told once and dropped; one still running is said to
-        run (once), and told again when it ends.
+        A cancel being handled is waited for (its abort, bounded by the abort bound),
+        so a call that the cancel ended is told as ended. A call that has ended is told
+        once and dropped; one still running is said to run (once), and told again when
+        it ends.
         """
         lines: list[str] = []
         keep: list[_Cancelled] = []
-        for entry in self.cancelled:
+        bound = self.runtime.abort_bound
+        for entry in list(self.cancelled):
             head = f"tether: request {entry.request_id} ({entry.title}), cancelled by the client,"
-            if not entry.done.is_set():
+            with anyio.move_on_after(bound):
+                await entry.aborted.wait()
+            records = entry.session.ledger_calls()
+            record = records[-1] if records else None
+            if record is not None and record.settled:
+                with anyio.move_on_after(bound):
+                    await entry.done.wait()  # the call's task takes its outcome
+            if not entry.done.is_set() and not (record is None or record.settled):
                 keep.append(entry)
                 if not entry.told_running:
                     entry.told_running = True
                     why = "; ".join(p.why for p in entry.session.pending())
                     lines.append(f"{head} is still running: {why or 'ending now'}.")
                 continue
-            records = entry.session.ledger_calls()
-            record = records[-1] if records else None
-            outcome = entry.outcome
-            if isinstance(outcome, ToolAborted) or outcome is None:
+            outcome = entry.box[0] if entry.box else None
+            if record is None:
+                said = "it did not start (the cancel came first)."
+            elif isinstance(outcome, ToolAborted) or outcome is None:
                 said = tool_result_text(record, outcome)
             elif isinstance(outcome, ToolResult):
                 said = "it ran to its end anyway: " + tool_result_text(record, outcome)
             else:
                 said = f"it failed: {outcome.code}: {outcome}"
             lines.append(f"{head} ended: {said}")
-        self.cancelled = keep
+        told = {id(e) for e in self.cancelled} - {id(e) for e in keep}
+        self.cancelled = [e for e in self.cancelled if id(e) not in told]
         return lines
 
     async def call_tool(
@@ -149,14 +164,18 @@ class McpServe:
         Cancelled from outside (the client's cancel): the call's session is aborted;
         the truth is kept for the next call's result, and the cancellation goes on.
         """
-        notes = self.cancelled_lines()
+        notes = await self.cancelled_lines()
         session = self.runtime.session()
         refusal = self.stop_refusal()
         done = anyio.Event()
         box: list[ToolResult | ToolError] = []
 
+        cancelled: list[bool] = []
+
         async def run() -> None:
             try:
+                if cancelled:  # the cancel came before this task ran: nothing started
+                    return
                 async with session.turn() as turn:
                     if refusal is not None:
                         turn.refuse_new_calls(
@@ -175,24 +194,23 @@ class McpServe:
         try:
             await done.wait()
         except anyio.get_cancelled_exc_class():
+            cancelled.append(True)
             with anyio.CancelScope(shield=True):
                 entry = _Cancelled(
                     request_id,
                     self.runtime.call_title(name, arguments or {}),
                     session,
                     done,
+                    box,
                 )
                 self.cancelled.append(entry)
-                await session.abort(
-                    source="user",
-                    reason=f"the MCP client cancelled request {request_id}",
-                )
-
-                async def keep_outcome() -> None:
-                    await done.wait()
-                    entry.outcome = box[0] if box else None
-
-                self.task_group.start_soon(keep_outcome)
+                try:
+                    await session.abort(
+                        source="user",
+                        reason=f"the MCP client cancelled request {request_id}",
+                    )
+                finally:
+                    entry.aborted.set()
             raise
         outcome = box[0]
         if refusal is not None:
