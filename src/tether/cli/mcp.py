@@ -87,8 +87,8 @@ def serve(
     import anyio
 
     from .._config import load_config
+    from .._mcpserve import serve_stdio
     from ..host._stdio import load_tool_refs
-    from ..mcpserve import serve_stdio
     from ..runtime import Runtime
     from ..stop import StopStore, StopWatch
     from .chat import ledger_path
