@@ -20,6 +20,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.cli._run import tether, tether_in_pty
 
 from tether.runtime._ledger import read_ledger_file
+from tether.stop import protected_paths
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -257,3 +258,26 @@ def _ledger_has(ledger: Path, state: str) -> bool:
         return any(str(c.state) == state for c in read_ledger_file(ledger))
     except Exception:  # not made yet
         return False
+
+
+async def test_a_served_call_cannot_reach_the_stop_folder_nor_outside_the_workspace(
+    workspace: Path, tmp_path: Path, allowed: Path
+) -> None:
+    """The guard refuses a call that would change the stop, and the wall keeps a
+    call's writes in its workspace: a client's call reaches neither."""
+    stops = [p for p in protected_paths() if p.name != "stop-setup.json"]
+    assert stops, protected_paths()
+    target = stops[-1] / "stop"
+    outside = tmp_path / "outside.txt"
+    async with served(workspace, tmp_path / "ledger.sqlite") as client:
+        forged = await client.call_tool("Bash", {"command": f"touch {target}"})
+        escaped = await client.call_tool(
+            "Bash", {"command": f"echo x > {outside}; echo done"}
+        )
+    assert forged.is_error
+    assert "GUARD_REFUSED" in _text(forged), _text(forged)
+    assert not target.exists()
+    assert not outside.exists(), _text(escaped)
+    assert "GUARD_REFUSED" not in _text(escaped)
+    assert "PERMISSION_DENIED" not in _text(escaped)
+    assert "Read-only file system" in _text(escaped)
