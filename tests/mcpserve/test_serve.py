@@ -7,6 +7,7 @@ the task awaiting `call_tool` sends `notifications/cancelled` for its request.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ import anyio
 import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from tests.cli._run import tether, tether_in_pty
+from tests.cli._run import TETHER, tether, tether_in_pty
 
 from tether.runtime._ledger import read_ledger_file
 from tether.stop import protected_paths
@@ -281,3 +282,49 @@ async def test_a_served_call_cannot_reach_the_stop_folder_nor_outside_the_worksp
     assert "GUARD_REFUSED" not in _text(escaped)
     assert "PERMISSION_DENIED" not in _text(escaped)
     assert "Read-only file system" in _text(escaped)
+
+
+async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
+    workspace: Path, tmp_path: Path, allowed: Path
+) -> None:
+    """The client closes the server's stdin while a Bash call runs, with no cancel: the
+    server stops the call as a stop would (grace window, the tree killed), then exits."""
+    ledger = tmp_path / "ledger.sqlite"
+    command = f"trap '' TERM; sleep {MARK} & sleep {MARK}; wait"
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "Bash", "arguments": {"command": command}},
+        },
+    ]
+    argv = [*TETHER, "mcp", "serve", "--grace", str(GRACE), "--ledger", str(ledger)]
+    async with await anyio.open_process(argv, cwd=workspace) as server:
+        assert server.stdin is not None
+        for line in lines:
+            await server.stdin.send(json.dumps(line).encode() + b"\n")
+        with anyio.fail_after(20):
+            while len(_sleeps(tree := _marked())) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        left_at = time.monotonic()
+        await server.stdin.aclose()
+        with anyio.fail_after(GRACE + 10):
+            await server.wait()
+        exited = time.monotonic() - left_at
+    assert not any(_alive(p) for p in tree)
+    assert exited >= GRACE * 0.5, "the tree was killed before its grace window"
+    (record,) = [c for c in _ledger(ledger) if "trap" in (c.input or "")]
+    assert str(record.state) == "aborted"
+    assert record.abort_source == "shutdown"

@@ -70,6 +70,9 @@ class McpServe:
         self.watch = watch
         self.hold = hold
         self.cancelled: list[_Cancelled] = []
+        self.peer_cancelled: set[object] = set()
+        """Request ids the client sent `notifications/cancelled` for (a handler cancelled
+        otherwise was cancelled because the client left)."""
 
     def list_tools(self) -> list[types.Tool]:
         """The runtime's tools as MCP tools, with the hints of their stop classes."""
@@ -204,10 +207,13 @@ class McpServe:
                     box,
                 )
                 self.cancelled.append(entry)
+                by_client = request_id in self.peer_cancelled
                 try:
                     await session.abort(
-                        source="user",
-                        reason=f"the MCP client cancelled request {request_id}",
+                        source="user" if by_client else "shutdown",
+                        reason=f"the MCP client cancelled request {request_id}"
+                        if by_client
+                        else "the MCP client left",
                     )
                 finally:
                     entry.aborted.set()
@@ -270,9 +276,55 @@ async def serve_stdio(
         serve = McpServe(runtime, tg, watch=watch, hold=hold)
         server = _server(serve)
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            await server.run(
+                _NotingReader(read, serve.peer_cancelled),
+                write,
+                server.create_initialization_options(),
+            )
         # The client left: what still runs is stopped as a stop would (a process gets
         # its grace window, a started write runs to its end), then the runtime closes.
         for session in runtime.sessions:
             if session.unsettled_turns():
                 await session.abort(source="shutdown", reason="the MCP client left")
+
+
+class _NotingReader:
+    """The server's read stream, noting the request ids of `notifications/cancelled`.
+
+    The SDK cancels a handler both for the client's cancel and when the client leaves;
+    the note tells the two apart, so the ledger says which.
+    """
+
+    def __init__(self, inner: Any, noted: set[object]) -> None:
+        self._inner = inner
+        self._noted = noted
+
+    def _note(self, item: Any) -> Any:
+        message = getattr(item, "message", None)
+        message = getattr(message, "root", message)
+        if getattr(message, "method", None) == "notifications/cancelled":
+            params = getattr(message, "params", None)
+            if isinstance(params, dict):
+                self._noted.add(params.get("requestId"))
+        return item
+
+    async def receive(self) -> Any:
+        return self._note(await self._inner.receive())
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _NotingReader:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _NotingReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
