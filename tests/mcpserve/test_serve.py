@@ -328,3 +328,41 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
     (record,) = [c for c in _ledger(ledger) if "trap" in (c.input or "")]
     assert str(record.state) == "aborted"
     assert record.abort_source == "shutdown"
+
+
+async def test_a_cancel_stops_only_its_own_call(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Two calls in flight at once: the client cancels one, the other runs to its end
+    and answers as if nothing happened (each call is a session of its own)."""
+    ledger = tmp_path / "ledger.sqlite"
+    tools = ("--tool", "tether.testing:Hang", "--tool", "tether.testing:Stuck")
+    async with served(workspace, ledger, *tools) as client:
+        other: list[mcp_types.CallToolResult] = []
+        async with anyio.create_task_group() as outer:
+
+            async def slow() -> None:
+                other.append(await client.call_tool("Stuck", {"seconds": 1.0}))
+
+            outer.start_soon(slow)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "Hang", {"marker": "hang.txt"})
+                with anyio.fail_after(20):
+                    while sum(_ledger_has_n(ledger, "running")) < 2:  # noqa: ASYNC110
+                        await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+            with anyio.fail_after(20):
+                while not (workspace / "hang.txt").exists():  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+    (result,) = other
+    assert not result.is_error, _text(result)
+    assert _text(result).endswith("late result")
+    states = {c.tool: str(c.state) for c in _ledger(ledger)}
+    assert states == {"Hang": "aborted", "Stuck": "succeeded"}
+
+
+def _ledger_has_n(ledger: Path, state: str) -> list[int]:
+    try:
+        return [1 for c in read_ledger_file(ledger) if str(c.state) == state]
+    except Exception:  # not made yet
+        return []
