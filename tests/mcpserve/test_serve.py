@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -140,7 +141,8 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
     ledger = tmp_path / "ledger.sqlite"
     # The tree may run in a PID namespace of its own: its processes are found from
     # here by the marker in their command lines, not by the pids they see.
-    command = f"trap '' TERM; sleep {MARK} & sleep {MARK}; wait"
+    mark = _new_mark()
+    command = f"trap '' TERM; sleep {mark} & sleep {mark}; wait"
     async with served(workspace, ledger) as client:
         async with anyio.create_task_group() as tg:
 
@@ -151,7 +153,7 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
             tg.start_soon(hung)
             with anyio.fail_after(20):
                 # Both sleeps started: the shell's trap is set.
-                while len(_sleeps(tree := _marked())) < 2:  # noqa: ASYNC110
+                while len(_sleeps(tree := _marked(mark))) < 2:  # noqa: ASYNC110
                     await anyio.sleep(0.02)
             cancelled_at = time.monotonic()
             tg.cancel_scope.cancel()
@@ -177,16 +179,17 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
     assert "aborted" in shown.stdout, shown.stdout + shown.stderr
 
 
-MARK = "60.4817"
-"""The hung command's sleeps, found by this in their command lines."""
+def _new_mark() -> str:
+    """A sleep's length no other test's tree has: its processes are found by it."""
+    return f"60.{random.randrange(10**8):08d}"
 
 
-def _marked() -> list[psutil.Process]:
+def _marked(mark: str) -> list[psutil.Process]:
     """The shell and both sleeps of the hung command."""
     return [
         proc
         for proc in psutil.process_iter(["cmdline"])
-        if any(MARK in part for part in proc.info["cmdline"] or ())
+        if any(mark in part for part in proc.info["cmdline"] or ())
     ]
 
 
@@ -290,7 +293,8 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
     """The client closes the server's stdin while a Bash call runs, with no cancel: the
     server stops the call as a stop would (grace window, the tree killed), then exits."""
     ledger = tmp_path / "ledger.sqlite"
-    command = f"trap '' TERM; sleep {MARK} & sleep {MARK}; wait"
+    mark = _new_mark()
+    command = f"trap '' TERM; sleep {mark} & sleep {mark}; wait"
     lines = [
         {
             "jsonrpc": "2.0",
@@ -316,7 +320,7 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
         for line in lines:
             await server.stdin.send(json.dumps(line).encode() + b"\n")
         with anyio.fail_after(20):
-            while len(_sleeps(tree := _marked())) < 2:  # noqa: ASYNC110
+            while len(_sleeps(tree := _marked(mark))) < 2:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
         left_at = time.monotonic()
         await server.stdin.aclose()
