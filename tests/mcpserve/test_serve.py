@@ -370,3 +370,25 @@ def _ledger_has_n(ledger: Path, state: str) -> list[int]:
         return [1 for c in read_ledger_file(ledger) if str(c.state) == state]
     except Exception:  # not made yet
         return []
+
+
+async def test_a_call_reports_its_output_as_progress_when_the_client_asks(
+    workspace: Path, tmp_path: Path, allowed: Path
+) -> None:
+    """With a progress callback (a progress token), Bash's output reaches the client
+    while the call runs, before its result."""
+    seen: list[str] = []
+
+    async def on_progress(
+        progress: float, total: float | None, message: str | None
+    ) -> None:
+        seen.append(message or "")
+
+    async with served(workspace, tmp_path / "ledger.sqlite") as client:
+        result = await client.call_tool(
+            "Bash",
+            {"command": "echo first; sleep 0.3; echo second"},
+            progress_callback=on_progress,
+        )
+    assert not result.is_error, _text(result)
+    assert "first" in "".join(seen), seen

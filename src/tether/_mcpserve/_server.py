@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -10,11 +12,13 @@ import attrs
 
 from ..errors import ToolAborted, ToolError
 from ..host._tool import StopClass
-from ..runtime import Runtime, Session, ToolResult, tool_result_text
+from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_text
 from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
 
@@ -70,6 +74,9 @@ class McpServe:
         self.watch = watch
         self.hold = hold
         self.cancelled: list[_Cancelled] = []
+        self.progress_to: dict[str, Callable[[str], Awaitable[None]]] = {}
+        """Where each session's progress goes: the client asked for it (a progress
+        token) for the request the session runs."""
         self.peer_cancelled: set[object] = set()
         """Request ids the client sent `notifications/cancelled` for (a handler cancelled
         otherwise was cancelled because the client left)."""
@@ -159,8 +166,26 @@ class McpServe:
         self.cancelled = [e for e in self.cancelled if id(e) not in told]
         return lines
 
+    async def pump_progress(self) -> None:
+        """Send each call's progress to its client, while the call is the client's.
+
+        The executor drops the progress of an abandoned call (S4); a call whose request
+        was cancelled is no longer the client's, so its progress goes nowhere.
+        """
+        async for event in self.runtime.subscribe():
+            if not isinstance(event, ToolProgress):
+                continue
+            send = self.progress_to.get(event.session_id)
+            if send is not None:
+                with contextlib.suppress(Exception):  # the client left: nothing to tell
+                    await send(event.text)
+
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None, request_id: object
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        request_id: object,
+        progress: Callable[[str], Awaitable[None]] | None = None,
     ) -> tuple[str, bool]:
         """Run one call and return its text and whether it is an error.
 
@@ -193,10 +218,13 @@ class McpServe:
             finally:
                 done.set()
 
+        if progress is not None:
+            self.progress_to[session.id] = progress
         self.task_group.start_soon(run)
         try:
             await done.wait()
         except anyio.get_cancelled_exc_class():
+            self.progress_to.pop(session.id, None)
             cancelled.append(True)
             with anyio.CancelScope(shield=True):
                 entry = _Cancelled(
@@ -218,6 +246,7 @@ class McpServe:
                 finally:
                     entry.aborted.set()
             raise
+        self.progress_to.pop(session.id, None)
         outcome = box[0]
         if refusal is not None:
             text, error = refusal, True
@@ -248,8 +277,21 @@ def _server(serve: McpServe) -> Any:
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        token = (ctx.meta or {}).get("progress_token")
+        progress = None
+        if token is not None:
+            steps = itertools.count(1)
+
+            async def progress(text: str) -> None:
+                await ctx.session.send_progress_notification(
+                    token,
+                    next(steps),
+                    message=text,
+                    related_request_id=str(ctx.request_id),
+                )
+
         text, error = await serve.call_tool(
-            params.name, params.arguments, ctx.request_id
+            params.name, params.arguments, ctx.request_id, progress
         )
         return types.CallToolResult(
             content=[types.TextContent(text=text)], is_error=error
@@ -275,6 +317,13 @@ async def serve_stdio(
     async with runtime, anyio.create_task_group() as tg:
         serve = McpServe(runtime, tg, watch=watch, hold=hold)
         server = _server(serve)
+        pump = anyio.CancelScope()
+
+        async def pump_progress() -> None:
+            with pump:
+                await serve.pump_progress()
+
+        tg.start_soon(pump_progress)
         async with stdio_server() as (read, write):
             await server.run(
                 _NotingReader(read, serve.peer_cancelled),
@@ -286,6 +335,7 @@ async def serve_stdio(
         for session in runtime.sessions:
             if session.unsettled_turns():
                 await session.abort(source="shutdown", reason="the MCP client left")
+        pump.cancel()
 
 
 class _NotingReader:
