@@ -77,6 +77,10 @@ class McpServe:
         self.progress_to: dict[str, Callable[[str], Awaitable[None]]] = {}
         """Where each session's progress goes: the client asked for it (a progress
         token) for the request the session runs."""
+        self.pump = anyio.CancelScope()
+        """The scope of the progress pump, started by the first call that wants
+        progress (a subscriber makes every call's progress an event: a cost)."""
+        self._pumping = False
         self.peer_cancelled: set[object] = set()
         """Request ids the client sent `notifications/cancelled` for (a handler cancelled
         otherwise was cancelled because the client left)."""
@@ -172,13 +176,14 @@ class McpServe:
         The executor drops the progress of an abandoned call (S4); a call whose request
         was cancelled is no longer the client's, so its progress goes nowhere.
         """
-        async for event in self.runtime.subscribe():
-            if not isinstance(event, ToolProgress):
-                continue
-            send = self.progress_to.get(event.session_id)
-            if send is not None:
-                with contextlib.suppress(Exception):  # the client left: nothing to tell
-                    await send(event.text)
+        with self.pump:
+            async for event in self.runtime.subscribe():
+                if not isinstance(event, ToolProgress):
+                    continue
+                send = self.progress_to.get(event.session_id)
+                if send is not None:
+                    with contextlib.suppress(Exception):  # the client left
+                        await send(event.text)
 
     async def call_tool(
         self,
@@ -220,6 +225,9 @@ class McpServe:
 
         if progress is not None:
             self.progress_to[session.id] = progress
+            if not self._pumping:
+                self._pumping = True
+                self.task_group.start_soon(self.pump_progress)
         self.task_group.start_soon(run)
         try:
             await done.wait()
@@ -317,13 +325,7 @@ async def serve_stdio(
     async with runtime, anyio.create_task_group() as tg:
         serve = McpServe(runtime, tg, watch=watch, hold=hold)
         server = _server(serve)
-        pump = anyio.CancelScope()
 
-        async def pump_progress() -> None:
-            with pump:
-                await serve.pump_progress()
-
-        tg.start_soon(pump_progress)
         async with stdio_server() as (read, write):
             await server.run(
                 _NotingReader(read, serve.peer_cancelled),
@@ -335,7 +337,7 @@ async def serve_stdio(
         for session in runtime.sessions:
             if session.unsettled_turns():
                 await session.abort(source="shutdown", reason="the MCP client left")
-        pump.cancel()
+        serve.pump.cancel()
 
 
 class _NotingReader:
