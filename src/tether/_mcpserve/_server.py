@@ -244,6 +244,7 @@ class McpServe:
                 )
                 self.cancelled.append(entry)
                 by_client = request_id in self.peer_cancelled
+                self.peer_cancelled.discard(request_id)
                 try:
                     await session.abort(
                         source="user" if by_client else "shutdown",
@@ -255,6 +256,7 @@ class McpServe:
                     entry.aborted.set()
             raise
         self.progress_to.pop(session.id, None)
+        self.peer_cancelled.discard(request_id)  # a cancel that crossed the answer
         outcome = box[0]
         if refusal is not None:
             text, error = refusal, True
