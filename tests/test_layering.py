@@ -1,7 +1,7 @@
 """Tether's one-way layering, enforced: a module imports only from floors at or below its own.
 
 The floors, lowest first: base (errors, config, _fs, _config, _env, _ids, _jsonrpc, _lazy,
-_slotted, ...) -> guard -> stop -> host -> models -> runtime -> runs, acp -> testing,
+_slotted, ...) -> guard -> stop -> host -> models -> runtime -> runs, acp, _mcpserve -> testing,
 tools -> cli -> the `tether` package itself. A tether choice (style point 4), checked by
 parsing imports; no module imports itself through others either, at import time (type-only
 imports included) nor when it runs (lazy imports included).
@@ -30,6 +30,7 @@ RANK = {
     "runtime": 5,
     "runs": 6,
     "acp": 6,
+    "_mcpserve": 6,
     "testing": 7,
     "tools": 7,
     "cli": 8,

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "ledger": "ledger:ledger",
     "lift": "lift:lift",
     "logs": "logs:logs",
+    "mcp": "mcp:mcp",
     "permissions": "permissions:permissions",
     "queue": "queue:queue",
     "run": "run:run",
@@ -102,6 +103,7 @@ def cli() -> None:
       tether chat --model openai:MODEL
                                   talk to an agent in the terminal
       tether acp                  serve an ACP editor (Zed and others) on stdio
+      tether mcp serve            serve tether's tools to any MCP client on stdio
     """
 
 

@@ -1,0 +1,384 @@
+"""The MCP server over a Runtime: one session per `tools/call`, a cancel is its abort."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+import anyio.abc
+import attrs
+
+from ..errors import ToolAborted, ToolError
+from ..host._tool import StopClass
+from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_text
+from ..runtime._values import StopRequest
+from ..stop import ReadOutcome, StopWatch, stop_reason
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
+
+__all__ = ("McpServe", "serve_stdio", "tool_annotations")
+
+SERVER_NAME = "tether"
+
+
+def tool_annotations(stop_class: StopClass) -> tuple[bool, bool]:
+    """`(readOnlyHint, destructiveHint)` of a stop class: only READ_ONLY has no effect.
+
+    A PROCESS, MUTATING or EXTENSION call may change anything its tree or its server
+    reaches, so it is not read-only and may be destructive (MCP's own default).
+    """
+    read_only = stop_class is StopClass.READ_ONLY
+    return read_only, not read_only
+
+
+@attrs.define
+class _Cancelled:
+    """A call whose request the client cancelled: told in the next call's result."""
+
+    request_id: object
+    title: str
+    session: Session
+    done: anyio.Event
+    """Set once the call's task has its outcome (or none, if it never ran)."""
+    box: list[ToolResult | ToolError]
+    """The call's outcome, once `done`."""
+    aborted: anyio.Event = attrs.Factory(anyio.Event)
+    """Set once `Session.abort()` for the cancel has returned."""
+    told_running: bool = False
+
+
+@final
+class McpServe:
+    """Serves a runtime's tools to one MCP client; each call a tether call.
+
+    `watch` reads the person's recorded stop before each call (None: no stop store, and
+    `hold` says why every call is refused, or nothing is read when `hold` is None too).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        task_group: anyio.abc.TaskGroup,
+        *,
+        watch: StopWatch | None = None,
+        hold: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.task_group = task_group
+        self.watch = watch
+        self.hold = hold
+        self.cancelled: list[_Cancelled] = []
+        self.progress_to: dict[str, Callable[[str], Awaitable[None]]] = {}
+        """Where each session's progress goes: the client asked for it (a progress
+        token) for the request the session runs."""
+        self.pump = anyio.CancelScope()
+        """The scope of the progress pump, started by the first call that wants
+        progress (a subscriber makes every call's progress an event: a cost)."""
+        self._pumping = False
+        self.peer_cancelled: set[object] = set()
+        """Request ids the client sent `notifications/cancelled` for (a handler cancelled
+        otherwise was cancelled because the client left)."""
+
+    def list_tools(self) -> list[types.Tool]:
+        """The runtime's tools as MCP tools, with the hints of their stop classes."""
+        import mcp_types as types
+
+        return [
+            types.Tool(
+                name=tool.name,
+                description=tool.description or None,
+                input_schema=tool.input_schema(),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=hints[0], destructive_hint=hints[1]
+                ),
+            )
+            for tool in self.runtime.tools
+            for hints in [tool_annotations(tool.stop_class)]
+        ]
+
+    def stop_refusal(self) -> str | None:
+        """Why no call may start now, or None.
+
+        The person's stop (with its reason), or a stop that cannot be read.
+        """
+        if self.watch is None:
+            return None if self.hold is None else self._held(self.hold)
+        reading = self.watch.read()
+        if reading.outcome is ReadOutcome.CLEAR:
+            return None
+        if reading.outcome is ReadOutcome.STOPPED:
+            why = stop_reason(reading)
+            reason = f" (reason: {why})" if why else ""
+            return (
+                f"tether: the person set a stop{reason}, so this call was not started. "
+                "Start no other tool call and do not retry; the person lifts the stop "
+                "with `tether lift` when they choose."
+            )
+        return self._held(reading.reason or "the stop could not be read")
+
+    @staticmethod
+    def _held(why: str) -> str:
+        return (
+            f"tether: the stop cannot be read ({why}), so this call was not started; "
+            "`tether status` says what to fix."
+        )
+
+    async def cancelled_lines(self) -> list[str]:
+        """What really happened to each cancelled call not told yet.
+
+        A cancel being handled is waited for (its abort, bounded by the abort bound),
+        so a call that the cancel ended is told as ended. A call that has ended is told
+        once and dropped; one still running is said to run (once), and told again when
+        it ends.
+        """
+        lines: list[str] = []
+        keep: list[_Cancelled] = []
+        bound = self.runtime.abort_bound
+        for entry in list(self.cancelled):
+            head = f"tether: request {entry.request_id} ({entry.title}), cancelled by the client,"
+            with anyio.move_on_after(bound):
+                await entry.aborted.wait()
+            records = entry.session.ledger_calls()
+            record = records[-1] if records else None
+            if record is not None and record.settled:
+                with anyio.move_on_after(bound):
+                    await entry.done.wait()  # the call's task takes its outcome
+            if not entry.done.is_set() and not (record is None or record.settled):
+                keep.append(entry)
+                if not entry.told_running:
+                    entry.told_running = True
+                    why = "; ".join(p.why for p in entry.session.pending())
+                    lines.append(f"{head} is still running: {why or 'ending now'}.")
+                continue
+            outcome = entry.box[0] if entry.box else None
+            if record is None:
+                said = "it did not start (the cancel came first)."
+            elif isinstance(outcome, ToolAborted) or outcome is None:
+                said = tool_result_text(record, outcome)
+            elif isinstance(outcome, ToolResult):
+                said = "it ran to its end anyway: " + tool_result_text(record, outcome)
+            else:
+                said = f"it failed: {outcome.code}: {outcome}"
+            lines.append(f"{head} ended: {said}")
+        told = {id(e) for e in self.cancelled} - {id(e) for e in keep}
+        self.cancelled = [e for e in self.cancelled if id(e) not in told]
+        return lines
+
+    async def pump_progress(self) -> None:
+        """Send each call's progress to its client, while the call is the client's.
+
+        The executor drops the progress of an abandoned call (S4); a call whose request
+        was cancelled is no longer the client's, so its progress goes nowhere.
+        """
+        with self.pump:
+            async for event in self.runtime.subscribe():
+                if not isinstance(event, ToolProgress):
+                    continue
+                send = self.progress_to.get(event.session_id)
+                if send is not None:
+                    with contextlib.suppress(Exception):  # the client left
+                        await send(event.text)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        request_id: object,
+        progress: Callable[[str], Awaitable[None]] | None = None,
+    ) -> tuple[str, bool]:
+        """Run one call and return its text and whether it is an error.
+
+        Cancelled from outside (the client's cancel): the call's session is aborted;
+        the truth is kept for the next call's result, and the cancellation goes on.
+        """
+        notes = await self.cancelled_lines()
+        session = self.runtime.session()
+        refusal = self.stop_refusal()
+        done = anyio.Event()
+        box: list[ToolResult | ToolError] = []
+
+        cancelled: list[bool] = []
+
+        async def run() -> None:
+            try:
+                if cancelled:  # the cancel came before this task ran: nothing started
+                    return
+                async with session.turn() as turn:
+                    if refusal is not None:
+                        turn.refuse_new_calls(
+                            StopRequest(
+                                source="halt", reason=refusal, at=anyio.current_time()
+                            )
+                        )
+                    try:
+                        box.append(await turn.call(name, arguments or {}))
+                    except ToolError as exc:
+                        box.append(exc)
+            finally:
+                done.set()
+
+        if progress is not None:
+            self.progress_to[session.id] = progress
+            if not self._pumping:
+                self._pumping = True
+                self.task_group.start_soon(self.pump_progress)
+        self.task_group.start_soon(run)
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            self.progress_to.pop(session.id, None)
+            cancelled.append(True)
+            with anyio.CancelScope(shield=True):
+                entry = _Cancelled(
+                    request_id,
+                    self.runtime.call_title(name, arguments or {}),
+                    session,
+                    done,
+                    box,
+                )
+                self.cancelled.append(entry)
+                by_client = request_id in self.peer_cancelled
+                self.peer_cancelled.discard(request_id)
+                try:
+                    await session.abort(
+                        source="user" if by_client else "shutdown",
+                        reason=f"the MCP client cancelled request {request_id}"
+                        if by_client
+                        else "the MCP client left",
+                    )
+                finally:
+                    entry.aborted.set()
+            raise
+        self.progress_to.pop(session.id, None)
+        self.peer_cancelled.discard(request_id)  # a cancel that crossed the answer
+        outcome = box[0]
+        if refusal is not None:
+            text, error = refusal, True
+        elif isinstance(outcome, ToolResult):
+            text, error = outcome.output, outcome.is_error
+            if outcome.is_error and outcome.code is not None:
+                text = f"{outcome.code}: {text}"
+        elif isinstance(outcome, ToolAborted):
+            records = session.ledger_calls()
+            text, error = (
+                tool_result_text(records[-1] if records else None, outcome),
+                True,
+            )
+        else:
+            text, error = f"{outcome.code}: {outcome}", True
+        return "\n".join([*notes, text]), error
+
+
+def _server(serve: McpServe) -> Any:
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=serve.list_tools())
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        token = (ctx.meta or {}).get("progress_token")
+        progress = None
+        if token is not None:
+            steps = itertools.count(1)
+
+            async def progress(text: str) -> None:
+                await ctx.session.send_progress_notification(
+                    token,
+                    next(steps),
+                    message=text,
+                    related_request_id=str(ctx.request_id),
+                )
+
+        text, error = await serve.call_tool(
+            params.name, params.arguments, ctx.request_id, progress
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], is_error=error
+        )
+
+    return Server(
+        SERVER_NAME,
+        instructions=(
+            "tether's tools: each call runs under the person's permission rules, "
+            "guard and stop; a cancelled call's real end is told in the next result."
+        ),
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+async def serve_stdio(
+    runtime: Runtime, *, watch: StopWatch | None = None, hold: str | None = None
+) -> None:
+    """Serve `runtime`'s tools over MCP on stdin/stdout until the client leaves."""
+    from mcp.server.stdio import stdio_server
+
+    async with runtime, anyio.create_task_group() as tg:
+        serve = McpServe(runtime, tg, watch=watch, hold=hold)
+        server = _server(serve)
+
+        async with stdio_server() as (read, write):
+            await server.run(
+                _NotingReader(read, serve.peer_cancelled),
+                write,
+                server.create_initialization_options(),
+            )
+        # The client left: what still runs is stopped as a stop would (a process gets
+        # its grace window, a started write runs to its end), then the runtime closes.
+        for session in runtime.sessions:
+            if session.unsettled_turns():
+                await session.abort(source="shutdown", reason="the MCP client left")
+        serve.pump.cancel()
+
+
+class _NotingReader:
+    """The server's read stream, noting the request ids of `notifications/cancelled`.
+
+    The SDK cancels a handler both for the client's cancel and when the client leaves;
+    the note tells the two apart, so the ledger says which.
+    """
+
+    def __init__(self, inner: Any, noted: set[object]) -> None:
+        self._inner = inner
+        self._noted = noted
+
+    def _note(self, item: Any) -> Any:
+        message = getattr(item, "message", None)
+        message = getattr(message, "root", message)
+        if getattr(message, "method", None) == "notifications/cancelled":
+            params = getattr(message, "params", None)
+            if isinstance(params, dict):
+                self._noted.add(params.get("requestId"))
+        return item
+
+    async def receive(self) -> Any:
+        return self._note(await self._inner.receive())
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _NotingReader:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _NotingReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
