@@ -19,6 +19,7 @@ TetherError(Exception)                 .code: ErrorCode, .exit_code: int
 ├── ModelError                         a model cannot be used (`tether.models`): no key, ...
 ├── StaleClaim                         a claim was taken over by a newer epoch (`tether.runs`)
 ├── GitFailed                          a git command of tether's failed (`tether.runs`)
+│   └── LaneUnreadable                 a lane's git state cannot be read as data (S16)
 └── SaveFailed                         a lane could not be saved aside (`tether.runs`)
 ```
 

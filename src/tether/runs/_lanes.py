@@ -95,6 +95,7 @@ __all__ = (
     "head",
     "keep_view",
     "lane_dir",
+    "lane_log",
     "make_view",
     "move_aside",
     "open_lane",
@@ -137,6 +138,11 @@ def saved_ref(run: str, lane: str) -> str:
 def lane_dir(run: str, lane: str) -> Path:
     """The directory of a lane, in the account's state dir."""
     return paths().state_dir / "lanes" / run / lane
+
+
+def lane_log(run: str, lane: str) -> Path:
+    """The log file of a lane, beside its directory."""
+    return lane_dir(run, lane).parent / f"{lane}.log"
 
 
 def save_dir(run: str, lane: str, commit: str) -> Path:

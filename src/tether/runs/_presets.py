@@ -56,8 +56,8 @@ from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
 from ._cli_folder import carry_session, cli_folder, make_cli_folder
 from ._lane_log import LaneLog
+from ._lanes import lane_log
 from ._plan import Preset, Stage
-from ._views import lane_log
 
 if TYPE_CHECKING:
     from ._store import Store

@@ -6,21 +6,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ._lanes import lane_dir
+from ._lanes import lane_log
 from ._open import default_store_path, open_store, store_url
 from ._takeover import effective_state
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ._values import Event
 
 __all__ = ("account_runs", "lane_log", "list_runs", "show_run")
-
-
-def lane_log(run: str, lane: str) -> Path:
-    """The log file of a lane."""
-    return lane_dir(run, lane).parent / f"{lane}.log"
 
 
 def _lane_details(lane: str, run: str, events: list[Event]) -> dict[str, Any]:
