@@ -237,6 +237,10 @@ class Session:
             for call in list(each.calls.values())
             if not call.is_settled
         ]
+        # Calls the host has not started go first (S10): an out-of-process host reads
+        # the stops in order, so a queued call leaves its admission queue before a
+        # running call's stop frees the place it waits for.
+        to_stop.sort(key=lambda pair: pair[0].host_phase in ("running", "finished"))
         with anyio.move_on_after(budget):
             if len(to_stop) == 1:
                 # One call (the common case) is stopped in this task: handing the stop
