@@ -21,6 +21,7 @@ from acp.schema import (
     DeniedOutcome,
     PermissionOption,
     RequestPermissionResponse,
+    SessionNotification,
     ToolCallUpdate,
 )
 
@@ -51,9 +52,14 @@ class Recorder:
     frames: list[dict[str, Any]] = attrs.field(factory=list)
     """Every frame the agent sent, in order."""
     arrived: anyio.Event = attrs.field(factory=anyio.Event)
+    from_frames: bool = False
+    """Record updates as their frames arrive (`observe`), not in the SDK's handler: the
+    SDK runs notification handlers in tasks of their own, so a request's answer can be
+    read before the updates sent ahead of it have been handled."""
 
     async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
-        self.updates.append((session_id, update))
+        if not self.from_frames:
+            self.updates.append((session_id, update))
         self._poke()
 
     async def request_permission(
@@ -83,7 +89,11 @@ class Recorder:
 
     def observe(self, event: StreamEvent) -> None:
         if event.direction is StreamDirection.INCOMING:
-            self.frames.append(event.message)
+            message = event.message
+            self.frames.append(message)
+            if self.from_frames and message.get("method") == "session/update":
+                note = SessionNotification.model_validate(message["params"])
+                self.updates.append((note.session_id, note.update))
             self._poke()
 
     def _poke(self) -> None:
@@ -171,7 +181,7 @@ async def embedded(
     config = load_config()
     if grace is not None:
         config = attrs.evolve(config, grace=grace)
-    recorder = Recorder(answer=answer)
+    recorder = Recorder(answer=answer, from_frames=True)
     to_server_r, to_server_w = os.pipe()
     to_client_r, to_client_w = os.pipe()
     try:
@@ -241,7 +251,7 @@ async def editor(
 ) -> AsyncIterator[Editor]:
     """Start `tether acp --model MODEL [--tool T ...]` (no `--model` for None), with
     `env` added to its environment, and connect the SDK's client."""
-    recorder = Recorder(answer=answer)
+    recorder = Recorder(answer=answer, from_frames=True)
     async with spawn_agent_process(
         recorder.as_client(),
         sys.executable,

@@ -292,10 +292,13 @@ async def test_a_load_racing_a_close_reopens_the_session(
         assert got["c1"]["result"] == {}
         assert got["p1"]["error"]["code"] == -32602
         assert "result" in got["l1"]
+        # The frames, not the handler's record: the SDK runs notification handlers
+        # in tasks of their own, so the load's answer can be read before them.
         replayed = [
-            u.content.text
-            for _, u in ed.recorder.updates
-            if u.session_update == "user_message_chunk"
+            f["params"]["update"]["content"]["text"]
+            for f in seen
+            if f.get("method") == "session/update"
+            and f["params"]["update"].get("sessionUpdate") == "user_message_chunk"
         ]
         assert replayed == ["first"]  # "lost" never reached the transcript
         again = await ed.conn.prompt(session_id=sid, prompt=[text_block("second")])
