@@ -17,10 +17,9 @@ import http
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
-from typing import Any, Protocol, cast, final
+from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 import attrs
-import openai
 
 from .._config import Config, load_config, paths
 from .._env import TetherEnv
@@ -35,6 +34,9 @@ from ._types import (
     ToolCallDelta,
     Usage,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = ("OpenAIModel",)
 
@@ -80,6 +82,11 @@ class OpenAIModel:
                 f"no key for the model endpoint {url}: set {TetherEnv.MODEL_KEY} or"
                 " OPENAI_API_KEY (any text for a local server that checks none)"
             )
+        # The SDK is imported here, not with the module: its types take about a second
+        # to import, and every run and CLI process that never reaches a hosted model
+        # (command agents, the presets, scripted models) would pay it.
+        import openai
+
         self.model = model
         self.base_url = url
         self.max_retries = max_retries
@@ -130,6 +137,8 @@ class OpenAIModel:
                 }
                 for t in request.tools
             ]
+        import openai  # loaded by the constructor: a name lookup now
+
         attempts = None
         if request.on_retry is not None:
             attempts = _Attempts(request.on_retry, self.max_retries)
