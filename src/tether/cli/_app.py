@@ -24,6 +24,7 @@ __all__ = ("COMMANDS", "cli", "main")
 # Command name -> "module:attribute" inside tether.cli. Each module defines one command.
 COMMANDS: dict[str, str] = {
     "acp": "acp:acp",
+    "board": "board:board",
     "chat": "chat:chat",
     "config": "config:config",
     "demo": "demo:demo",

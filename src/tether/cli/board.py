@@ -1,0 +1,52 @@
+"""`tether board`: the person's read-only web page of runs, on loopback, behind a token."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ("board",)
+
+_STORE_HELP = "A SQLite file or postgresql:// URL [env var: TETHER_STORE]."
+
+
+@click.command()
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="The port on 127.0.0.1 (0: any free one).",
+)
+@click.option("--store", "store_opt", default=None, help=_STORE_HELP)
+def board(port: int, store_opt: str | None) -> None:
+    """Serve a read-only web page of this account's runs on 127.0.0.1, until Ctrl-C.
+
+    The page shows each run's lanes with the line each agent printed last (live), a
+    stop's timeline (pressed, each call's end, saved, released, halted), each lane's
+    diff and today's digest. It changes nothing: stop, lift and take over in a
+    terminal. It answers only requests that carry the token in the URL it prints
+    (then a cookie); the token is new at each start and kept owner-only in the board
+    folder of the state dir, which walled trees cannot see.
+
+    \b
+    Examples:
+      tether board                  serve on http://127.0.0.1:8765/?token=...
+      tether board --port 0         any free port (the URL says which)
+      tether board --store postgresql://tether@db/runs
+    """
+    from .. import _extras
+    from ..errors import UsageError
+
+    if not _extras.installed("board"):
+        raise UsageError(_extras.missing("board", "tether board"))
+    from ..board._serve import board_socket, serve
+    from ..board._source import OwnRuns, standing_stop_at
+
+    sock = board_socket(port)
+    source = OwnRuns(store_opt, stop_pressed=standing_stop_at)
+
+    def announce(url: str) -> None:
+        click.echo(f"tether board (read-only): {url}", nl=True)
+        click.echo("Ctrl-C to end it", err=True)
+
+    serve([source], sock, announce=announce)
