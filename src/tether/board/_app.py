@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import (
     HTMLResponse,
@@ -229,8 +228,8 @@ def board_app(
             Route("/board.js", board.script, methods=["GET"]),
             Route("/board.css", board.style, methods=["GET"]),
         ],
-        middleware=[
-            Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
-        ],
     )
-    return _Guard(app, token=token, cookie=f"tether_board_{port}")
+    guarded = _Guard(app, token=token, cookie=f"tether_board_{port}")
+    # The name the request was sent to is judged first: a page elsewhere cannot rebind
+    # its own name to this server, token or not.
+    return TrustedHostMiddleware(guarded, allowed_hosts=["127.0.0.1", "localhost"])

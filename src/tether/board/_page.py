@@ -105,7 +105,7 @@ def run_section(run: RunCard) -> str:
     ]
     if run.lanes:
         parts.append(
-            "<table><tr><th>item</th><th>lane</th><th>stage</th><th>live line</th>"
+            "<table><tr><th>item</th><th>state</th><th>stage</th><th>live line</th>"
             "<th>work</th></tr>"
         )
         parts.extend(_lane_row(run, lane) for lane in run.lanes)
