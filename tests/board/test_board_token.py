@@ -1,0 +1,79 @@
+"""The board's token: owner-only, out of a walled tree's reach, and the board's refusals."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+from tests.cli._run import tether
+from tests.waiting import await_until
+
+from tether._config import paths
+from tether.board._serve import write_token
+from tether.host import ToolContext
+from tether.host.tools.bash import Bash
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_the_token_is_written_owner_only_in_a_private_folder() -> None:
+    token, where = write_token(4321)
+    assert where.parent == paths().board_dir
+    assert stat.S_IMODE(where.stat().st_mode) == 0o600
+    assert stat.S_IMODE(where.parent.stat().st_mode) == 0o700
+    record = json.loads(where.read_text())
+    assert record["url"] == f"http://127.0.0.1:4321/?token={token}"
+    assert len(token) >= 40
+    assert write_token(4321)[0] != token  # new at each start
+
+
+@pytest.mark.anyio
+async def test_a_walled_tree_cannot_read_a_token_written_while_it_runs(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The board folder is masked in every tree, even for a token written after the
+    tree started (a board started while an agent works)."""
+    monkeypatch.setenv("TETHER_CONTAINMENT", "namespace")
+    paths().state_dir.mkdir(parents=True)
+    go = workspace / "go"
+    command = (
+        "touch ready; n=0; "
+        "while [ ! -e go ] && [ $n -lt 400 ]; do sleep 0.02; n=$((n+1)); done; "
+        f"cat {paths().board_dir}/board-4321.json || echo refused"
+    )
+    ctx = ToolContext(call_id="c", session_id="s", workspace=workspace)
+    output: list[str] = []
+
+    async def bash() -> None:
+        output.append(await Bash().run(ctx, {"command": command}))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bash)
+            await await_until(
+                lambda: (workspace / "ready").exists(), what="the tree up"
+            )
+            token, where = write_token(4321)
+            go.touch()
+    assert where.exists()  # the host sees it
+    assert "refused" in output[0]
+    assert token not in output[0]
+
+
+def test_a_taken_port_is_refused_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = tether("board", "--port", str(port))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"tether: port {port} on 127.0.0.1 is taken; choose another with --port "
+        "(--port 0: any free one)"
+    ]
+    assert not paths().board_dir.exists() or not any(paths().board_dir.iterdir())
