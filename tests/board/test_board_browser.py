@@ -52,7 +52,8 @@ def _module_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+def browser(started: dict) -> Iterator[WebDriver]:
+    """Headless Chromium, started while the run and the board start."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -76,9 +77,9 @@ def browser() -> Iterator[WebDriver]:
 
 
 @pytest.fixture(scope="module")
-def work(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def started(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """A real run (one item, a command agent that commits, says a line and waits),
-    and a board serving this home; the board's URL, the run and the marks folder."""
+    and a board serving this home, both starting."""
     root = tmp_path_factory.mktemp("board-run")
     env = {**person_env(), "TETHER_HOME": str(home)}
     marks = root / "marks"
@@ -113,19 +114,26 @@ def work(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]
         env=env,
     )
     try:
-        assert run.stdout is not None
-        assert board.stdout is not None
-        run_id = run.stdout.readline().split()[1]
-        url = board.stdout.readline().split()[-1]
-        assert url.startswith("http://127.0.0.1:"), url
-        wait_until(lambda: (marks / "busy").exists(), what="the agent busy")
-        yield {"url": url, "run": run_id, "marks": marks, "env": env, "proc": run}
+        yield {"marks": marks, "env": env, "run": run, "board": board}
     finally:
         (marks / "go").touch()
         for proc in (run, board):
             if proc.poll() is None:
                 proc.terminate()
             proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def work(started: dict, browser: WebDriver) -> dict:
+    """The board's URL, the run's id and process, the marks folder: the agent busy."""
+    run, board, marks = started["run"], started["board"], started["marks"]
+    assert run.stdout is not None
+    assert board.stdout is not None
+    run_id = run.stdout.readline().split()[1]
+    url = board.stdout.readline().split()[-1]
+    assert url.startswith("http://127.0.0.1:"), url
+    wait_until(lambda: (marks / "busy").exists(), what="the agent busy")
+    return {"url": url, "run": run_id, "marks": marks, "proc": run}
 
 
 def _base(url: str) -> str:

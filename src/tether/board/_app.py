@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,6 +43,10 @@ __all__ = ("FULL_RUNS", "POLL", "REFUSED", "board_app")
 
 POLL = 0.1
 """Seconds between looks at the runs for the live page."""
+_Shown = dict[str, tuple[str, "RunCard", int]]
+"""Per run section: the state and card shown, and how many looks found it unchanged."""
+_PAGES = 16
+"""Front pages whose shown sections are kept for their event streams."""
 _SETTLED = 10
 """Looks at a finished run, unchanged, after which the live page stops looking."""
 FULL_RUNS = 50
@@ -123,6 +128,8 @@ class _Board:
         self.sources = {source.account: source for source in sources}
         self.poll = poll
         self.limiter = anyio.CapacityLimiter(1)
+        self.pages: dict[str, _Shown] = {}
+        """What each recent front page showed, for its event stream to go on from."""
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
@@ -142,7 +149,13 @@ class _Board:
 
     async def front(self, request: Request) -> Response:
         full, older = await self._call(self._cards)
-        return HTMLResponse(runs_page(full, older))
+        page = secrets.token_hex(8)
+        self.pages[page] = {
+            dom_id("run", c.account, c.id): (c.state, c, 0) for c in full
+        }
+        while len(self.pages) > _PAGES:
+            del self.pages[next(iter(self.pages))]
+        return HTMLResponse(runs_page(full, older, shown=page))
 
     async def diff(self, request: Request) -> Response:
         account = request.path_params["account"]
@@ -163,7 +176,7 @@ class _Board:
             text_page("today's digest", "\n\n".join(parts) if parts else None)
         )
 
-    def _changed(self, shown: dict[str, tuple[str, str, int]]) -> list[tuple[str, str]]:
+    def _changed(self, shown: _Shown) -> list[tuple[str, str]]:
         """Sections that changed since `shown` (which is updated), newest run first.
 
         A finished run is looked at a few times more (its last ledger rows follow its
@@ -184,17 +197,17 @@ class _Board:
                 card = source.run(row.id)
                 if card is None:
                     continue
-                html = run_section(card)
-                if before is not None and before[1] == html:
-                    shown[key] = (card.state, html, before[2] + 1)
+                if before is not None and before[1] == card:
+                    shown[key] = (card.state, card, before[2] + 1)
                     continue
-                shown[key] = (card.state, html, 0)
-                out.append((key, html))
+                shown[key] = (card.state, card, 0)
+                out.append((key, run_section(card)))
         return out
 
     async def events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[dict[str, str]]:
-            shown: dict[str, tuple[str, str, int]] = {}
+            # Go on from what the page showed (its sections are not sent again).
+            shown = self.pages.pop(request.query_params.get("page", ""), {})
             while True:
                 for key, html in reversed(await self._call(self._changed, shown)):
                     data = json.dumps({"id": key, "html": html})

@@ -47,7 +47,8 @@ small{color:#666}
 SCRIPT = """\
 "use strict";
 // Live lines: the server sends each run's section when it changes (already escaped).
-const feed = new EventSource("/events");
+const page = document.getElementById("runs").dataset.page;
+const feed = new EventSource("/events?page=" + encodeURIComponent(page));
 feed.addEventListener("run", (event) => {
   const part = JSON.parse(event.data);
   const old = document.getElementById(part.id);
@@ -142,9 +143,12 @@ def page(title: str, body: str, *, live: bool = False) -> str:
     )
 
 
-def runs_page(runs: Sequence[RunCard], older: Sequence[RunCard]) -> str:
-    """The board's front page: the runs in full, then older ones in a line each."""
-    body = ['<main id="runs">']
+def runs_page(runs: Sequence[RunCard], older: Sequence[RunCard], *, shown: str) -> str:
+    """The board's front page: the runs in full, then older ones in a line each.
+
+    `shown` names what it shows, for its event stream to go on from.
+    """
+    body = [f'<main id="runs" data-page="{escape(shown)}">']
     body.extend(run_section(run) for run in runs)
     body.append("</main>")
     if not runs:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, final
 
 import attrs
 
@@ -46,6 +47,11 @@ __all__ = (
     "Step",
 )
 
+_T = TypeVar("_T")
+
+STORE_EVERY = 0.25
+"""Seconds a look at the store (runs, a run's lanes and ledger) is reused; a lane's
+line is read at each look (one `fstat` when its log did not grow)."""
 DIFF_BOUND = 512 * 1024
 """Bytes of a lane's diff shown at most; the rest is cut with a note."""
 
@@ -181,6 +187,18 @@ class OwnRuns:
         self._tail = LogTail()
         self._render = render
         self._stop_pressed = stop_pressed
+        self._looked: dict[str, tuple[float, Any]] = {}
+        self._logs: dict[tuple[str, str], Path] = {}
+
+    def _recent(self, key: str, look: Callable[[], _T]) -> _T:
+        """What `look()` gave less than `STORE_EVERY` seconds ago, or its answer now."""
+        now = time.monotonic()
+        kept = self._looked.get(key)
+        if kept is not None and now - kept[0] < STORE_EVERY:
+            return cast("_T", kept[1])
+        found = look()
+        self._looked[key] = (now, found)
+        return found
 
     def _open(self) -> Store | None:
         if self._store is None:
@@ -208,6 +226,9 @@ class OwnRuns:
 
     def runs(self) -> list[RunCard]:
         """Every run of the store, newest first."""
+        return self._recent("", self._runs)
+
+    def _runs(self) -> list[RunCard]:
         store = self._open()
         if store is None:
             return []
@@ -223,7 +244,17 @@ class OwnRuns:
         ]
 
     def run(self, run_id: str) -> RunCard | None:
-        """One run with its lanes and timeline."""
+        """One run with its lanes and timeline; the lanes' lines read now."""
+        card = self._recent(run_id, lambda: self._run(run_id))
+        if card is None:
+            return None
+        lanes = tuple(
+            attrs.evolve(lane, line=self.line(run_id, lane.id)) for lane in card.lanes
+        )
+        return attrs.evolve(card, lanes=lanes)
+
+    def _run(self, run_id: str) -> RunCard | None:
+        """One run as the store has it (its lanes without their lines)."""
         store = self._open()
         row = None if store is None else store.run(run_id)
         if store is None or row is None:
@@ -246,7 +277,7 @@ class OwnRuns:
                     item=lane.item,
                     state=lane.state.value,
                     stage=None if stage is None else clean_line(stage),
-                    line=self.line(run_id, lane.id),
+                    line=None,
                     commits=sum(len(r.commits) for r in receipts if r.lane == lane.id),
                     saved_ref=lane.saved_ref,
                 )
@@ -296,7 +327,10 @@ class OwnRuns:
 
     def line(self, run_id: str, lane_id: str) -> str | None:
         """The last line of the lane's log, rendered."""
-        line = self._tail.last_line(lane_log(run_id, lane_id))
+        log = self._logs.get((run_id, lane_id))
+        if log is None:
+            log = self._logs[run_id, lane_id] = lane_log(run_id, lane_id)
+        line = self._tail.last_line(log)
         if line is None or self._render is None:
             return line
         shown = self._render(line)
