@@ -114,7 +114,12 @@ def main() -> None:
     )
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(
         options=options, service=Service(executable_path=shutil.which("chromedriver"))

@@ -48,8 +48,8 @@ IMPORTERS = {
         "tether/acp/_session.py",
         "tether/acp/_updates.py",
     },
-    "starlette": {"tether/board/_app.py"},
-    "sse_starlette": {"tether/board/_app.py"},
+    "starlette": {"tether/_board/_app.py"},
+    "sse_starlette": {"tether/_board/_app.py"},
     "uvicorn": set(),
 }
 

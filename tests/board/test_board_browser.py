@@ -19,7 +19,7 @@ from tests.cli._run import TETHER, person_env
 from tests.runs.support import make_repo, write_plan
 from tests.waiting import wait_until
 
-from tether.board._app import REFUSED
+from tether._board._app import REFUSED
 from tether.runs._lane_log import LaneLog
 from tether.runs._lanes import lane_log
 from tether.stop import set_stop

@@ -12,8 +12,8 @@ import pytest
 from tests.cli._run import tether
 from tests.waiting import await_until
 
+from tether._board._serve import write_token
 from tether._config import paths
-from tether.board._serve import write_token
 from tether.host import ToolContext
 from tether.host.tools.bash import Bash
 

@@ -39,8 +39,8 @@ def board(port: int, store_opt: str | None) -> None:
 
     if not _extras.installed("board"):
         raise UsageError(_extras.missing("board", "tether board"))
-    from ..board._serve import board_socket, serve
-    from ..board._source import OwnRuns, standing_stop_at
+    from .._board._serve import board_socket, serve
+    from .._board._source import OwnRuns, standing_stop_at
 
     sock = board_socket(port)
     source = OwnRuns(store_opt, stop_pressed=standing_stop_at)
