@@ -130,6 +130,9 @@ def progress_lines(record: dict[str, Any]) -> list[str]:
         steps = []
         if lane.get("in_call"):
             steps.append(f"call ended {_clock(lane.get('call_ended_at'))}")
+        if lane.get("done_at"):
+            lines.append(f"    {lane.get('item')}: " + ", ".join([*steps, "done"]))
+            continue
         steps += [
             f"saved {_clock(lane.get('saved_at'))}",
             f"released {_clock(lane.get('released_at'))}",

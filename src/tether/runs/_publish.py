@@ -255,6 +255,7 @@ def _stop_progress(events: list[Event], lanes: list[LaneRow]) -> dict[str, Any] 
                 "saved_at": first("saved-aside"),
                 "released_at": first("released"),
                 "halted_at": first("lane-halted", "held"),
+                "done_at": first("lane-done"),
             }
         )
     end = next(
@@ -283,7 +284,8 @@ def status_record(
     "lane", "state", "stage", "started_at", "branch", "saved_ref", "saved_commit",
     "note", "lines", "bundle"}], "stop": null | {"seen_at", "detail", "halted_at",
     "lanes": [{"item", "lane", "in_call", "call_ended_at", "saved_at",
-    "released_at", "halted_at"}]}}`.
+    "released_at", "halted_at", "done_at"}]}}`: a lane that finished its last stage
+    as the stop came is done, not saved.
     """
     row = store.run(run)
     if row is None:
@@ -396,13 +398,19 @@ class Publisher:
             await anyio.sleep(self.every)
 
     async def publish(self, *, final: bool = False) -> None:
-        """Write the record (and the lanes' lines, their bundles when `final`) now."""
+        """Write the record (and the lanes' lines, their bundles when `final`) now.
+
+        A run's final state (halted, done, ...) is published only with `final`, with
+        its bundles: once the person reads it, the work is there to fetch.
+        """
         self._dirty = False
         self._written = time.monotonic()
         try:
             if final:
                 await self._make_bundles()
             record = status_record(self.store, self.run, bundles=self._bundles)
+            if not final and record["state"] in FINAL_STATES:
+                return
             logs = {
                 lane["lane"]: self.lane_log(lane["lane"]) for lane in record["lanes"]
             }
