@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._config import paths
 from .._threads import in_thread
 from ._own_git import GitFailed, own_git, tgit
-from ._publish import BUNDLE_BOUND, open_own_dir, sub_dir
+from ._pubdir import BUNDLE_BOUND, open_own_dir, sub_dir
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -62,6 +62,8 @@ from ..stop._folder import DIR_FLAGS, RuleBroken, open_folder
 from ..stop._mounts import plan as mount_plan
 from ..stop._read import READ_BOUND, within_bound
 from ..stop._system import BindingUnchecked, load_binding
+from ._bundle import make_bundle
+from ._pubdir import BUNDLE_BOUND, OWN_DIR_FLAGS, open_own_dir, sub_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -96,8 +98,6 @@ RECORD_BOUND: Final = 1 << 20
 """Bytes a status record may hold (a record larger is not written, nor read)."""
 LINES_BOUND: Final = 64 << 10
 """Bytes of a lane log's last lines published."""
-BUNDLE_BOUND: Final = 1 << 30
-"""Bytes a lane's bundle may hold; a larger one is not published (the record says so)."""
 DIGEST_BOUND: Final = 4 << 20
 """Bytes of a digest the person's side reads."""
 RUNS_KEPT: Final = 50
@@ -111,7 +111,6 @@ BUNDLE_TIME: Final = 60.0
 
 _VERSION: Final = 1
 _OTHERS_WRITE: Final = stat.S_IWGRP | stat.S_IWOTH
-_OWN_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 _DIGEST: Final = re.compile(r"^digest-\d{4}-\d{2}-\d{2}\.md$")
 _SHA: Final = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -170,59 +169,6 @@ def publish_dir(watch: StopWatch) -> Path | None:
     if place.folder is None or place.person_uid == os.geteuid():
         return None
     return place.store_dir / str(os.geteuid())
-
-
-def _judge_mine(st: os.stat_result, where: Path) -> None:
-    if not stat.S_ISDIR(st.st_mode):
-        raise OSError(errno.ENOTDIR, f"{where} is {kind_words(st.st_mode)}")
-    if st.st_uid != os.geteuid():
-        raise OSError(
-            errno.EPERM,
-            f"{where} is owned by uid {st.st_uid}, not this account: root must remove "
-            "it (tether setup --system makes it again)",
-        )
-
-
-def sub_dir(parent: int, name: str, where: Path) -> int:
-    """Open (making it, mode 0755) the directory `name` of this account's in `parent`."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(name, 0o755, dir_fd=parent)
-    fd = os.open(name, _OWN_DIR_FLAGS, dir_fd=parent)
-    try:
-        st = os.fstat(fd)
-        _judge_mine(st, where)
-        if stat.S_IMODE(st.st_mode) != 0o755:
-            os.fchmod(fd, 0o755)  # the person reads it; no one else writes it
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def open_own_dir(root: Path, person_uid: int) -> int:
-    """A descriptor of this account's directory `root` (made when the folder allows).
-
-    The folder above it is walked with the folder rule. The caller closes it.
-
-    Raises:
-        OSError: the folder breaks its rule, or the directory cannot be made or is not
-            this account's.
-    """
-    try:
-        folder = open_folder(root.parent, person_uid)
-    except RuleBroken as exc:
-        raise OSError(errno.EPERM, str(exc)) from None
-    try:
-        try:
-            return sub_dir(folder, root.name, root)
-        except PermissionError as exc:
-            raise OSError(
-                errno.EACCES,
-                f"cannot make {root}: {exc.strerror}; as root, tether setup --system "
-                "makes it",
-            ) from None
-    finally:
-        os.close(folder)
 
 
 def _stop_progress(events: list[Event], lanes: list[LaneRow]) -> dict[str, Any] | None:
@@ -472,8 +418,6 @@ class Publisher:
                 shutil.rmtree(runs / name, ignore_errors=True)
 
     async def _make_bundles(self) -> None:
-        from ._bundle import make_bundle
-
         for lane in self.store.lanes(self.run):
             if lane.state.value not in ("done", "halted", "saved"):
                 continue
@@ -689,7 +633,7 @@ def published_runs(seat: Seat, *, limit: int = RUNS_SHOWN) -> list[dict[str, Any
         except FileNotFoundError:
             return []
         try:
-            listing = os.open(".", _OWN_DIR_FLAGS, dir_fd=fds[-1])
+            listing = os.open(".", OWN_DIR_FLAGS, dir_fd=fds[-1])
             try:
                 names = sorted(os.listdir(listing), reverse=True)[:limit]
             finally:
