@@ -199,32 +199,48 @@ class Seat:
         return found
 
 
+def _person_repo(seat: Seat) -> Path:
+    """The person's repository, and a bundle of it the agents' account clones."""
+    mine = seat.base / "person-repo"
+    mine.mkdir()
+    os.chown(mine, seat.person_uid, seat.person_uid)
+    seat.sh(
+        seat.person_uid,
+        f"""
+        git init -q -b main
+        git config user.name Person; git config user.email person@example.com
+        echo hello > README.md; git add README.md; git commit -qm init
+        git bundle create -q {seat.folder}/{seat.person_uid}/project.bundle --all
+        """,
+        mine,
+    )
+    return mine
+
+
 def _agents_repo(seat: Seat, marks: Path) -> Path:
-    """The agents' repository, its config holding a planted filter, fsmonitor and hooks."""
-    repo = seat.base / "agents-repo"
-    repo.mkdir()
-    os.chown(repo, seat.agents_uid, seat.agents_uid)
+    """The agents' clone, its config holding a planted filter, fsmonitor and hooks."""
+    repo = seat.homes[seat.agents_uid] / "project"
     planted = marks / "PLANTED"
     seat.sh(
         seat.agents_uid,
         f"""
-        git init -q -b main
+        git clone -q {seat.folder}/{seat.person_uid}/project.bundle {repo}
+        cd {repo}
         git config user.name Agents; git config user.email agents@example.com
-        echo hello > README.md; echo '* filter=plant' > .gitattributes
-        git add README.md .gitattributes; git commit -qm init
-        mkdir hooks
+        echo '* filter=plant' > .git/info/attributes
+        mkdir .git/planted-hooks
         for h in reference-transaction post-checkout pre-commit post-merge \
-                 pre-auto-gc post-rewrite; do
-          printf '#!/bin/sh\\ntouch {planted}.$0\\n' > hooks/$h; chmod +x hooks/$h
-          cp hooks/$h .git/hooks/$h
+                 pre-auto-gc post-rewrite post-update; do
+          printf '#!/bin/sh\\ntouch {planted}.$h\\n' > .git/hooks/$h
+          chmod +x .git/hooks/$h; cp .git/hooks/$h .git/planted-hooks/$h
         done
         git config filter.plant.clean 'touch {planted}.clean; cat'
         git config filter.plant.smudge 'touch {planted}.smudge; cat'
         git config filter.plant.process 'touch {planted}.process'
         git config core.fsmonitor 'touch {planted}.fsmonitor'
-        git config core.hooksPath {repo}/hooks
+        git config core.hooksPath {repo}/.git/planted-hooks
         """,
-        repo,
+        seat.homes[seat.agents_uid],
     )
     return repo
 
@@ -277,6 +293,7 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
         seat.person_uid, "setup", "--shared-folder", str(seat.folder)
     )
     assert code == 0, out
+    _person_repo(seat)
     repo = _agents_repo(seat, marks)
     plan = _plan(seat, repo, marks)
     env = {**seat.env(seat.agents_uid), "TETHER_WRITABLE": str(marks)}
@@ -372,10 +389,7 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     assert "stop observed" in shown
 
     # The work, fetched as data into the person's repository.
-    mine = base / "person-repo"
-    mine.mkdir()
-    os.chown(mine, seat.person_uid, seat.person_uid)
-    seat.sh(seat.person_uid, "git init -q -b main", mine)
+    mine = seat.base / "person-repo"
     # Git itself refuses the agents' repository to the person, as it should.
     refused = subprocess.run(
         [
@@ -402,6 +416,18 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     assert branch in refs
     log = seat.sh(seat.person_uid, f"git log --format=%s {branch}", mine)
     assert log.split("\n")[0] == "lane work"
-    shown_file = seat.sh(seat.person_uid, f"git show {branch}:work.txt", mine)
-    assert shown_file == "work\n"
+    view = next(
+        ref for ref in refs if ref.startswith(f"refs/tether/saved/{seat.agents}/")
+    )
+    assert seat.sh(seat.person_uid, f"git show {view}:work.txt", mine) == "work\n"
+    # Reviewed, it merges as any branch does.
+    seat.sh(
+        seat.person_uid, f"git merge -q --ff-only tether/{seat.agents}/fix-typo", mine
+    )
+    assert (mine / "work.txt").read_text(encoding="utf-8") == "work\n"
     assert not list(marks.glob("PLANTED*")), list(marks.glob("PLANTED*"))
+    # The plants are live: the agents' own git in that repository runs them.
+    seat.sh(seat.agents_uid, "git checkout -q -b probe || :; git status -s || :", repo)
+    fired = {p.name for p in marks.glob("PLANTED*")}
+    assert "PLANTED.fsmonitor" in fired, fired
+    assert fired & {"PLANTED.process", "PLANTED.clean", "PLANTED.smudge"}, fired
