@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "chat": "chat:chat",
     "config": "config:config",
     "demo": "demo:demo",
+    "fetch": "fetch:fetch",
     "guard": "guard:guard",
     "host": "host:host",
     "lanes": "lanes:lanes",

@@ -16,7 +16,11 @@ _STORE_HELP = "A SQLite file or postgresql:// URL [env var: TETHER_STORE]."
 @click.option("--store", "store_opt", default=None, help=_STORE_HELP)
 @click.pass_context
 def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
-    """List this account's runs with their state (a dead run is found and shown dead).
+    """List the runs with their state, this account's and the bound accounts'.
+
+    This account's come from its ledger (a dead run is found and shown dead); then
+    those of every account root bound to honour its stop (tether setup --system), as
+    they published them, with each lane's stage and a stop's progress.
 
     \b
     Examples:
@@ -27,15 +31,20 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from ..runs._views import list_runs
+    from ._seatview import all_runs, progress_lines
 
-    rows = list_runs(store_opt)
+    rows, notes = all_runs(list_runs(store_opt))
+    for note in notes:
+        click.echo(f"tether: {note}", err=True)
     if as_json:
         echo_json(rows)
     elif not rows:
         click.echo("no runs")
     else:
         for row in rows:
-            click.echo(f"{row['id']}  {row['state']}")
+            click.echo(f"{row['id']}  {row['state']}  {row['account']}")
+            for line in progress_lines(row):
+                click.echo(line)
 
 
 @runs.command("show")

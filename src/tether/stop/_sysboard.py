@@ -84,17 +84,22 @@ def _prepare_folder(folder: Path, person_uid: int, notes: list[str]) -> Path:
     if real != given:
         notes.append(f"recorded the real path {real} (given: {given})")
     folder = check_folder_path(real)
-    uid_dir = folder / str(person_uid)
+    _uid_dir(folder, person_uid, notes)
+    return folder
+
+
+def _uid_dir(folder: Path, uid: int, notes: list[str]) -> None:
+    """Make `<folder>/<uid>` (owned by uid, mode 0755) when it is missing."""
+    uid_dir = folder / str(uid)
     if not os.path.lexists(uid_dir):
         os.mkdir(uid_dir, 0o755)
         try:
-            gid = pwd.getpwuid(person_uid).pw_gid
+            gid = pwd.getpwuid(uid).pw_gid
         except KeyError:
-            gid = person_uid
-        os.chown(uid_dir, person_uid, gid)
+            gid = uid
+        os.chown(uid_dir, uid, gid)
         os.chmod(uid_dir, 0o755)
-        notes.append(f"made {uid_dir} (uid {person_uid}, mode 0755)")
-    return folder
+        notes.append(f"made {uid_dir} (uid {uid}, mode 0755)")
 
 
 def _checks(folder: Path, person_uid: int) -> list[RuleCheck]:
@@ -162,8 +167,8 @@ def bind_accounts(
 ) -> SystemBoard:
     """Record, as root, that each of `accounts` honours `person_uid`'s stop in `folder`.
 
-    A missing folder is made (root, mode 1777), and so is the person's uid directory
-    (mode 0755). An account bound elsewhere before is moved, unless a stop stands there.
+    A missing folder is made (root, mode 1777), and so are the person's uid directory
+    and each account's, where it publishes its runs for the person (mode 0755). An account bound elsewhere before is moved, unless a stop stands there.
 
     Raises:
         Refused: not root; the binding on disk cannot be checked; a stop stands where an
@@ -182,6 +187,9 @@ def bind_accounts(
     current = _current(system_dir)
     notes: list[str] = []
     real = _prepare_folder(folder, person_uid, notes)
+    for uid in dict.fromkeys(accounts):
+        # Where the account publishes its runs for the person (it writes no other).
+        _uid_dir(real, uid, notes)
     fresh = [
         Binding(
             account_uid=uid,
