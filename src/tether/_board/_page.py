@@ -80,11 +80,12 @@ def _clock(at: float) -> str:
 
 def _lane_row(run: RunCard, lane: LaneCard) -> str:
     work = "-"
-    if lane.commits:
+    label = lane.work or (f"{lane.commits} commit(s)" if lane.commits else None)
+    if label is not None:
         href = "/diff/" + "/".join(
             quote(p, safe="") for p in (run.account, run.id, lane.id)
         )
-        work = f'<a href="{escape(href)}">{lane.commits} commit(s)</a>'
+        work = f'<a href="{escape(href)}">{escape(label)}</a>'
     return (
         f'<tr id="{dom_id("lane", run.account, run.id, lane.id)}">'
         f"<td>{escape(lane.item)}</td>"
@@ -104,6 +105,8 @@ def run_section(run: RunCard) -> str:
         f'<span class="id">{escape(run.id)}</span> '
         f"<small>{escape(run.account)} · started {_clock(run.started_at)}</small></h2>",
     ]
+    if run.note:
+        parts.append(f'<p class="note">{escape(run.note)}</p>')
     if run.lanes:
         parts.append(
             "<table><tr><th>item</th><th>state</th><th>stage</th><th>live line</th>"

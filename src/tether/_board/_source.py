@@ -87,6 +87,8 @@ class LaneCard:
     commits: int
     """Commits its agents added."""
     saved_ref: str | None
+    work: str | None = None
+    """What its work page links as, when not its commits (a published bundle)."""
 
 
 @final
@@ -121,6 +123,8 @@ class RunCard:
     lanes: tuple[LaneCard, ...] = ()
     timeline: tuple[Step, ...] = ()
     """Empty unless the run took a stop."""
+    note: str | None = None
+    """Why the run cannot be shown, when it cannot."""
 
     @property
     def active(self) -> bool:
