@@ -77,3 +77,19 @@ def test_a_taken_port_is_refused_in_one_line() -> None:
         "(--port 0: any free one)"
     ]
     assert not paths().board_dir.exists() or not any(paths().board_dir.iterdir())
+
+
+def test_a_store_that_cannot_be_read_is_said_on_the_page(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from tether._board._app import board_app
+    from tether._board._source import OwnRuns
+
+    store = tmp_path / "runs.sqlite3"
+    store.write_bytes(b"")
+    store.chmod(0o666)  # writable by others: the owner-only rule refuses it
+    app = board_app([OwnRuns(str(store))], token="t", port=1)
+    page = TestClient(app, base_url="http://127.0.0.1").get("/?token=t")
+    assert page.status_code == 200
+    assert "unreadable" in page.text
+    assert "writable by" in page.text or "owner" in page.text, page.text

@@ -29,6 +29,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from ..errors import TetherError
 from ._page import SCRIPT, STYLE, dom_id, run_section, runs_page, text_page
 
 if TYPE_CHECKING:
@@ -121,6 +122,30 @@ class _Guard:
         await self.app(scope, receive, headed)
 
 
+def _unreadable(source: BoardSource, run: str, exc: Exception) -> RunCard:
+    from ._source import RunCard
+
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return RunCard(
+        account=source.account, id=run, state="unreadable", started_at=0.0, note=why
+    )
+
+
+def _runs_of(source: BoardSource) -> list[RunCard]:
+    """The source's runs; one card that says why when they cannot be read."""
+    try:
+        return source.runs()
+    except (TetherError, OSError) as exc:
+        return [_unreadable(source, "-", exc)]
+
+
+def _run_of(source: BoardSource, run: str) -> RunCard | None:
+    try:
+        return source.run(run)
+    except (TetherError, OSError) as exc:
+        return _unreadable(source, run, exc)
+
+
 class _Board:
     """The routes over the sources, each read in a worker thread, one call at a time."""
 
@@ -138,9 +163,9 @@ class _Board:
         full: list[RunCard] = []
         older: list[RunCard] = []
         for source in self.sources.values():
-            runs = source.runs()
+            runs = _runs_of(source)
             for row in runs[:FULL_RUNS]:
-                card = source.run(row.id)
+                card = row if row.note else _run_of(source, row.id)
                 if card is not None:
                     full.append(card)
             older.extend(runs[FULL_RUNS:])
@@ -184,7 +209,7 @@ class _Board:
         """
         out = []
         for source in self.sources.values():
-            for row in source.runs()[:FULL_RUNS]:
+            for row in _runs_of(source)[:FULL_RUNS]:
                 key = dom_id("run", row.account, row.id)
                 before = shown.get(key)
                 if (
@@ -194,7 +219,7 @@ class _Board:
                     and before[0] == row.state
                 ):
                     continue
-                card = source.run(row.id)
+                card = row if row.note else _run_of(source, row.id)
                 if card is None:
                     continue
                 if before is not None and before[1] == card:
