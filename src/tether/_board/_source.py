@@ -25,10 +25,11 @@ import attrs
 from .._config import paths
 from .._term import visible
 from ..runs._lanes import lane_log
-from ..runs._liveness import here, is_dead
 from ..runs._open import default_store_path, open_store, store_url
 from ..runs._own_git import GitFailed, own_git, tgit
+from ..runs._publish import account_name
 from ..runs._tail import LogTail, clean_line
+from ..runs._takeover import found_dead
 from ..runs._values import ACTIVE_RUN_STATES, RunState
 
 if TYPE_CHECKING:
@@ -157,16 +158,6 @@ class BoardSource(Protocol):
         """Let go of what the source holds open."""
 
 
-def account_name(uid: int) -> str:
-    """The name of `uid`, or `uid N` when it has none."""
-    import pwd
-
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
 @final
 class OwnRuns:
     """This account's runs: its store of runs, its lane logs and tether's own git."""
@@ -219,13 +210,9 @@ class OwnRuns:
             self._store = None
 
     def _state(self, store: Store, row: RunRow) -> str:
-        if row.state in ACTIVE_RUN_STATES:
-            now = store.now()
-            expired = bool(store.claims(row.id)) and all(
-                c.expires < now for c in store.claims(row.id)
-            )
-            if is_dead(row, leases_expired=expired, here_id=here()):
-                return RunState.DEAD.value
+        """Its state; an active run found dead is shown dead (and not recorded so)."""
+        if found_dead(store, row):
+            return RunState.DEAD.value
         return row.state.value
 
     def runs(self) -> list[RunCard]:
