@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import stat
+import subprocess
 from typing import TYPE_CHECKING
 
 import anyio
+import httpx
 import pytest
-from tests.cli._run import tether
+from tests.cli._run import TETHER, tether
 from tests.waiting import await_until
 
 from tether._board._serve import write_token
@@ -93,3 +96,31 @@ def test_a_store_that_cannot_be_read_is_said_on_the_page(tmp_path: Path) -> None
     assert page.status_code == 200
     assert "unreadable" in page.text
     assert "writable by" in page.text or "owner" in page.text, page.text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_ends_the_board_with_a_page_open(sig: int) -> None:
+    """A live page's open event stream does not hold the end; it exits 0 and takes
+    its token's file away."""
+    board = subprocess.Popen(
+        [*TETHER, "board", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert board.stdout is not None
+        url = board.stdout.readline().split()[-1]
+        (record,) = paths().board_dir.glob("board-*.json")
+        with (
+            httpx.Client(follow_redirects=True) as client,
+            client.stream("GET", url.replace("/?", "/events?"), timeout=10) as live,
+        ):
+            assert live.status_code == 200
+            board.send_signal(sig)
+            assert board.wait(timeout=10) == 0
+        assert not record.exists()
+    finally:
+        if board.poll() is None:
+            board.kill()
+        board.communicate(timeout=10)

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import secrets
+import signal
 import socket
 import stat
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from .._fs import write_atomic
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from ._source import BoardSource
@@ -111,9 +112,28 @@ def serve(
         server_header=False,
         timeout_graceful_shutdown=1,
     )
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """Ctrl-C and SIGTERM end the board quietly.
+
+            uvicorn raises them again after its shutdown, which would end the
+            process before the token's file is removed.
+            """
+            before = {
+                sig: signal.signal(sig, self.handle_exit)
+                for sig in (signal.SIGINT, signal.SIGTERM)
+            }
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+
     announce(f"http://127.0.0.1:{port}/?token={token}")
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        _Server(config).run(sockets=[sock])
     finally:
         where.unlink(missing_ok=True)
         for source in sources:
