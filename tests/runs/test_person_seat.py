@@ -247,6 +247,7 @@ def _agents_repo(seat: Seat, marks: Path) -> Path:
 
 def _plan(seat: Seat, repo: Path, marks: Path) -> Path:
     script = (
+        'printf "building \\033[31mred\\033[0m\\n"; '
         'printf "work\\n" > work.txt; git add work.txt; git commit -qm "lane work"; '
         f"touch {marks}/in-call; n=0; "
         f"while [ ! -e {marks}/go ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done"
@@ -387,6 +388,12 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     shown = seat.sh(seat.person_uid, f"cat {digest}", cwd=Path("/"))
     assert f"## run {halted['id']} — halted" in shown
     assert "stop observed" in shown
+    lane_id = halted["lanes"][0]["lane"]
+    lines = seat.folder / str(seat.agents_uid) / halted["lanes"][0]["lines"]
+    assert lines.name == f"{lane_id}.txt"
+    published = seat.sh(seat.person_uid, f"cat {lines}", cwd=Path("/"))
+    assert "building red" in published  # as `tether logs` prints it: no escape
+    assert "\x1b" not in published
 
     # The work, fetched as data into the person's repository.
     mine = seat.base / "person-repo"
