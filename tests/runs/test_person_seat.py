@@ -419,6 +419,9 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     done = seat.tether(seat.person_uid, "fetch", "--into", str(mine), "--json")
     assert done.returncode == 0, done.stderr
     refs = {row["ref"]: row["commit"] for row in json.loads(done.stdout)}
+    # The bundle holds the lane's work past the history both seats share.
+    init = seat.sh(seat.person_uid, "git rev-parse main", mine).strip()
+    assert halted["lanes"][0]["bundle"]["base"] == init
     branch = f"refs/remotes/tether/{seat.agents}/fix-typo"
     assert branch in refs
     log = seat.sh(seat.person_uid, f"git log --format=%s {branch}", mine)

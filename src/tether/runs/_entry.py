@@ -230,6 +230,7 @@ def _publisher(run: Run, watch: StopWatch) -> Publisher | None:
         run.store,
         run.id,
         lane_log=run.log_path,
+        repo=run.plan.repo,
         say=run.say,
     )
     run.on_change = publisher.changed

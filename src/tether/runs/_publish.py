@@ -315,6 +315,7 @@ class Publisher:
         run: str,
         *,
         lane_log: Callable[[str], Path],
+        repo: Path,
         every: float = 0.2,
         say: Callable[[str], None] | None = None,
     ) -> None:
@@ -323,6 +324,7 @@ class Publisher:
         self.store = store
         self.run = run
         self.lane_log = lane_log
+        self.repo = repo
         self.every = every
         self.say = say
         self._dirty = True
@@ -427,6 +429,7 @@ class Publisher:
                     self.person_uid,
                     run=self.run,
                     lane=lane,
+                    repo=self.repo,
                 )
             except (OSError, TetherError) as exc:
                 self._bundles[lane.id] = {"error": str(exc)}
