@@ -322,8 +322,6 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
             (seat.agents, "running")
         ]
         assert working[0]["lanes"][0]["stage"] == "build"
-        status = json.loads(seat.tether(seat.person_uid, "status", "--json").stdout)
-        assert [r["state"] for r in status["runs"]] == ["running"]
 
         waited: list[tuple[int, str]] = []
         waiter = threading.Thread(
@@ -378,6 +376,8 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     assert [(r["account"], r["state"]) for r in status["runs"]] == [
         (seat.agents, "halted")
     ]
+    show = seat.tether(seat.person_uid, "runs", "show", halted["id"], "--json")
+    assert json.loads(show.stdout)["stop"] == stop, show.stderr
     text = seat.tether(seat.person_uid, "status").stdout
     assert "runs: none working; 1 finished" in text
     assert "call ended" in text
@@ -385,9 +385,9 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     # The digest and the lane's lines, read as the person.
     day = datetime.now(UTC).strftime("%Y-%m-%d")
     digest = seat.folder / str(seat.agents_uid) / f"digest-{day}.md"
-    shown = seat.sh(seat.person_uid, f"cat {digest}", cwd=Path("/"))
-    assert f"## run {halted['id']} — halted" in shown
-    assert "stop observed" in shown
+    text = seat.sh(seat.person_uid, f"cat {digest}", cwd=Path("/"))
+    assert f"## run {halted['id']} — halted" in text
+    assert "stop observed" in text
     lane_id = halted["lanes"][0]["lane"]
     lines = seat.folder / str(seat.agents_uid) / halted["lanes"][0]["lines"]
     assert lines.name == f"{lane_id}.txt"
