@@ -62,11 +62,13 @@ from ..stop._folder import DIR_FLAGS, RuleBroken, open_folder
 from ..stop._mounts import plan as mount_plan
 from ..stop._read import READ_BOUND, within_bound
 from ..stop._system import BindingUnchecked, load_binding
-from ._bundle import make_bundle
 from ._pubdir import BUNDLE_BOUND, OWN_DIR_FLAGS, open_own_dir, sub_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
+
+    Bundler = Callable[..., Awaitable[dict[str, Any] | None]]
+    """`_bundle.make_bundle`'s shape: publishes a lane's bundle, says what it holds."""
 
     from ..stop import StopWatch
     from ._store import Store
@@ -316,6 +318,7 @@ class Publisher:
         *,
         lane_log: Callable[[str], Path],
         repo: Path,
+        bundler: Bundler | None = None,
         every: float = 0.2,
         say: Callable[[str], None] | None = None,
     ) -> None:
@@ -325,6 +328,7 @@ class Publisher:
         self.run = run
         self.lane_log = lane_log
         self.repo = repo
+        self.bundler = bundler
         self.every = every
         self.say = say
         self._dirty = True
@@ -420,11 +424,13 @@ class Publisher:
                 shutil.rmtree(runs / name, ignore_errors=True)
 
     async def _make_bundles(self) -> None:
+        if self.bundler is None:
+            return
         for lane in self.store.lanes(self.run):
             if lane.state.value not in ("done", "halted", "saved"):
                 continue
             try:
-                made = await make_bundle(
+                made = await self.bundler(
                     self.root,
                     self.person_uid,
                     run=self.run,
