@@ -367,7 +367,7 @@ class Publisher:
                 lane["lane"]: self.lane_log(lane["lane"]) for lane in record["lanes"]
             }
             await in_thread(self._write, record, logs, final)
-        except (OSError, TetherError) as exc:
+        except Exception as exc:  # publishing never ends a run: it says why, once
             why = f"cannot publish run {self.run} for the person in {self.root}: {exc}"
             if why != self._failed and self.say is not None:
                 self.say(why)
@@ -399,13 +399,13 @@ class Publisher:
                     size = 0
                 if not final and self._sizes.get(lane) == size:
                     continue
-                self._sizes[lane] = size
                 write_atomic_at(
                     lines,
                     f"{lane}.txt",
                     log_lines(_log_tail(path)).encode(),
                     mode=0o644,
                 )
+                self._sizes[lane] = size
             write_atomic_at(fds[2], "status.json", data, mode=0o644)
         finally:
             for fd in reversed(fds):
