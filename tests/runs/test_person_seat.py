@@ -269,6 +269,9 @@ def _at(text: object) -> datetime:
     return datetime.fromisoformat(text)
 
 
+@pytest.mark.rule("digest")
+@pytest.mark.rule("status-runs")
+@pytest.mark.rule("system-binding")
 def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     base: Path, python: Path, accounts: tuple[str, str]
 ) -> None:
