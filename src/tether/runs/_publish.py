@@ -13,9 +13,12 @@ into that account's own directory of the shared stop folder, `<folder>/<account 
 - `runs/<run>/bundles/<lane>.bundle`: the lane's branch and saved view as a git bundle,
   made by tether's own git dir of the lane (`_own_git`), never by the lane's.
 
-Every file is written atomically (temp, fsync, rename, fsync of the directory) with mode
-0644, and bounded: a record's size, the lines kept, a bundle's size, the runs kept
-(`RUNS_KEPT`).
+The directories are made and opened by `_pubdir`. Every file is written atomically
+(temp, fsync, rename, fsync of the directory) with mode 0644, and bounded: a record's
+size, the lines kept, a bundle's size, the runs kept (`RUNS_KEPT`). The record is
+rewritten at each ledger row (`Publisher.changed`, coalesced) and every few seconds while
+the run works; its final state only with its bundles, so a person who reads "halted" can
+fetch the work at once.
 
 The person's side reads it with the care of the stop file (spec 02): the folder rule is
 walked from `/`, each directory below is opened `O_NOFOLLOW` and judged by `fstat`
@@ -29,7 +32,10 @@ The reader's API, for `tether status`, `runs`, `stop --wait`, `fetch` and the bo
 - `seats()`: the accounts bound to honour this person's stop (`Seat`);
 - `published_runs(seat)`: their status records, newest first;
 - `read_text(seat, name)`: a published text (`digest_name(day)`, `lines_name(run, lane)`);
-- `copy_bundle(seat, run, lane, into)`: a lane's bundle copied into a file of the person's.
+- `copy_bundle(seat, run, lane, into)`: a lane's bundle copied into a file of the
+  person's.
+
+Nothing here acts on what it reads: stop, lift and take-over stay the person's verbs.
 
 `PublishUnreadable` says why something could not be read.
 """
@@ -114,8 +120,6 @@ BUNDLE_TIME: Final = 60.0
 _VERSION: Final = 1
 _OTHERS_WRITE: Final = stat.S_IWGRP | stat.S_IWOTH
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
-_DIGEST: Final = re.compile(r"^digest-\d{4}-\d{2}-\d{2}\.md$")
-_SHA: Final = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _BEAT: Final = 10.0
 """Seconds between rewrites of a running run's record when nothing changed."""
 
