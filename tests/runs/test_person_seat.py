@@ -319,12 +319,17 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
             out, err = run.communicate()
             logs = seat.tether(seat.agents_uid, "logs", out.split()[1]).stdout
             raise AssertionError(f"the run ended early: {out}{err}{logs}")
+
         # As the person: the run is seen working, its lane in its stage.
+        def in_stage() -> bool:
+            (record,) = seat.runs()
+            return bool(record["lanes"]) and record["lanes"][0]["stage"] == "build"
+
+        wait_until(in_stage, what="the lane in its stage, as the person reads it")
         working = seat.runs()
         assert [(r["account"], r["state"]) for r in working] == [
             (seat.agents, "running")
         ]
-        assert working[0]["lanes"][0]["stage"] == "build"
 
         waited: list[tuple[int, str]] = []
         waiter = threading.Thread(
