@@ -49,13 +49,15 @@ def run_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-def _publish(where: Path, state: str, pad: int = 0) -> None:
+def _publish(
+    where: Path, state: str, pad: int = 0, updated: str = "2999-01-01T00:00:00+00:00"
+) -> None:
     record = {
         "version": 1,
         "id": RUN,
         "state": state,
         "started_at": "2026-01-01T00:00:00+00:00",
-        "updated_at": "2999-01-01T00:00:00+00:00",
+        "updated_at": updated,
         "lanes": [{"item": "fix-typo", "lane": "lane_1", "state": "in-call"}],
         "stop": {"seen_at": "2026-01-01T00:00:01+00:00", "lanes": []},
         "pad": "x" * pad,
@@ -109,3 +111,18 @@ def test_stop_wait_reads_a_record_rewritten_meanwhile_whole(run_dir: Path) -> No
     finally:
         done.set()
         writer.join()
+
+
+def test_a_working_run_that_stopped_publishing_is_said_to_be_stale(
+    run_dir: Path,
+) -> None:
+    """A run killed outright publishes nothing more: the person is told, not misled."""
+    from tether.cli._seatview import STALE_AFTER, run_line, seat_runs
+
+    _publish(run_dir, "halting", updated="2000-01-01T00:00:00+00:00")
+    _, (record,), _ = seat_runs()
+    assert record["stale"] is True
+    assert f"no word for more than {STALE_AFTER:g} s" in run_line(record)
+    _publish(run_dir, "halted", updated="2000-01-01T00:00:00+00:00")
+    _, (record,), _ = seat_runs()
+    assert record["stale"] is False  # a finished run says nothing more, rightly
