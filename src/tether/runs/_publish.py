@@ -416,16 +416,21 @@ class Publisher:
                 os.close(fd)
 
     def _prune(self) -> None:
-        """Keep the newest `RUNS_KEPT` run directories of this account."""
+        """Keep the newest `RUNS_KEPT` run directories of this account (by descriptor)."""
+        fds: list[int] = []
         with contextlib.suppress(OSError):
-            runs = self.root / "runs"
-            found = sorted(
-                (entry.stat(follow_symlinks=False).st_mtime, entry.name)
-                for entry in os.scandir(runs)
-                if entry.is_dir(follow_symlinks=False) and entry.name != self.run
-            )
+            fds.append(open_own_dir(self.root, self.person_uid))
+            fds.append(sub_dir(fds[-1], "runs", self.root / "runs"))
+            with os.scandir(fds[-1]) as entries:
+                found = sorted(
+                    (entry.stat(follow_symlinks=False).st_mtime, entry.name)
+                    for entry in entries
+                    if entry.is_dir(follow_symlinks=False) and entry.name != self.run
+                )
             for _, name in found[: max(0, len(found) - RUNS_KEPT + 1)]:
-                shutil.rmtree(runs / name, ignore_errors=True)
+                shutil.rmtree(name, dir_fd=fds[-1], ignore_errors=True)
+        for fd in reversed(fds):
+            os.close(fd)
 
     async def _make_bundles(self) -> None:
         if self.bundler is None:
