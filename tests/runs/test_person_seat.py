@@ -399,7 +399,8 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     lane_id = halted["lanes"][0]["lane"]
     lines = seat.folder / str(seat.agents_uid) / halted["lanes"][0]["lines"]
     assert lines.name == f"{lane_id}.txt"
-    published = seat.sh(seat.person_uid, f"cat {lines}", cwd=Path("/"))
+    published = seat.tether(seat.person_uid, "logs", halted["id"], "fix-typo").stdout
+    assert published == seat.sh(seat.person_uid, f"cat {lines}", cwd=Path("/"))
     assert "building red" in published  # as `tether logs` prints it: no escape
     assert "\x1b" not in published
 
