@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tempfile
@@ -27,6 +28,7 @@ import pytest
 from tests.pty_run import run_in_pty
 from tests.waiting import wait_until
 
+import tether
 from tether.stop import AGENT_MARKERS
 
 if TYPE_CHECKING:
@@ -68,6 +70,13 @@ def python(base: Path) -> Path:
     )
     if version.stdout.strip() != "True":
         pytest.skip("no system python3 >= 3.11 that every account can run")
+    here = sysconfig.get_paths()["purelib"]
+    for place in (Path(tether.__file__).parent, Path(here)):
+        for folder in (place, *place.parents):
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                pytest.skip(
+                    f"{folder} is closed to other accounts: they cannot run tether"
+                )
     venv = base / "venv"
     made = subprocess.run(
         [str(system), "-m", "venv", "--without-pip", str(venv)],
@@ -88,7 +97,6 @@ def python(base: Path) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    here = sysconfig.get_paths()["purelib"]
     Path(site, "tether-checkout.pth").write_text(
         f"import site; site.addsitedir({here!r})\n", encoding="utf-8"
     )
