@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tempfile
@@ -27,6 +28,7 @@ import pytest
 from tests.pty_run import run_in_pty
 from tests.waiting import wait_until
 
+import tether
 from tether.stop import AGENT_MARKERS
 
 if TYPE_CHECKING:
@@ -60,6 +62,21 @@ def python(base: Path) -> Path:
     (the test's own interpreter may live under root's 0700 home).
     """
     system = Path("/usr/bin/python3")
+    version = subprocess.run(
+        [str(system), "-c", "import sys; print(sys.version_info >= (3, 11))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if version.stdout.strip() != "True":
+        pytest.skip("no system python3 >= 3.11 that every account can run")
+    here = sysconfig.get_paths()["purelib"]
+    for place in (Path(tether.__file__).parent, Path(here)):
+        for folder in (place, *place.parents):
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                pytest.skip(
+                    f"{folder} is closed to other accounts: they cannot run tether"
+                )
     venv = base / "venv"
     made = subprocess.run(
         [str(system), "-m", "venv", "--without-pip", str(venv)],
@@ -80,7 +97,6 @@ def python(base: Path) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    here = sysconfig.get_paths()["purelib"]
     Path(site, "tether-checkout.pth").write_text(
         f"import site; site.addsitedir({here!r})\n", encoding="utf-8"
     )
@@ -247,6 +263,7 @@ def _agents_repo(seat: Seat, marks: Path) -> Path:
 
 def _plan(seat: Seat, repo: Path, marks: Path) -> Path:
     script = (
+        'printf "building \\033[31mred\\033[0m\\n"; '
         'printf "work\\n" > work.txt; git add work.txt; git commit -qm "lane work"; '
         f"touch {marks}/in-call; n=0; "
         f"while [ ! -e {marks}/go ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done"
@@ -268,6 +285,9 @@ def _at(text: object) -> datetime:
     return datetime.fromisoformat(text)
 
 
+@pytest.mark.rule("digest")
+@pytest.mark.rule("status-runs")
+@pytest.mark.rule("system-binding")
 def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     base: Path, python: Path, accounts: tuple[str, str]
 ) -> None:
@@ -315,14 +335,17 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
             out, err = run.communicate()
             logs = seat.tether(seat.agents_uid, "logs", out.split()[1]).stdout
             raise AssertionError(f"the run ended early: {out}{err}{logs}")
+
         # As the person: the run is seen working, its lane in its stage.
+        def in_stage() -> bool:
+            (record,) = seat.runs()
+            return bool(record["lanes"]) and record["lanes"][0]["stage"] == "build"
+
+        wait_until(in_stage, what="the lane in its stage, as the person reads it")
         working = seat.runs()
         assert [(r["account"], r["state"]) for r in working] == [
             (seat.agents, "running")
         ]
-        assert working[0]["lanes"][0]["stage"] == "build"
-        status = json.loads(seat.tether(seat.person_uid, "status", "--json").stdout)
-        assert [r["state"] for r in status["runs"]] == ["running"]
 
         waited: list[tuple[int, str]] = []
         waiter = threading.Thread(
@@ -377,6 +400,8 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     assert [(r["account"], r["state"]) for r in status["runs"]] == [
         (seat.agents, "halted")
     ]
+    show = seat.tether(seat.person_uid, "runs", "show", halted["id"], "--json")
+    assert json.loads(show.stdout)["stop"] == stop, show.stderr
     text = seat.tether(seat.person_uid, "status").stdout
     assert "runs: none working; 1 finished" in text
     assert "call ended" in text
@@ -384,9 +409,16 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     # The digest and the lane's lines, read as the person.
     day = datetime.now(UTC).strftime("%Y-%m-%d")
     digest = seat.folder / str(seat.agents_uid) / f"digest-{day}.md"
-    shown = seat.sh(seat.person_uid, f"cat {digest}", cwd=Path("/"))
-    assert f"## run {halted['id']} — halted" in shown
-    assert "stop observed" in shown
+    text = seat.sh(seat.person_uid, f"cat {digest}", cwd=Path("/"))
+    assert f"## run {halted['id']} — halted" in text
+    assert "stop observed" in text
+    lane_id = halted["lanes"][0]["lane"]
+    lines = seat.folder / str(seat.agents_uid) / halted["lanes"][0]["lines"]
+    assert lines.name == f"{lane_id}.txt"
+    published = seat.tether(seat.person_uid, "logs", halted["id"], "fix-typo").stdout
+    assert published == seat.sh(seat.person_uid, f"cat {lines}", cwd=Path("/"))
+    assert "building red" in published  # as `tether logs` prints it: no escape
+    assert "\x1b" not in published
 
     # The work, fetched as data into the person's repository.
     mine = seat.base / "person-repo"
@@ -412,6 +444,9 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     done = seat.tether(seat.person_uid, "fetch", "--into", str(mine), "--json")
     assert done.returncode == 0, done.stderr
     refs = {row["ref"]: row["commit"] for row in json.loads(done.stdout)}
+    # The bundle holds the lane's work past the history both seats share.
+    init = seat.sh(seat.person_uid, "git rev-parse main", mine).strip()
+    assert halted["lanes"][0]["bundle"]["base"] == init
     branch = f"refs/remotes/tether/{seat.agents}/fix-typo"
     assert branch in refs
     log = seat.sh(seat.person_uid, f"git log --format=%s {branch}", mine)

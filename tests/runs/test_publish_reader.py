@@ -11,12 +11,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
 from tether.runs._publish import (
     RECORD_BOUND,
+    RUNS_KEPT,
+    Publisher,
     PublishUnreadable,
     Seat,
     published_runs,
@@ -25,6 +27,8 @@ from tether.runs._publish import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tether.runs import Store
 
 pytestmark = pytest.mark.root
 
@@ -147,3 +151,21 @@ def test_publish_reader_refuses_a_directory_not_the_account_s(
             _made(seat.dir, mode=0o775)
     with pytest.raises(PublishUnreadable):
         published_runs(seat)
+
+
+def test_publisher_keeps_the_newest_runs_of_its_account(seat: Seat) -> None:
+    """Bounded: a run starting prunes the oldest published runs beyond `RUNS_KEPT`."""
+    mine = seat.folder / str(os.geteuid())
+    runs = mine / "runs"
+    runs.mkdir(parents=True, mode=0o755)
+    os.chmod(mine, 0o755)
+    names = [f"run_{n:04d}" for n in range(RUNS_KEPT + 5)]
+    for n, name in enumerate(names):
+        (runs / name).mkdir()
+        os.utime(runs / name, (1_000_000 + n, 1_000_000 + n))
+    store = cast("Store", None)  # pruning reads no ledger
+    publisher = Publisher(
+        mine, PERSON, store, "run_new", lane_log=lambda lane: mine, repo=mine
+    )
+    publisher._prune()
+    assert sorted(os.listdir(runs)) == names[-(RUNS_KEPT - 1) :]

@@ -1,7 +1,7 @@
 """`tether fetch`: bring the work of bound accounts' runs into the person's repository.
 
 Each done or halted lane of a run under an agents' account is published as a git
-bundle (`tether.runs._bundle`) in that account's directory of the shared folder. This
+bundle past the commit its work is based on (`tether.runs._bundle`) in that account's directory of the shared folder. This
 command, run as the person, copies each bundle by descriptor into a private temp file
 (`tether.runs._publish.copy_bundle`: owner, mode and size judged), checks it with the
 person's own git (`git bundle verify`, `list-heads` against the published record,
@@ -182,6 +182,16 @@ def _fetch_lane(
         )
     if not wanted:
         return []
+    base = bundle.get("base")
+    if base is not None:
+        if not _SHA.match(str(base)):
+            raise UsageError(f"its base {base!r} is not a commit: not fetched")
+        if _git(repo, "cat-file", "-e", f"{base}^{{commit}}", check=False).returncode:
+            raise UsageError(
+                f"{repo} lacks {base}, the commit the work is based on (the agents' "
+                "HEAD): fetch it first (from your common upstream), then run tether "
+                "fetch again"
+            )
     with tempfile.TemporaryDirectory(prefix="tether-fetch-") as tmp:
         file = Path(tmp) / f"{lane_id}.bundle"
         copy_bundle(seat, run, lane_id, file)

@@ -7,8 +7,13 @@ and the account's repository are never run. A bundle is one file the person's gi
 reads as data (`git fetch FILE`): no repository of the other account is opened, so no
 `safe.directory` exception is needed and none of its config is honoured.
 
-The bundle holds every object its refs reach (no prerequisites): the person's
-repository needs nothing from the account's to fetch it. Its refs:
+The bundle holds the objects its refs reach past the lane's base, the merge base of its
+branch with the account's repository's `HEAD` (the history both seats share, as the
+account cloned it from the person's repository or their common upstream): the base is
+its one prerequisite, which `tether fetch` names if the person's repository lacks it.
+Measured on tether's own repository (591 commits, a 3.4 MiB pack): a bundle of the
+whole history is 1.9 MB and takes 1.4 s to make, per lane and run; one past the base,
+1.5 KB and 0.01 s. Without a `HEAD` to share, the whole history goes. Its refs:
 `refs/heads/<branch>` (the lane's branch, `tether/<item>`) and
 `refs/tether/saved/<run>/<lane>` (the save's view), when the lane has them.
 """
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._config import paths
 from .._threads import in_thread
+from ._lanes import git
 from ._own_git import GitFailed, own_git, tgit
 from ._pubdir import BUNDLE_BOUND, open_own_dir, sub_dir
 
@@ -53,13 +59,26 @@ async def _commit(own: Path, ref: str) -> str | None:
     return found if _SHA.match(found) else None
 
 
+async def _base(repo: Path, own: Path, tip: str | None) -> str | None:
+    """The merge base of `tip` with the account's repository's HEAD; None: no base."""
+    if tip is None:
+        return None
+    try:
+        head = await git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=repo)
+        found = await tgit(own, "merge-base", tip, head)
+    except GitFailed:
+        return None
+    return found if _SHA.match(found) else None
+
+
 async def make_bundle(
-    root: Path, person_uid: int, *, run: str, lane: LaneRow
+    root: Path, person_uid: int, *, run: str, lane: LaneRow, repo: Path
 ) -> dict[str, Any] | None:
     """Publish `lane`'s bundle under `root`; what it holds, or None when it has nothing.
 
     The shape: `{"file", "branch", "branch_ref", "branch_commit", "view_ref",
-    "view_commit", "size"}` (a ref and its commit null when the lane has none).
+    "view_commit", "base", "size"}` (a ref and its commit null when the lane has none;
+    `base` the prerequisite, null for a bundle of the whole history).
 
     Raises:
         GitFailed: tether's own git could not make it.
@@ -84,11 +103,24 @@ async def make_bundle(
     refs = [r for r, c in ((branch_ref, tip), (view_ref, view)) if c is not None]
     if not refs:
         return None
+    base = await _base(repo, own, tip or view)
+    if base is not None and base == tip:
+        refs = [r for r in refs if r != branch_ref]  # the branch holds no work
+        if not refs:
+            return None
     tmp_dir = paths().state_dir / "tmp"
     await in_thread(lambda: tmp_dir.mkdir(mode=0o700, parents=True, exist_ok=True))
     tmp = tmp_dir / f"bundle-{os.urandom(6).hex()}.bundle"
     try:
-        await tgit(own, "bundle", "create", "--quiet", str(tmp), *refs)
+        await tgit(
+            own,
+            "bundle",
+            "create",
+            "--quiet",
+            str(tmp),
+            *refs,
+            *(() if base is None else (f"^{base}",)),
+        )
         size = await in_thread(_publish_file, root, person_uid, run, lane.id, tmp)
     finally:
         with contextlib.suppress(OSError):
@@ -96,10 +128,11 @@ async def make_bundle(
     return {
         "file": bundle_name(run, lane.id),
         "branch": lane.branch,
-        "branch_ref": branch_ref if tip else None,
-        "branch_commit": tip,
+        "branch_ref": branch_ref if branch_ref in refs else None,
+        "branch_commit": tip if branch_ref in refs else None,
         "view_ref": view_ref if view else None,
-        "view_commit": view,
+        "view_commit": view if view_ref in refs else None,
+        "base": base,
         "size": size,
     }
 

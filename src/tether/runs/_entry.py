@@ -21,6 +21,7 @@ from .._ids import new_id
 from ..errors import StoreError, TetherError, UsageError
 from ..stop import StopStore
 from ..stop._setup import make_state_dir
+from ._bundle import make_bundle
 from ._clock import RunClock, WallClock
 from ._digest import write_digest
 from ._open import open_store, store_url
@@ -230,6 +231,8 @@ def _publisher(run: Run, watch: StopWatch) -> Publisher | None:
         run.store,
         run.id,
         lane_log=run.log_path,
+        repo=run.plan.repo,
+        bundler=make_bundle,
         say=run.say,
     )
     run.on_change = publisher.changed

@@ -13,9 +13,12 @@ into that account's own directory of the shared stop folder, `<folder>/<account 
 - `runs/<run>/bundles/<lane>.bundle`: the lane's branch and saved view as a git bundle,
   made by tether's own git dir of the lane (`_own_git`), never by the lane's.
 
-Every file is written atomically (temp, fsync, rename, fsync of the directory) with mode
-0644, and bounded: a record's size, the lines kept, a bundle's size, the runs kept
-(`RUNS_KEPT`).
+The directories are made and opened by `_pubdir`. Every file is written atomically
+(temp, fsync, rename, fsync of the directory) with mode 0644, and bounded: a record's
+size, the lines kept, a bundle's size, the runs kept (`RUNS_KEPT`). The record is
+rewritten at each ledger row (`Publisher.changed`, coalesced) and every few seconds while
+the run works; its final state only with its bundles, so a person who reads "halted" can
+fetch the work at once.
 
 The person's side reads it with the care of the stop file (spec 02): the folder rule is
 walked from `/`, each directory below is opened `O_NOFOLLOW` and judged by `fstat`
@@ -29,7 +32,10 @@ The reader's API, for `tether status`, `runs`, `stop --wait`, `fetch` and the bo
 - `seats()`: the accounts bound to honour this person's stop (`Seat`);
 - `published_runs(seat)`: their status records, newest first;
 - `read_text(seat, name)`: a published text (`digest_name(day)`, `lines_name(run, lane)`);
-- `copy_bundle(seat, run, lane, into)`: a lane's bundle copied into a file of the person's.
+- `copy_bundle(seat, run, lane, into)`: a lane's bundle copied into a file of the
+  person's.
+
+Nothing here acts on what it reads: stop, lift and take-over stay the person's verbs.
 
 `PublishUnreadable` says why something could not be read.
 """
@@ -62,11 +68,13 @@ from ..stop._folder import DIR_FLAGS, RuleBroken, open_folder
 from ..stop._mounts import plan as mount_plan
 from ..stop._read import READ_BOUND, within_bound
 from ..stop._system import BindingUnchecked, load_binding
-from ._bundle import make_bundle
 from ._pubdir import BUNDLE_BOUND, OWN_DIR_FLAGS, open_own_dir, sub_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
+
+    Bundler = Callable[..., Awaitable[dict[str, Any] | None]]
+    """`_bundle.make_bundle`'s shape: publishes a lane's bundle, says what it holds."""
 
     from ..stop import StopWatch
     from ._store import Store
@@ -112,8 +120,6 @@ BUNDLE_TIME: Final = 60.0
 _VERSION: Final = 1
 _OTHERS_WRITE: Final = stat.S_IWGRP | stat.S_IWOTH
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
-_DIGEST: Final = re.compile(r"^digest-\d{4}-\d{2}-\d{2}\.md$")
-_SHA: Final = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _BEAT: Final = 10.0
 """Seconds between rewrites of a running run's record when nothing changed."""
 
@@ -315,6 +321,8 @@ class Publisher:
         run: str,
         *,
         lane_log: Callable[[str], Path],
+        repo: Path,
+        bundler: Bundler | None = None,
         every: float = 0.2,
         say: Callable[[str], None] | None = None,
     ) -> None:
@@ -323,6 +331,8 @@ class Publisher:
         self.store = store
         self.run = run
         self.lane_log = lane_log
+        self.repo = repo
+        self.bundler = bundler
         self.every = every
         self.say = say
         self._dirty = True
@@ -361,7 +371,7 @@ class Publisher:
                 lane["lane"]: self.lane_log(lane["lane"]) for lane in record["lanes"]
             }
             await in_thread(self._write, record, logs, final)
-        except (OSError, TetherError) as exc:
+        except Exception as exc:  # publishing never ends a run: it says why, once
             why = f"cannot publish run {self.run} for the person in {self.root}: {exc}"
             if why != self._failed and self.say is not None:
                 self.say(why)
@@ -393,40 +403,48 @@ class Publisher:
                     size = 0
                 if not final and self._sizes.get(lane) == size:
                     continue
-                self._sizes[lane] = size
                 write_atomic_at(
                     lines,
                     f"{lane}.txt",
                     log_lines(_log_tail(path)).encode(),
                     mode=0o644,
                 )
+                self._sizes[lane] = size
             write_atomic_at(fds[2], "status.json", data, mode=0o644)
         finally:
             for fd in reversed(fds):
                 os.close(fd)
 
     def _prune(self) -> None:
-        """Keep the newest `RUNS_KEPT` run directories of this account."""
+        """Keep the newest `RUNS_KEPT` run directories of this account (by descriptor)."""
+        fds: list[int] = []
         with contextlib.suppress(OSError):
-            runs = self.root / "runs"
-            found = sorted(
-                (entry.stat(follow_symlinks=False).st_mtime, entry.name)
-                for entry in os.scandir(runs)
-                if entry.is_dir(follow_symlinks=False) and entry.name != self.run
-            )
+            fds.append(open_own_dir(self.root, self.person_uid))
+            fds.append(sub_dir(fds[-1], "runs", self.root / "runs"))
+            with os.scandir(fds[-1]) as entries:
+                found = sorted(
+                    (entry.stat(follow_symlinks=False).st_mtime, entry.name)
+                    for entry in entries
+                    if entry.is_dir(follow_symlinks=False) and entry.name != self.run
+                )
             for _, name in found[: max(0, len(found) - RUNS_KEPT + 1)]:
-                shutil.rmtree(runs / name, ignore_errors=True)
+                shutil.rmtree(name, dir_fd=fds[-1], ignore_errors=True)
+        for fd in reversed(fds):
+            os.close(fd)
 
     async def _make_bundles(self) -> None:
+        if self.bundler is None:
+            return
         for lane in self.store.lanes(self.run):
             if lane.state.value not in ("done", "halted", "saved"):
                 continue
             try:
-                made = await make_bundle(
+                made = await self.bundler(
                     self.root,
                     self.person_uid,
                     run=self.run,
                     lane=lane,
+                    repo=self.repo,
                 )
             except (OSError, TetherError) as exc:
                 self._bundles[lane.id] = {"error": str(exc)}
