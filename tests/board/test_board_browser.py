@@ -197,6 +197,7 @@ def test_the_page_shows_a_live_run_and_a_new_line_within_a_second(
     assert _state(browser) == "running"
     wait = WebDriverWait(browser, 10, poll_frequency=0.02)
     wait.until(lambda d: "agent working on it" in _text(d, "td.line"))
+    wait.until(lambda d: _text(d, "#live") == "live")  # its event stream is open
     assert "fix-typo" in _text(browser, "section.run")
     shot = tmp_path_factory.getbasetemp() / "board-live-run.png"
     assert browser.save_screenshot(str(shot))

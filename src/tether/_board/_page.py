@@ -60,6 +60,10 @@ feed.addEventListener("run", (event) => {
   const live = document.getElementById("live");
   if (live) live.textContent = "live";
 });
+feed.onopen = () => {
+  const live = document.getElementById("live");
+  if (live) live.textContent = "live";
+};
 feed.onerror = () => {
   const live = document.getElementById("live");
   if (live) live.textContent = "reconnecting";
