@@ -27,7 +27,7 @@ h1{font-size:1.3em;margin:0 0 .3em}h2{font-size:1.05em;margin:0 0 .4em}
 header p{margin:.2em 0;color:#555}
 code,pre,.line,.id{font-family:ui-monospace,monospace}
 section.run{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em .9em;
-margin:.7em 0}
+margin:.7em 0;content-visibility:auto;contain-intrinsic-size:auto 9em}
 .state{display:inline-block;padding:0 .45em;border-radius:3px;background:#e4e4e4;
 font-size:.9em}
 .state-running,.state-in-call,.state-open{background:#d7f0d7}
