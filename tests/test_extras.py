@@ -32,6 +32,9 @@ DISTRIBUTIONS = {
     "Pillow": "PIL",
     "mcp": "mcp",
     "agent-client-protocol": "acp",
+    "starlette": "starlette",
+    "uvicorn": "uvicorn",
+    "sse-starlette": "sse_starlette",
 }
 # The only modules that may import an extra's module at import time.
 IMPORTERS = {
@@ -45,6 +48,9 @@ IMPORTERS = {
         "tether/acp/_session.py",
         "tether/acp/_updates.py",
     },
+    "starlette": {"tether/_board/_app.py"},
+    "sse_starlette": {"tether/_board/_app.py"},
+    "uvicorn": set(),
 }
 
 

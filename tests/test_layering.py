@@ -2,7 +2,7 @@
 
 The floors, lowest first: base (errors, config, _fs, _config, _env, _ids, _jsonrpc, _lazy,
 _slotted, ...) -> guard -> stop -> host -> models -> runtime -> runs, acp, _mcpserve -> testing,
-tools -> cli -> the `tether` package itself. A tether choice (style point 4), checked by
+tools, _board -> cli -> the `tether` package itself. A tether choice (style point 4), checked by
 parsing imports; no module imports itself through others either, at import time (type-only
 imports included) nor when it runs (lazy imports included).
 
@@ -33,6 +33,7 @@ RANK = {
     "_mcpserve": 6,
     "testing": 7,
     "tools": 7,
+    "_board": 7,
     "cli": 8,
     "__init__": 9,
     "__main__": 9,

@@ -35,6 +35,11 @@ class Paths:
         override = os.environ.get(TetherEnv.CONFIG)
         return Path(override) if override else self.config_dir / "config.toml"
 
+    @property
+    def board_dir(self) -> Path:
+        """Holds `tether board`'s token (0700; masked in every walled tree)."""
+        return self.state_dir / "board"
+
 
 def paths() -> Paths:
     """Return the account's tether paths, honouring `TETHER_HOME`."""

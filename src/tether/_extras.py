@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "images": ("PIL",),  # GenerateImages' built-in renderer
     "mcp": ("mcp",),  # MCP servers' tools
     "acp": ("acp", "mcp"),  # `tether acp`: editors' sessions bring MCP servers too
+    "board": ("starlette", "uvicorn", "sse_starlette"),  # `tether board`
 }
 """Each extra and the top-level modules it installs."""
 

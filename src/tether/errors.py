@@ -20,7 +20,9 @@ TetherError(Exception)                 .code: ErrorCode, .exit_code: int
 ├── StaleClaim                         a claim was taken over by a newer epoch (`tether.runs`)
 ├── GitFailed                          a git command of tether's failed (`tether.runs`)
 │   └── LaneUnreadable                 a lane's git state cannot be read as data (S16)
-└── SaveFailed                         a lane could not be saved aside (`tether.runs`)
+├── SaveFailed                         a lane could not be saved aside (`tether.runs`)
+└── PublishUnreadable                  what a bound account published for the person
+                                       cannot be read as published (`tether.runs`)
 ```
 
 The classes of the other packages are defined beside the code that raises them and

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,10 +90,13 @@ def test_status_lists_the_runs_of_this_account_with_their_state(tmp_path: Path) 
     run = result.stdout.split()[1]
     status = tether("status", "--json")
     assert status.returncode == 0
-    assert json.loads(status.stdout)["runs"] == [{"id": run, "state": "done"}]
-    assert f"runs: {run} done" in tether("status").stdout
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    mine = {"id": run, "state": "done", "account": me}
+    assert json.loads(status.stdout)["runs"] == [mine]
+    # The runs line lists only runs not finished, with a count of the rest.
+    assert "runs: none working; 1 finished" in tether("status").stdout
     listed = tether("runs", "--json")
-    assert json.loads(listed.stdout) == [{"id": run, "state": "done"}]
+    assert json.loads(listed.stdout) == [mine]
 
 
 def _busy_plan(tmp_path: Path, repo: Path, marks: Path) -> Path:

@@ -24,9 +24,11 @@ __all__ = ("COMMANDS", "cli", "main")
 # Command name -> "module:attribute" inside tether.cli. Each module defines one command.
 COMMANDS: dict[str, str] = {
     "acp": "acp:acp",
+    "board": "board:board",
     "chat": "chat:chat",
     "config": "config:config",
     "demo": "demo:demo",
+    "fetch": "fetch:fetch",
     "guard": "guard:guard",
     "host": "host:host",
     "lanes": "lanes:lanes",

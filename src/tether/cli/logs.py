@@ -46,7 +46,9 @@ def logs(
 ) -> None:
     """Print the log of each lane of RUN, or of ITEM's lane, headed by item and lane.
 
-    ITEM is an item or lane id, or a unique prefix of one.
+    ITEM is an item or lane id, or a unique prefix of one. A run of an account bound to
+    this account's stop (tether setup --system) prints the lines it published: each
+    lane's last lines.
 
     \b
     Examples:
@@ -61,6 +63,8 @@ def logs(
     from ..runs._takeover import effective_state
     from ..runs._views import lane_log
 
+    if store_opt is None and _published(run_id, which):
+        return
     store = open_store(store_url(store_opt))
     try:
         row = store.run(run_id)
@@ -119,3 +123,43 @@ class _Lane:
             sys.stdout.buffer.flush()
             return
         click.echo(visible(self.decoder.decode(data)), nl=False)
+
+
+def _published(run_id: str, which: str | None) -> bool:
+    """Print the lines a bound account published for `run_id`; False if it has none.
+
+    The person reads the lines of runs under another account this way (what the run
+    published: each lane's last lines, as this command prints them).
+    """
+    from ..errors import UsageError
+    from ..runs._publish import PublishUnreadable, read_text, seats
+    from ._seatview import seat_runs
+
+    try:
+        found = seats()
+    except PublishUnreadable:
+        return False
+    for seat in found:
+        _, records, _ = seat_runs(seat)
+        record = next((r for r in records if r.get("id") == run_id), None)
+        if record is None:
+            continue
+        lanes = [
+            lane
+            for lane in record.get("lanes") or ()
+            if which is None or which in (lane.get("item"), lane.get("lane"))
+        ]
+        if not lanes:
+            raise UsageError(f"{which!r} matches no lane of {run_id}")
+        for lane in lanes:
+            try:
+                text = read_text(seat, str(lane.get("lines")))
+            except PublishUnreadable as exc:
+                raise UsageError(
+                    f"cannot read the lines of {lane.get('item')}: {exc}"
+                ) from None
+            if len(lanes) > 1:
+                click.echo(f"== {lane.get('item')} ({lane.get('lane')}) ==")
+            click.echo(text or "", nl=False)
+        return True
+    return False

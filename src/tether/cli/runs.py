@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ._output import echo_json
@@ -16,7 +18,11 @@ _STORE_HELP = "A SQLite file or postgresql:// URL [env var: TETHER_STORE]."
 @click.option("--store", "store_opt", default=None, help=_STORE_HELP)
 @click.pass_context
 def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
-    """List this account's runs with their state (a dead run is found and shown dead).
+    """List the runs with their state, this account's and the bound accounts'.
+
+    This account's come from its ledger (a dead run is found and shown dead); then
+    those of every account root bound to honour its stop (tether setup --system), as
+    they published them, with each lane's stage and a stop's progress.
 
     \b
     Examples:
@@ -27,15 +33,20 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from ..runs._views import list_runs
+    from ._seatview import all_runs, progress_lines
 
-    rows = list_runs(store_opt)
+    rows, notes = all_runs(list_runs(store_opt))
+    for note in notes:
+        click.echo(f"tether: {note}", err=True)
     if as_json:
         echo_json(rows)
     elif not rows:
         click.echo("no runs")
     else:
         for row in rows:
-            click.echo(f"{row['id']}  {row['state']}")
+            click.echo(f"{row['id']}  {row['state']}  {row['account']}")
+            for line in progress_lines(row):
+                click.echo(line)
 
 
 @runs.command("show")
@@ -45,14 +56,36 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
 def show(run_id: str, as_json: bool, store_opt: str | None) -> None:
     """Show RUN and its lanes: item, state, saved-aside ref, whether it is claimed.
 
+    A run of an account bound to this account's stop is shown as it published it
+    (its record: lanes, stages, a stop's progress).
+
     \b
     Examples:
       tether runs show run_3f9a0c1b2d4e-1
       tether runs show run_3f9a0c1b2d4e-1 --json | jq .lanes
     """
+    from ..errors import UsageError
     from ..runs._views import show_run
 
-    shown = show_run(run_id, store_opt)
+    try:
+        shown = show_run(run_id, store_opt)
+    except UsageError:
+        published = _published(run_id)
+        if published is None:
+            raise
+        if as_json:
+            echo_json(published)
+            return
+        from ._seatview import progress_lines, run_line
+
+        click.echo(f"run {run_line(published)}")
+        for lane in published.get("lanes") or ():
+            click.echo(
+                f"  {lane.get('item')}  {lane.get('state')}  {lane.get('stage')}"
+            )
+        for line in progress_lines(published):
+            click.echo(line)
+        return
     if as_json:
         echo_json(shown)
         return
@@ -61,3 +94,11 @@ def show(run_id: str, as_json: bool, store_opt: str | None) -> None:
         claimed = "claimed" if lane["claimed"] else "released"
         saved = lane["saved_ref"] or "-"
         click.echo(f"  {lane['item']}  {lane['state']}  {claimed}  {saved}")
+
+
+def _published(run_id: str) -> dict[str, Any] | None:
+    """The record a bound account published for `run_id`, if any."""
+    from ._seatview import seat_runs
+
+    _, records, _ = seat_runs()
+    return next((r for r in records if r.get("id") == run_id), None)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from ._output import echo_json
+
+if TYPE_CHECKING:
+    from ..stop import StopReading
 
 __all__ = ("status",)
 
@@ -53,18 +57,34 @@ def status(as_json: bool) -> None:
         # The stop's reading stands on its own; a store of runs that cannot be read
         # (a PostgreSQL server down) is said, not allowed to hide the reading.
         runs, unread = [], f"runs: cannot be read: {exc}"
+    from ._seatview import all_runs, progress_lines, run_line, unfinished
+
+    shown_runs, seat_notes = all_runs(runs)
     why = stop_reason(reading)  # display only: read after the judgment, bounded
     if as_json:
-        echo_json({**status_json(reading, why), "runs": runs})
-        if unread is not None:
-            click.echo(f"tether: {unread}", err=True)
+        echo_json({**status_json(reading, why), "runs": shown_runs})
+        for note in ([] if unread is None else [unread]) + seat_notes:
+            click.echo(f"tether: {note}", err=True)
         return
     lines = reading_lines(reading, why)
     if store is not None:
         lines += binding_lines(store)
     if unread is not None:
         lines.append(("warn", unread))
-    else:
-        shown = ", ".join(f"{r['id']} {r['state']}" for r in runs) or "none"
-        lines.append(("info", f"runs: {shown}"))
+    working = unfinished(shown_runs)
+    shown = ", ".join(run_line(r) for r in working) or "none working"
+    rest = len(shown_runs) - len(working)
+    lines.append(("info", f"runs: {shown}" + (f"; {rest} finished" if rest else "")))
+    for record in shown_runs:
+        if record in working or _under(record, reading):
+            lines += [("info", text) for text in progress_lines(record)]
+    lines += [("warn", note) for note in seat_notes]
     emit(lines)
+
+
+def _under(record: dict[str, object], reading: StopReading) -> bool:
+    """Whether `record` saw the stop that stands now."""
+    stop = record.get("stop")
+    if reading.set_at is None or not isinstance(stop, dict):
+        return False
+    return str(stop.get("seen_at") or "") >= reading.set_at.isoformat()

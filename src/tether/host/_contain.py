@@ -22,6 +22,7 @@ kernel does not allow it), `subreaper`, or `auto` (the default: namespace when i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -363,6 +364,16 @@ def _socket_dir(path: str) -> str | None:
     return path if parent in _SHARED_DIRS or parent == home else parent
 
 
+def _board_dir() -> str:
+    """`tether board`'s token folder, made now (0700) so a tree never sees it appear."""
+    from .._config import paths
+
+    board = paths().board_dir
+    with contextlib.suppress(FileNotFoundError, FileExistsError):
+        board.mkdir(mode=0o700)
+    return str(board)
+
+
 def session_masks(
     envs: Iterable[Mapping[str, str]], *, uid: int, writable: Sequence[Path]
 ) -> list[str]:
@@ -370,10 +381,11 @@ def session_masks(
 
     The user's runtime folder (`/run/user/<uid>`, `$XDG_RUNTIME_DIR`: D-Bus, the
     systemd user manager, Wayland, keyrings), tmux's socket folder, and the folders of
-    the sockets `TMUX`, `SSH_AUTH_SOCK` and the D-Bus session address name. A path
-    holding a writable path or below one is left open.
+    the sockets `TMUX`, `SSH_AUTH_SOCK` and the D-Bus session address name; and
+    `tether board`'s token folder. A path holding a writable path or below one is
+    left open.
     """
-    found = [f"/run/user/{uid}"]
+    found = [f"/run/user/{uid}", _board_dir()]
     for env in envs:
         found.append(env.get("XDG_RUNTIME_DIR", ""))
         tmux_tmp = env.get("TMUX_TMPDIR") or "/tmp"

@@ -21,16 +21,20 @@ from .._ids import new_id
 from ..errors import StoreError, TetherError, UsageError
 from ..stop import StopStore
 from ..stop._setup import make_state_dir
+from ._bundle import make_bundle
 from ._clock import RunClock, WallClock
 from ._digest import write_digest
 from ._open import open_store, store_url
 from ._plan import Plan, load_plan
+from ._publish import Publisher, publish_dir
 from ._run import ExitCode, Run
 from ._takeover import prepare_takeover, takeover_chain
 from ._values import LaneRow, LaneState, RunState
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from ..stop import StopWatch
 
 __all__ = ("KILL_BOUND", "run_plan")
 
@@ -139,15 +143,18 @@ async def run_plan(
                 store.log(takeover, "taken-over", detail=f"by {run.id}")
             run.inherit(inherited, held=held, chain=chain)
             say(f"taking over {takeover}: {len(inherited)} lane(s) to restore")
+        publisher = _publisher(run, watch)
         if on_start is not None:
             on_start(run)
-        code = await _execute(run, handle_sigint, beside)
+        code = await _execute(run, handle_sigint, beside, publisher)
         try:
             where = write_digest(store, run.id, watch)
         except OSError as exc:
             say(f"the digest could not be written: {exc}")
         else:
             say(f"digest: {where}")
+        if publisher is not None:
+            await publisher.finish()
         return code
     finally:
         if store is not None:
@@ -213,8 +220,30 @@ def check_models(plan: Plan) -> None:
                 ) from None
 
 
+def _publisher(run: Run, watch: StopWatch) -> Publisher | None:
+    """What publishes the run for the person when it honours another account's stop."""
+    root = publish_dir(watch)
+    if root is None:
+        return None
+    publisher = Publisher(
+        root,
+        watch.store.place.person_uid,
+        run.store,
+        run.id,
+        lane_log=run.log_path,
+        repo=run.plan.repo,
+        bundler=make_bundle,
+        say=run.say,
+    )
+    run.on_change = publisher.changed
+    return publisher
+
+
 async def _execute(
-    run: Run, handle_sigint: bool, beside: Callable[[Run], Awaitable[None]] | None
+    run: Run,
+    handle_sigint: bool,
+    beside: Callable[[Run], Awaitable[None]] | None,
+    publisher: Publisher | None = None,
 ) -> ExitCode:
     result: list[ExitCode] = []
     async with anyio.create_task_group() as tg:
@@ -244,6 +273,8 @@ async def _execute(
             tg.start_soon(alongside)
         if handle_sigint:
             tg.start_soon(sigint)
+        if publisher is not None:
+            tg.start_soon(publisher.serve)
     if run.killed:
         return ExitCode.KILLED
     return result[0] if result else ExitCode.FAILED

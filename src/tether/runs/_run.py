@@ -97,6 +97,8 @@ class Run:
     """When nothing is left to claim, wait for new queue items instead of ending."""
     clock: RunClock = attrs.field(factory=WallClock)
     """The wall clock usage windows are judged and waited on."""
+    on_change: Callable[[], None] | None = None
+    """Called at every record of the run (a ledger row, a state): the publisher's mark."""
     _halt: anyio.Event = attrs.field(factory=anyio.Event)
     _held_reason: str | None = None
     _killed: bool = False
@@ -190,9 +192,13 @@ class Run:
     def log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
         """Record an event in the run's ledger."""
         self.store.log(self.id, kind, lane=lane, detail=detail)
+        if self.on_change is not None:
+            self.on_change()
 
     def _state(self, state: RunState) -> None:
         self.store.set_run_state(self.id, state)
+        if self.on_change is not None:
+            self.on_change()
 
     # -- the stop ----------------------------------------------------------------------
     def request_halt(self, source: str, detail: str = "") -> None:

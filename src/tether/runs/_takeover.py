@@ -38,7 +38,7 @@ from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ("effective_state", "prepare_takeover", "takeover_chain")
+__all__ = ("effective_state", "found_dead", "prepare_takeover", "takeover_chain")
 
 
 def _leases_expired(store: Store, run: RunRow, now: float) -> bool:
@@ -46,6 +46,19 @@ def _leases_expired(store: Store, run: RunRow, now: float) -> bool:
     if run.expires is not None and run.expires >= now:
         return False
     return all(claim.expires < now for claim in store.claims(run.id))
+
+
+def found_dead(store: Store, run: RunRow, *, here_id: str | None = None) -> bool:
+    """Whether an active run's process is gone (its host's) or its leases expired.
+
+    Records nothing: `effective_state` records what it finds; a read-only view (the
+    board) shows it.
+    """
+    return run.state in ACTIVE_RUN_STATES and is_dead(
+        run,
+        leases_expired=_leases_expired(store, run, store.now()),
+        here_id=here_id,
+    )
 
 
 def effective_state(
@@ -57,11 +70,7 @@ def effective_state(
     another host by its leases, on the store's clock. A dead run found this way is
     recorded as such in the store.
     """
-    if run.state not in ACTIVE_RUN_STATES or not is_dead(
-        run,
-        leases_expired=_leases_expired(store, run, store.now()),
-        here_id=here_id,
-    ):
+    if not found_dead(store, run, here_id=here_id):
         return run.state
     if run.host == (here_id if here_id is not None else here()):
         why = f"process {run.pid} on {run.host} is gone"

@@ -2,7 +2,8 @@
 
 Root records the binding (`_system`), makes the folder and the person's uid directory
 when they are missing, and gets a board: the folder rule for the person, and for each
-bound account whether it could change the code its runs execute (then its runs hold).
+bound account whether it can run the installed tether and could change the code its
+runs execute (run as that account: `run_check_reason`; either way its runs hold).
 Removing a binding, or moving an account to another folder or person, is refused while
 a stop stands where it honours it, as every folder change is.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +37,7 @@ from ._system import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ("SystemBoard", "bind_accounts", "unbind_accounts")
+__all__ = ("SystemBoard", "bind_accounts", "run_check_reason", "unbind_accounts")
 
 
 @attrs.frozen(kw_only=True)
@@ -84,17 +87,22 @@ def _prepare_folder(folder: Path, person_uid: int, notes: list[str]) -> Path:
     if real != given:
         notes.append(f"recorded the real path {real} (given: {given})")
     folder = check_folder_path(real)
-    uid_dir = folder / str(person_uid)
+    _uid_dir(folder, person_uid, notes)
+    return folder
+
+
+def _uid_dir(folder: Path, uid: int, notes: list[str]) -> None:
+    """Make `<folder>/<uid>` (owned by uid, mode 0755) when it is missing."""
+    uid_dir = folder / str(uid)
     if not os.path.lexists(uid_dir):
         os.mkdir(uid_dir, 0o755)
         try:
-            gid = pwd.getpwuid(person_uid).pw_gid
+            gid = pwd.getpwuid(uid).pw_gid
         except KeyError:
-            gid = person_uid
-        os.chown(uid_dir, person_uid, gid)
+            gid = uid
+        os.chown(uid_dir, uid, gid)
         os.chmod(uid_dir, 0o755)
-        notes.append(f"made {uid_dir} (uid {person_uid}, mode 0755)")
-    return folder
+        notes.append(f"made {uid_dir} (uid {uid}, mode 0755)")
 
 
 def _checks(folder: Path, person_uid: int) -> list[RuleCheck]:
@@ -122,6 +130,69 @@ def _checks(folder: Path, person_uid: int) -> list[RuleCheck]:
     return checks
 
 
+RUN_CHECK_TIME = 30.0
+"""Seconds the installed tether may take to answer as a bound account."""
+_RUN_CHECK = (
+    "import sys, pathlib; import tether.stop._system as s; "
+    "print(s.code_writable_reason(int(sys.argv[1]), pathlib.Path(sys.argv[2])) or '')"
+)
+"""What the installed tether runs as a bound account: the code it sees, judged."""
+
+
+def run_check_reason(
+    account: int, where: Path, executable: str | None = None
+) -> str | None:
+    """Why `account` cannot run the installed tether, or could change it; None if neither.
+
+    The install's interpreter (`executable`, by default the one running this) is run as
+    the account itself (its uid, primary group and groups, no capability), with
+    isolated mode (`-I`: no environment, no user site), to import tether and judge the
+    code that process sees: the interpreter and the folders on its way may be ones the
+    account cannot enter (a pyenv under root's 0700 home), which no look at modes from
+    root's side tells.
+    """
+    try:
+        entry = pwd.getpwuid(account)
+        gid, groups = entry.pw_gid, os.getgrouplist(entry.pw_name, entry.pw_gid)
+        home = entry.pw_dir
+    except KeyError:
+        gid, groups, home = account, [], "/"
+    who = f"uid {account}"
+    executable = executable or sys.executable
+    try:
+        done = subprocess.run(
+            [executable, "-I", "-c", _RUN_CHECK, str(account), str(where)],
+            user=account,
+            group=gid,
+            extra_groups=groups,
+            env={"PATH": "/usr/bin:/bin", "HOME": home, "LC_ALL": "C.UTF-8"},
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=RUN_CHECK_TIME,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{who} is bound by {where}, but the installed tether did not answer as it within {RUN_CHECK_TIME:g} s"
+    except OSError as exc:
+        return (
+            f"{who} is bound by {where}, but it cannot run the installed tether "
+            f"({executable}: {exc.strerror}); install tether with an interpreter "
+            "every account can run (the system's /usr/bin/python3, not one under "
+            "root's home)"
+        )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return (
+            f"{who} is bound by {where}, but the installed tether fails as it "
+            f"({executable}: {last[:300]}); install tether with an interpreter and "
+            "folders every account can read"
+        )
+    return done.stdout.strip() or None
+
+
 def _board(
     bindings: tuple[Binding, ...],
     system_dir: Path | None,
@@ -130,7 +201,12 @@ def _board(
 ) -> SystemBoard:
     where = binding_path(system_dir)
     installs = tuple(
-        (b.account_uid, code_writable_reason(b.account_uid, where)) for b in bindings
+        (
+            b.account_uid,
+            code_writable_reason(b.account_uid, where)
+            or run_check_reason(b.account_uid, where),
+        )
+        for b in bindings
     )
     return SystemBoard(
         path=where,
@@ -162,8 +238,8 @@ def bind_accounts(
 ) -> SystemBoard:
     """Record, as root, that each of `accounts` honours `person_uid`'s stop in `folder`.
 
-    A missing folder is made (root, mode 1777), and so is the person's uid directory
-    (mode 0755). An account bound elsewhere before is moved, unless a stop stands there.
+    A missing folder is made (root, mode 1777), and so are the person's uid directory
+    and each account's, where it publishes its runs for the person (mode 0755). An account bound elsewhere before is moved, unless a stop stands there.
 
     Raises:
         Refused: not root; the binding on disk cannot be checked; a stop stands where an
@@ -182,6 +258,9 @@ def bind_accounts(
     current = _current(system_dir)
     notes: list[str] = []
     real = _prepare_folder(folder, person_uid, notes)
+    for uid in dict.fromkeys(accounts):
+        # Where the account publishes its runs for the person (it writes no other).
+        _uid_dir(real, uid, notes)
     fresh = [
         Binding(
             account_uid=uid,
