@@ -105,9 +105,21 @@ def python(base: Path) -> Path:
 
 @contextlib.contextmanager
 def _account(name: str) -> Iterator[int]:
-    """A real account made with useradd, removed afterwards."""
+    """A real account made with useradd, removed afterwards; its ids come from a range
+    no other test names (tests chown files to fixed ids such as 1001 and 1002 and read
+    those back as unnamed owners)."""
+    ids = ["-K", "UID_MIN=61000", "-K", "UID_MAX=61999"]
+    ids += ["-K", "GID_MIN=61000", "-K", "GID_MAX=61999"]
     subprocess.run(
-        ["useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name],
+        [
+            "useradd",
+            *ids,
+            "--no-create-home",
+            "--user-group",
+            "--shell",
+            "/bin/sh",
+            name,
+        ],
         check=True,
         capture_output=True,
     )
