@@ -5,6 +5,8 @@ a run honours. Real processes, a real pseudo-terminal for the verbs, real git.""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from typing import TYPE_CHECKING
 
 import pytest
@@ -55,8 +57,8 @@ def test_a_stop_set_on_a_fresh_home_keeps_a_run_from_starting_anything(
     fresh_home: Path, tmp_path: Path
 ) -> None:
     """Status reads CLEAR, `tether stop` sets the stop there (no setup), status reads
-    it, and a run started then halts before its first move: nothing claimed, no lane,
-    no branch. After a lift a new run does the work."""
+    it, and a run started then is refused (exit 3) with who set the stop and why:
+    nothing recorded, nothing claimed, no branch. After a lift a new run does the work."""
     repo = make_repo(tmp_path)
     plan = write_plan(tmp_path, repo, items=["q1"], stages=[("work", "true")])
     assert _outcome() == "CLEAR"
@@ -66,12 +68,11 @@ def test_a_stop_set_on_a_fresh_home_keeps_a_run_from_starting_anything(
     assert _outcome() == "STOPPED"
     done = tether("run", str(plan))
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "stopping (stop set by uid" in done.stdout
-    assert "not yet" in done.stdout
+    me = f"{pwd.getpwuid(os.geteuid()).pw_name} (uid {os.geteuid()})"
+    assert f"not started: a stop set by {me} stands (not yet)" in done.stdout
+    assert "run_" not in done.stdout
     store = open_default_store()
-    (row,) = store.runs()
-    assert row.state.value == "halted"
-    assert store.lanes(row.id) == []
+    assert store.runs() == []
     assert store.claims() == []
     assert git(repo, "branch", "--list", "tether/*") == ""
     code, out = _verb("lift")

@@ -418,6 +418,26 @@ def test_person_seat_two_accounts_stop_seen_halted_digest_and_work_fetched(
     assert "runs: none working; 1 finished" in text
     assert "call ended" in text
 
+    # As the agents' account, under the standing stop: the take-over refusal names who
+    # may lift, and a new run is refused with nothing recorded.
+    refused = seat.tether(seat.agents_uid, "takeover", halted["id"])
+    assert refused.returncode == 2, refused.stderr
+    person = f"{seat.person} (uid {seat.person_uid})"
+    assert f"only {person} may lift it" in refused.stderr
+    again = subprocess.run(
+        seat.argv(seat.agents_uid, "run", str(plan)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=60,
+        check=False,
+    )
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert f"not started: a stop set by {person} stands" in again.stdout
+    assert [r["id"] for r in seat.runs()] == [halted["id"]]
+
     # The digest and the lane's lines, read as the person.
     day = datetime.now(UTC).strftime("%Y-%m-%d")
     digest = seat.folder / str(seat.agents_uid) / f"digest-{day}.md"

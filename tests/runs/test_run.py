@@ -221,7 +221,8 @@ def test_a_lift_alone_resumes_nothing_and_a_takeover_restores_and_finishes(
     assert proc.wait(timeout=60) == 3
     refused = tether("takeover", run)
     assert refused.returncode == 2
-    assert "a stop stands" in refused.stderr
+    assert "a stop set by" in refused.stderr
+    assert "lift it with `tether lift` from your own terminal" in refused.stderr
     lift_stop()
     shown = json.loads(tether("runs", "show", run, "--json").stdout)
     assert shown["state"] == "halted"

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from .._accounts import who
 from .._config import paths
 from .._env import TetherEnv
 from .._ids import new_id
 from ..errors import StoreError, TetherError, UsageError
-from ..stop import StopStore
+from ..stop import ReadOutcome, StopStore, stop_reason
 from ..stop._setup import make_state_dir
 from ._bundle import make_bundle
 from ._clock import RunClock, WallClock
@@ -40,6 +41,25 @@ __all__ = ("KILL_BOUND", "run_plan")
 
 KILL_BOUND = 5.0
 """Seconds the saves after a second Ctrl-C may take before the run exits."""
+
+
+def _refused_by_a_stop(watch: StopWatch, say: Callable[[str], None]) -> bool:
+    """Say why a run does not start while a stop stands; True when it does not.
+
+    Started, it would claim nothing and stay a halted run until someone took it over;
+    refused, nothing is recorded.
+    """
+    reading = watch.read()
+    if reading.outcome is not ReadOutcome.STOPPED:
+        return False
+    setter = "?" if reading.set_by_uid is None else who(reading.set_by_uid)
+    why = stop_reason(reading)
+    say(
+        f"not started: a stop set by {setter} stands"
+        + (f" ({why})" if why else "")
+        + "; nothing was claimed or recorded; start the run again once it is lifted"
+    )
+    return True
 
 
 async def run_plan(
@@ -88,6 +108,8 @@ async def run_plan(
         plan = load_plan(plan_path)
         check_models(plan)
         await check_parts(plan)
+        if takeover is None and _refused_by_a_stop(watch, say):
+            return ExitCode.HALTED
         store = open_store(store_url(store_option, plan.store))
         for item in plan.items:
             store.add_item(item.id, item.brief)

@@ -28,6 +28,7 @@ from typing import assert_never, final
 import anyio
 import attrs
 
+from .._accounts import who
 from ..stop import ReadOutcome, StopReading, StopWatch, stop_reason
 from ._clock import RunClock, WallClock
 from ._lane_life import Lane, LaneEnd
@@ -250,13 +251,13 @@ class Run:
                     self.log("lift-seen", detail=note)
                 return True
             case ReadOutcome.STOPPED:
-                who = (
-                    f"set by uid {reading.set_by_uid}"
+                setter = (
+                    f"set by {who(reading.set_by_uid)}"
                     if reading.set_by_uid is not None
                     else ""
                 )
                 why = stop_reason(reading)
-                self.request_halt("stop", f"{who}: {why}" if why else who)
+                self.request_halt("stop", f"{setter}: {why}" if why else setter)
                 return False
             case ReadOutcome.HOLD:
                 reason = reading.reason or "the stop could not be read clearly"

@@ -19,9 +19,11 @@ Whatever point the run (or an earlier take-over) died at, its items come back:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._accounts import who
 from .._threads import in_thread
 from ..errors import Refused, UsageError
 from ..stop import ReadOutcome, StopWatch
@@ -111,7 +113,15 @@ async def prepare_takeover(
         raise Refused(f"run {run_id} is {state.value}: there is nothing to take over")
     reading = watch.read()
     if reading.outcome is ReadOutcome.STOPPED:
-        raise Refused("a stop stands: lift it first with `tether lift`, then take over")
+        # The account taking over is often not the one that may lift: say who may.
+        person = "?" if reading.set_by_uid is None else who(reading.set_by_uid)
+        mine = reading.set_by_uid == os.geteuid()
+        lifter = (
+            "lift it with `tether lift` from your own terminal"
+            if mine
+            else f"only {person} may lift it (`tether lift` from their own terminal)"
+        )
+        raise Refused(f"a stop set by {person} stands: {lifter}; then take over")
     if reading.outcome is ReadOutcome.HOLD:
         raise Refused(
             f"the stop cannot be read clearly ({reading.reason}); fix that first"

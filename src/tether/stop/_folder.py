@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from .._accounts import who
 from ._mounts import untrusted_fs_why
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ def open_uid_dir_with_stat(
     except FileNotFoundError:
         path = folder / name
         raise RuleBroken(
-            f"not armed: {path} is missing; run tether setup as uid {person_uid}"
+            f"not armed: {path} is missing; run tether setup as {who(person_uid)}"
         ) from None
     except OSError as exc:
         raise _open_failed(exc, folder / name, "the uid directory") from None

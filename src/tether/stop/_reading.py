@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import attrs
 
+from .._accounts import who
+
 __all__ = ("Identity", "NotHonoured", "RawRead", "ReadOutcome", "StopReading")
 
 Identity = tuple[int, int]
@@ -79,8 +81,9 @@ class StopReading:
                 text = f"CLEAR: no stop at {where}"
             case ReadOutcome.STOPPED:
                 assert self.set_at is not None
+                setter = "?" if self.set_by_uid is None else who(self.set_by_uid)
                 text = (
-                    f"STOPPED: stop at {where} set by uid {self.set_by_uid} "
+                    f"STOPPED: stop at {where} set by {setter} "
                     f"at {self.set_at.isoformat()}"
                 )
             case ReadOutcome.HOLD:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
+from .._accounts import who
 from ..errors import Refused, StoreError
 from ._bounded import Hung, Progress
 from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_fs_why
@@ -105,8 +106,9 @@ def _require_person(record: SetupRecord, verb: str) -> None:
     uid = os.geteuid()
     if uid != record.person_uid:
         raise Refused(
-            f"{verb} refused: this account is uid {uid}, but its setup honours "
-            f"uid {record.person_uid}'s stop; run tether {verb} as uid {record.person_uid}"
+            f"{verb} refused: this account is {who(uid)}, but its setup honours "
+            f"the stop of {who(record.person_uid)}; run tether {verb} as "
+            f"{who(record.person_uid)}, from their own terminal"
         )
 
 
