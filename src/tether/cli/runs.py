@@ -26,7 +26,7 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from ..runs._views import list_runs
+    from ..runs._views import failures, list_runs
 
     rows = list_runs(store_opt)
     if as_json:
@@ -34,8 +34,11 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
     elif not rows:
         click.echo("no runs")
     else:
+        failed = failures(store_opt)
         for row in rows:
             click.echo(f"{row['id']}  {row['state']}")
+            for line in failed.get(row["id"], ()):
+                click.echo(f"  {line}")  # why an item failed
 
 
 @runs.command("show")

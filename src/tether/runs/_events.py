@@ -67,6 +67,7 @@ __all__ = (
     "Usage",
     "UsageLimit",
     "event_dict",
+    "failure_line",
     "last_line",
     "parse_line",
     "render_line",
@@ -586,6 +587,9 @@ def _parse_json(event: Mapping[str, object]) -> list[AgentEvent]:
     return _claude(event)
 
 
+_CUT_SHORT = "(an event cut short:"
+
+
 def parse_line(line: str) -> tuple[AgentEvent, ...]:
     """The events of one log line; () for a blank one. Never raises."""
     if len(line) > LINE_READ_BOUND:
@@ -597,7 +601,7 @@ def parse_line(line: str) -> tuple[AgentEvent, ...]:
         try:
             event = json.loads(text)
         except (ValueError, RecursionError):
-            return (Other(text=f"(an event cut short: {text[:80]})"),)
+            return (Other(text=f"{_CUT_SHORT} {text[:80]}"),)
         if isinstance(event, dict):
             try:
                 return tuple(_parse_json(event))
@@ -655,6 +659,42 @@ class EventReader:
 
 
 def last_line(line: str) -> str | None:
-    """The rendered line of a log line's last event; None for a line of none."""
+    """The rendered line of a log line's last event, for a live view.
+
+    None for a line of no event and for JSON cut short (a line still being written,
+    or whose start a bounded read of the log's end skipped): the view keeps the line
+    before it.
+    """
     events = parse_line(line)
-    return render_line(events[-1]) if events else None
+    if not events:
+        return None
+    last = events[-1]
+    if isinstance(last, Other) and last.text.startswith(_CUT_SHORT):
+        return None
+    return render_line(last)
+
+
+def failure_line(text: str, *, bound: int = 200) -> str | None:
+    """Why a stage whose agent failed failed, as one line, from its log's end.
+
+    The agent's own word when it said one: the last failed end's text (`Not logged in
+    · Please run /login`), else its last error or usage limit; else, for a command
+    agent, its last line of plain output. None when the log says nothing of use.
+    tether's own lines are not a reason (the run says what it knows itself).
+    """
+    reader = EventReader()
+    events = reader.feed(text) + reader.close()
+    said: AgentEvent | None = None
+    plain: AgentEvent | None = None
+    for event in events:
+        failed_end = isinstance(event, Ended) and not event.ok and event.text
+        if failed_end or isinstance(event, AgentError | UsageLimit):
+            said = event
+        elif isinstance(event, Other) and not event.text.startswith(("(", "[")):
+            plain = event
+    chosen = said or plain
+    if chosen is None:
+        return None
+    if isinstance(chosen, Ended | AgentError | Other):
+        return render_line(Other(text=chosen.text), bound=bound)
+    return render_line(chosen, bound=bound)

@@ -36,6 +36,7 @@ from ._agents import (
     window_reset,
 )
 from ._builtin import run_builtin_agent
+from ._events import failure_line
 from ._lanes import (
     GitFailed,
     LaneUnreadable,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from ._clock import RunClock
     from ._plan import Plan
 
-__all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save")
+__all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save", "retry_stage")
 
 TRANSCRIPT_LIMIT = 1 << 30
 """Bytes of a built-in agent's transcript a take-over copies; a larger one is not."""
@@ -186,6 +187,8 @@ class Lane:
     """The stage its agent works on now (for the live view); None between stages."""
     note: str | None = None
     """What the lane waits for (a usage window), for the live view."""
+    failure: str | None = None
+    """Why its item failed: `STAGE failed, exit N[: the agent's reason]`."""
 
     @classmethod
     async def work(
@@ -220,7 +223,10 @@ class Lane:
         repo = run.plan.repo
         path = lane_dir(run.id, lane_id)
         branch = branch_name(claim.item)
-        stage = 0 if previous is None else previous.stage
+        retried = retry_stage(run.store, claim.item, previous, len(run.plan.stages))
+        if retried is not None:
+            previous = None  # saved before the failure: the branch holds newer work
+        stage = (retried or 0) if previous is None else previous.stage
         commit = None if previous is None else previous.saved_commit
         lossless = (
             None if previous is None else await in_thread(lossless_save, previous)
@@ -266,6 +272,12 @@ class Lane:
                     f"{claim.item}: saved work {commit[:12]} restored from its git view "
                     "(its lossless copy is on the machine that saved it)"
                 )
+        if retried:
+            done = ", ".join(s.name for s in run.plan.stages[:retried])
+            run.say(
+                f"{claim.item}: retried at {run.plan.stages[retried].name}; its branch "
+                f"{branch} holds what {done} did"
+            )
         lane = cls(
             run=run,
             row=row,
@@ -373,19 +385,32 @@ class Lane:
                 if outcome.timed_out is not None
                 else f"exit {outcome.exit_status}"
             )
-            run.say(
-                f"{self.row.item}: {name} ended, {how}, "
-                f"{len(commits)} commit{'' if len(commits) == 1 else 's'}"
-            )
+            ended = f"{how}, {len(commits)} commit{'' if len(commits) == 1 else 's'}"
             if outcome.exit_status != 0:
+                # Why, in the agent's own word when its log says it (spec 03: the
+                # reason on the run's line, not only in the log).
+                why = failure_line(outcome.log_tail)
+                self.failure = f"{name} failed, {how}" + (f": {why}" if why else "")
+                run.say(
+                    f"{self.row.item}: {name} failed, {ended}"
+                    + (f": {why}" if why else "")
+                )
+                self._failed_at(index - 1)
                 return True
+            run.say(f"{self.row.item}: {name} ended, {ended}")
             if unreadable is not None:
                 # Spec 01 S16: a lane tether cannot read is held for a person, with
                 # its reason; nothing of it is lost (its directory stays).
                 run.store.update_lane(lane_id, note=unreadable)
                 run.say(f"{self.row.item}: held for a person: {unreadable}")
+                self._failed_at(index - 1)
                 return True
         return False
+
+    def _failed_at(self, index: int) -> None:
+        """Record `index` as the stage a retry of the item starts at."""
+        self.stage = index
+        self.run.store.update_lane(self.row.id, stage=index)
 
     async def _call(self, index: int) -> AgentOutcome:
         run = self.run
@@ -554,7 +579,9 @@ class Lane:
             return LaneEnd.FENCED
         crash_point("finished")
         run.store.update_lane(
-            lane_id, state=LaneState.DONE, note="failed" if failed else None
+            lane_id,
+            state=LaneState.DONE,
+            note=(self.failure or "failed") if failed else None,
         )
         verdict = "failed" if failed else "done"
         run.log("lane-done", lane=lane_id, detail=verdict)
@@ -684,6 +711,25 @@ class Lane:
 
         run.after_halt(view)
         return LaneEnd.HALTED
+
+
+def retry_stage(
+    store: Store, item: str, previous: LaneRow | None, stages: int
+) -> int | None:
+    """The stage a retried item starts at: the one its failed lane failed at.
+
+    None when the item's newest lane did not fail (a new item, a take-over), or
+    `previous` (a saved lane to restore) is newer. The failed lane's stage is where
+    it failed (`tether queue retry --from-start` sets it to 0); the branch
+    `tether/ITEM` holds what the stages before it did.
+    """
+    lanes = store.item_lanes(item)
+    newest = lanes[-1] if lanes else None
+    if newest is None or (previous is not None and newest.id == previous.id):
+        return None
+    if newest.state is not LaneState.DONE or not newest.note:
+        return None
+    return newest.stage if 0 <= newest.stage < stages else 0
 
 
 def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | None:
