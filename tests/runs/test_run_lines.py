@@ -16,6 +16,7 @@ from rich.console import Console
 from tests.cli._run import invoke
 
 from tether.cli._runview import RunView
+from tether.cli.lanes import lanes
 from tether.cli.logs import logs
 from tether.cli.queue import queue
 from tether.cli.runs import runs
@@ -132,14 +133,25 @@ def test_logs_reasons_summary_and_a_retry_at_the_failed_stage(tmp_path: Path) ->
     assert "  one: done; branch tether/one: 2 commits (" in second.stdout
 
 
-def test_retry_from_start_runs_every_stage_again(tmp_path: Path) -> None:
+def test_retry_from_start_runs_every_stage_again_and_prune_takes_the_log(
+    tmp_path: Path,
+) -> None:
     from tether.runs._lane_life import retry_stage
 
     repo = make_repo(tmp_path)
-    stages = [("implement", "echo a > a.txt"), ("check", "exit 3")]
+    stages = [("implement", "echo a > a.txt"), ("check", "echo no >&2; exit 3")]
     plan = write_plan(tmp_path, repo, items=["two"], stages=stages, lanes=1)
-    assert tether("run", str(plan)).returncode == 1
+    ran = tether("run", str(plan))
+    assert ran.returncode == 1
+    assert "two: check failed, exit 3, 0 commits: no\n" in ran.stdout
     store = open_default_store()
+    (lane,) = store.lanes(ran.stdout.split()[1])
+    log = Path(lane.worktree).with_name(f"{lane.id}.log")
+    assert log.stat().st_size > 0
+    pruned = invoke(lanes, "prune", "--yes").output
+    assert "deleted 1 folder(s)" in pruned
+    assert not Path(lane.worktree).exists()
+    assert not log.exists()  # the log went with its lane
     assert retry_stage(store, "two", None, 2) == 1
     again = invoke(queue, "retry", "two", "--from-start")
     assert again.output == "queued again: two (every stage)\n"

@@ -3,8 +3,11 @@
 Nothing of a lane is deleted unless a lossless copy exists or its work is finished:
 
 - a **done lane's directory** (its branch was brought into the person's repository; what
-  stays is what git leaves out, such as build outputs);
-- a **save** whose item is finished (done or failed): the item went on from it;
+  stays is what git leaves out, such as build outputs), and with it its log and
+  transcript beside it (`<lane>.log`: `tether logs` has nothing left to show of it),
+  and its run's folder once nothing but the run's `.halting` mark is left there;
+- a **save** whose item is finished (done or failed): the item went on from it; the
+  folders that held it, once empty;
 - **partial copies** in `tmp/` (a restore or an opening cut short): copies, never the
   only one.
 
@@ -183,13 +186,47 @@ def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
 
 
 def remove(found: Iterable[Prunable]) -> int:
-    """Delete each folder; returns the bytes freed."""
+    """Delete each folder, and what goes with it; returns the bytes freed."""
     freed = 0
     for entry in found:
         _writable(entry.path)
         shutil.rmtree(entry.path, ignore_errors=True)
         if not entry.path.exists():
-            freed += entry.size
+            freed += entry.size + _with_it(entry)
+    return freed
+
+
+_MARKS = frozenset({".halting"})
+"""Files a run's lane folder keeps for its own run only (`halting_mark`)."""
+
+
+def _with_it(entry: Prunable) -> int:
+    """Delete what goes with a deleted folder (the lane's log, emptied folders).
+
+    Returns the bytes freed.
+    """
+    freed = 0
+    if entry.kind == "done-lane":
+        for suffix in (".log", ".transcript"):
+            beside = entry.path.with_name(entry.path.name + suffix)
+            with contextlib.suppress(OSError):
+                size = beside.lstat().st_blocks * 512
+                beside.unlink()
+                freed += size
+        run = entry.path.parent
+        with contextlib.suppress(OSError):
+            if {p.name for p in run.iterdir()} <= _MARKS:
+                for name in _MARKS:
+                    with contextlib.suppress(FileNotFoundError):
+                        (run / name).unlink()
+                run.rmdir()
+    elif entry.kind == "save":
+        # saves/<run>/<lane>/<save>: the lane's and the run's folders, once empty.
+        for folder in (entry.path.parent, entry.path.parent.parent):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
     return freed
 
 
