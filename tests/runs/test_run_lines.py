@@ -139,17 +139,28 @@ def test_retry_from_start_runs_every_stage_again_and_prune_takes_the_log(
     from tether.runs._lane_life import retry_stage
 
     repo = make_repo(tmp_path)
-    stages = [("implement", "echo a > a.txt"), ("check", "echo no >&2; exit 3")]
-    plan = write_plan(tmp_path, repo, items=["two"], stages=stages, lanes=1)
+    stages = [
+        ("implement", 'if [ "$TETHER_ITEM" = three ]; then exit 4; fi; echo a > a.txt'),
+        ("check", "echo no >&2; exit 3"),
+    ]
+    plan = write_plan(tmp_path, repo, items=["two", "three"], stages=stages)
     ran = tether("run", str(plan))
     assert ran.returncode == 1
     assert "two: check failed, exit 3, 0 commits: no\n" in ran.stdout
+    # A first stage that committed nothing leaves no branch behind.
+    assert "three: failed; it committed nothing: no branch tether/three is left" in (
+        ran.stdout
+    )
+    assert "  three: implement failed, exit 4; no branch (nothing committed)" in (
+        ran.stdout
+    )
+    assert git(repo, "branch", "--list", "tether/*").split() == ["tether/two"]
     store = open_default_store()
-    (lane,) = store.lanes(ran.stdout.split()[1])
+    (lane,) = [x for x in store.lanes(ran.stdout.split()[1]) if x.item == "two"]
     log = Path(lane.worktree).with_name(f"{lane.id}.log")
     assert log.stat().st_size > 0
     pruned = invoke(lanes, "prune", "--yes").output
-    assert "deleted 1 folder(s)" in pruned
+    assert "deleted 2 folder(s)" in pruned
     assert not Path(lane.worktree).exists()
     assert not log.exists()  # the log went with its lane
     assert retry_stage(store, "two", None, 2) == 1

@@ -183,7 +183,7 @@ async def run_summary(store: Store, run_id: str, repo: Path) -> list[str]:
                 "log", "--format=%s", f"HEAD..refs/heads/{lane.branch}", cwd=repo
             )
         except GitFailed:
-            commits = "not in the repository"
+            commits = "none (nothing committed)"
         else:
             subjects = [x[:60] for x in out.splitlines()]
             shown = " / ".join(reversed(subjects[:SUMMARY_SUBJECTS]))
@@ -191,6 +191,8 @@ async def run_summary(store: Store, run_id: str, repo: Path) -> list[str]:
             count = f"{len(subjects)} commit{'' if len(subjects) == 1 else 's'}"
             commits = f"{count} ({more}{shown})" if subjects else "no commit"
         line = f"  {lane.item}: {state}; branch {lane.branch}: {commits}"
+        if commits.startswith("none"):
+            line = f"  {lane.item}: {state}; no branch (nothing committed)"
         if lane.saved_ref and lane.state is not LaneState.DONE:
             line += f"; saved at {lane.saved_ref}"
         lines.append(line)

@@ -609,12 +609,42 @@ class Lane:
                 run.store.update_lane(lane_id, saved=(ref, commit))
                 run.log("saved", lane=lane_id, detail=f"{ref} {commit}")
                 where += f"; what it left uncommitted is viewed at {ref}"
+        if failed and brought and self.stage == 0 and await self._drop_empty_branch():
+            where = where.replace(
+                f"its branch {self.row.branch} holds its work",
+                f"it committed nothing: no branch {self.row.branch} is left",
+            )
         if failed:
             # Why it failed is in the lane's log: say how to read it.
             where += f"; why: tether logs {run.id} {self.row.item}"
         run.say(f"{self.row.item}: {verdict}; {where}")
         del run.lanes[lane_id]
         return LaneEnd.FAILED if failed else LaneEnd.DONE
+
+    async def _drop_empty_branch(self) -> bool:
+        """Delete the item's branch its first lane made when it holds nothing new.
+
+        Only for an item's first lane that failed at its first stage: the branch
+        then points at a commit the person's HEAD already has (nothing is lost), it
+        is not checked out, and no earlier lane of the item used it. True when gone.
+        """
+        from ._lanes import git
+
+        run, ref = self.run, f"refs/heads/{self.row.branch}"
+        if len(run.store.item_lanes(self.row.item)) != 1:
+            return False
+        try:
+            tip = await git("rev-parse", "--verify", "--quiet", ref, cwd=run.plan.repo)
+            with contextlib.suppress(GitFailed):
+                checked_out = await git("symbolic-ref", "-q", "HEAD", cwd=run.plan.repo)
+                if checked_out == ref:
+                    return False
+            await git("merge-base", "--is-ancestor", tip, "HEAD", cwd=run.plan.repo)
+            await git("update-ref", "-d", ref, tip, cwd=run.plan.repo)
+        except GitFailed:
+            return False
+        run.log("branch-dropped", lane=self.row.id, detail=f"{ref} {tip}")
+        return True
 
     async def _save(self) -> str | None:
         """Save the lane aside and make its view now (a fenced or killed lane).
