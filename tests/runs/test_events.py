@@ -28,6 +28,7 @@ from tether.runs._events import (
     event_dict,
     parse_line,
     render_line,
+    render_lines,
 )
 
 STREAMS = Path(__file__).parent / "streams"
@@ -163,6 +164,11 @@ def test_escapes_and_line_breaks_an_agent_writes_are_shown_as_text() -> None:
     assert (
         render_line(Said(text="x" * 5000)) == "says: " + "x" * (RENDER_BOUND - 7) + "…"
     )
+    assert render_line(Said(text="ok\u202etxt.exe")) == "says: ok<U+202E>txt.exe"
+    assert render_lines('{"type":"turn.started"}\nplain\n{"type":"turn.failed"}') == [
+        "plain",
+        "failed",
+    ]
 
 
 _JSON = st.recursive(
@@ -224,6 +230,7 @@ def _shown_well(line: str) -> None:
         assert "\n" not in shown
         assert "\r" not in shown
         assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in shown), shown
+        assert not any(0x202A <= ord(c) <= 0x202E for c in shown), shown
         assert json.dumps(event_dict(event))  # the JSON shape always dumps
 
 

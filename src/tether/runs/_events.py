@@ -4,7 +4,8 @@ A lane's log holds what its agent printed: Claude Code's `stream-json` and Codex
 `exec --json` event streams (one JSON object a line), a command agent's plain output,
 and tether's own `tether: …` lines. `parse_line` turns one line into events,
 `EventReader` does it for a whole stream (it remembers each call's tool, so a result
-names it), and `render_line` shows an event as one line a person reads — the same line
+names it), and `render_line` shows an event as one line a person reads
+(`render_lines(text)`: a whole log's lines at once; `last_line(line)`: a live view's) — the same line
 in the live table of `tether run`, its progress lines, `tether logs`, the published
 lane lines and the board.
 
@@ -31,7 +32,8 @@ Rules every caller may rely on:
   shape, a line of any length, is an `Other` (or skipped, when blank).
 - Every text field is the agent's (untrusted) and bounded (`TEXT_BOUND` characters);
   `render_line` folds it to one line, shows every control character and escape as text
-  (`tether._term.visible`) and cuts it at `RENDER_BOUND` characters (`…`).
+  (`tether._term.visible`) and each direction control as `<U+202E>`, and cuts it at
+  `RENDER_BOUND` characters (`…`).
 - A `Refused` comes from the text the CLI reports for a hook's refusal: it shows what the
   agent's stream says, not what tether's own records prove (the hook's call record and
   the receipt are that).
@@ -71,6 +73,7 @@ __all__ = (
     "last_line",
     "parse_line",
     "render_line",
+    "render_lines",
 )
 
 TEXT_BOUND: Final = 2000
@@ -82,7 +85,9 @@ LINE_READ_BOUND: Final = 1 << 20
 
 
 def _text(value: object, bound: int = TEXT_BOUND) -> str:
-    """`value` as bounded text (a non-string is its compact JSON)."""
+    """`value` as bounded text (none is ""; another non-string is its compact JSON)."""
+    if value is None:
+        return ""
     if not isinstance(value, str):
         try:
             value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -245,6 +250,12 @@ def event_dict(event: AgentEvent) -> dict[str, object]:
 
 
 _SENTENCE = re.compile(r"(.*?\.)\s+[A-Z]", re.S)
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Direction controls: they would reorder what a person reads (shown as `<U+202E>`)."""
+
+
+def _bidi_text(found: re.Match[str]) -> str:
+    return f"<U+{ord(found.group()):04X}>"
 
 
 def _one_line(text: str) -> str:
@@ -291,7 +302,7 @@ def render_line(event: AgentEvent, *, bound: int = RENDER_BOUND) -> str:
             line = ("ended" if ok else "failed") + (f": {text}" if text else "")
         case Note(text=text) | Other(text=text):
             line = text
-    line = visible(_one_line(line[: bound * 4]))
+    line = _BIDI.sub(_bidi_text, visible(_one_line(line[: bound * 4])))
     if len(line) > bound:
         line = line[: bound - 1] + "…"
     return line
@@ -656,6 +667,12 @@ class EventReader:
                 if call is not None:
                     event = attrs.evolve(event, brief=call.brief)
             yield event
+
+
+def render_lines(text: str) -> list[str]:
+    """Every event of a whole log text (or the end of one), rendered: one line each."""
+    reader = EventReader()
+    return [render_line(e) for e in reader.feed(text) + reader.close()]
 
 
 def last_line(line: str) -> str | None:
