@@ -26,6 +26,7 @@ from tether.runs._events import (
     Usage,
     UsageLimit,
     event_dict,
+    last_line,
     parse_line,
     render_line,
     render_lines,
@@ -165,6 +166,10 @@ def test_escapes_and_line_breaks_an_agent_writes_are_shown_as_text() -> None:
         render_line(Said(text="x" * 5000)) == "says: " + "x" * (RENDER_BOUND - 7) + "…"
     )
     assert render_line(Said(text="ok\u202etxt.exe")) == "says: ok<U+202E>txt.exe"
+    # A live view skips what it cannot show well: the line before it stays.
+    assert last_line('{"type":"system","subtype":"task_started"}') is None
+    assert last_line('{"type":"assistant","mess') is None
+    assert last_line("compiling") == "compiling"
     assert render_lines('{"type":"turn.started"}\nplain\n{"type":"turn.failed"}') == [
         "plain",
         "failed",

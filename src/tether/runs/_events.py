@@ -599,6 +599,8 @@ def _parse_json(event: Mapping[str, object]) -> list[AgentEvent]:
 
 
 _CUT_SHORT = "(an event cut short:"
+_UNSHOWN = (_CUT_SHORT, "(claude ", "(codex ")
+"""How the `Other` events a live view skips begin."""
 
 
 def parse_line(line: str) -> tuple[AgentEvent, ...]:
@@ -678,15 +680,16 @@ def render_lines(text: str) -> list[str]:
 def last_line(line: str) -> str | None:
     """The rendered line of a log line's last event, for a live view.
 
-    None for a line of no event and for JSON cut short (a line still being written,
-    or whose start a bounded read of the log's end skipped): the view keeps the line
+    None for a line of no event, of an event of a kind not known here (`(claude
+    system/task_started)`), and for JSON cut short (a line still being written, or
+    whose start a bounded read of the log's end skipped): the view keeps the line
     before it.
     """
     events = parse_line(line)
     if not events:
         return None
     last = events[-1]
-    if isinstance(last, Other) and last.text.startswith(_CUT_SHORT):
+    if isinstance(last, Other) and last.text.startswith(_UNSHOWN):
         return None
     return render_line(last)
 
