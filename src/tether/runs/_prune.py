@@ -41,7 +41,17 @@ if TYPE_CHECKING:
 
     from ._store import Store
 
-__all__ = ("Prunable", "Unbrought", "parse_age", "prunable", "remove", "unbrought")
+__all__ = (
+    "OldRef",
+    "Prunable",
+    "Unbrought",
+    "old_refs",
+    "parse_age",
+    "prunable",
+    "remove",
+    "remove_refs",
+    "unbrought",
+)
 
 Kind = Literal["done-lane", "save", "partial"]
 
@@ -242,3 +252,72 @@ def _writable(path: Path) -> None:
                 continue
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
+
+
+@final
+@attrs.frozen
+class OldRef:
+    """A saved ref (`refs/tether/saved/<run>/<lane>[.N]`) a finished item went on from."""
+
+    repo: Path
+    ref: str
+    item: str
+    age: float
+    """Seconds since its commit was made."""
+
+
+def old_refs(store: Store, *, older_than: float = 0.0) -> list[OldRef]:
+    """Saved refs that are no lane's only copy of its work, oldest first.
+
+    A save's ref is listed when its item is finished (done or failed) and its lane
+    did not end done: the item went on from that save (a take-over restored it), so
+    the branch holds the work, as for the save's folder. A done lane's ref (the view
+    of what it left uncommitted) is never listed: nothing else holds that work.
+    """
+    now = time.time()
+    finished = {i.id for i in store.items() if i.state in ("done", "failed")}
+    found: list[OldRef] = []
+    for run in store.runs():
+        for lane in store.lanes(run.id):
+            if lane.item not in finished or lane.state is LaneState.DONE:
+                continue
+            base = f"refs/tether/saved/{run.id}/{lane.id}"
+            try:
+                listed = subprocess.run(
+                    [
+                        "git",
+                        "for-each-ref",
+                        "--format=%(committerdate:unix) %(refname)",
+                        base,
+                        f"{base}.*",
+                    ],
+                    cwd=run.repo,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            for line in listed.stdout.splitlines():
+                when, _, ref = line.partition(" ")
+                age = max(0.0, now - float(when)) if when.isdigit() else 0.0
+                if ref and age >= older_than:
+                    found.append(OldRef(Path(run.repo), ref, lane.item, age))
+    return sorted(found, key=lambda r: r.age, reverse=True)
+
+
+def remove_refs(found: Iterable[OldRef]) -> int:
+    """Delete each ref from its repository; returns how many went."""
+    gone = 0
+    for entry in found:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            done = subprocess.run(
+                ["git", "update-ref", "-d", entry.ref],
+                cwd=entry.repo,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            gone += done.returncode == 0
+    return gone
