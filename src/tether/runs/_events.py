@@ -2,12 +2,19 @@
 
 A lane's log holds what its agent printed: Claude Code's `stream-json` and Codex's
 `exec --json` event streams (one JSON object a line), a command agent's plain output,
-and tether's own `tether: …` lines. `parse_line` turns one line into events,
-`EventReader` does it for a whole stream (it remembers each call's tool, so a result
-names it), and `render_line` shows an event as one line a person reads
-(`render_lines(text)`: a whole log's lines at once; `last_line(line)`: a live view's) — the same line
-in the live table of `tether run`, its progress lines, `tether logs`, the published
-lane lines and the board.
+the built-in agent's text and `[Tool: state]` lines, and tether's own `tether: …`
+lines. The one shape every view uses:
+
+- `parse_line(line) -> tuple[AgentEvent, ...]`: the events of one log line;
+- `EventReader().feed(text) / .close() -> list[AgentEvent]`: a whole stream fed in
+  pieces (it remembers each call, so a result names its tool and a refusal its input);
+- `render_line(event) -> str`: one line a person reads — the same line in the live
+  table of `tether run`, its progress lines, `tether logs`, the published lane lines
+  and the board;
+- `render_lines(text) -> list[str]`: a whole log's (or log end's) lines at once;
+- `last_line(line) -> str | None`: a live view's line for the log's last line (None:
+  keep the one before; `tether.runs._tail.LogTail(render=last_line)` follows a log);
+- `event_dict(event) -> dict`: the JSON shape; `failure_line(text)`: why a stage failed.
 
 The events (frozen attrs classes; `event_dict` gives the JSON shape, `{"kind": …}` plus
 the fields, as `tether logs --json` prints it):
