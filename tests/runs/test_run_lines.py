@@ -168,21 +168,3 @@ def test_retry_from_start_runs_every_stage_again_and_prune_takes_the_log(
     assert again.output == "queued again: two (every stage)\n"
     assert retry_stage(store, "two", None, 2) == 0
     assert "--from-start" in invoke(queue, "retry", "--help").output
-
-
-def test_a_claude_code_stage_with_no_key_says_why_on_the_runs_line(
-    tmp_path: Path,
-) -> None:
-    """The real CLI, not logged in: the reason is on the run's line, not only in the
-    JSON event in its log; the first stage committed nothing, so no branch is left."""
-    from .presets_support import need_cli, write_preset_plan
-
-    need_cli("claude")
-    repo = make_repo(tmp_path)
-    plan = write_preset_plan(tmp_path, repo, "claude")
-    home = tmp_path / "home"
-    home.mkdir()
-    ran = tether("run", str(plan), env={"HOME": str(home)})
-    assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert f"one: implement failed, exit 1, 0 commits: claude: {NO_KEY}\n" in ran.stdout
-    assert "no branch tether/one is left" in ran.stdout
