@@ -26,6 +26,7 @@ from tether.runs._events import (
     Usage,
     UsageLimit,
     event_dict,
+    failure_line,
     last_line,
     parse_line,
     render_line,
@@ -259,3 +260,16 @@ def test_any_text_never_raises_and_renders_one_bounded_visible_line(text: str) -
     reader = EventReader()
     reader.feed(text)
     reader.close()
+
+
+def test_why_a_stage_failed_is_the_agents_word_else_the_logs_last() -> None:
+    no_key = (STREAMS / "claude-no-key.log").read_text(encoding="utf-8")
+    assert failure_line(no_key) == "Not logged in · Please run /login"
+    assert failure_line("building\nerror: \x1b[31mno such file\x1b[0m\n") == (
+        "error: no such file"
+    )
+    builtin = (
+        "Fixing it.\n[Bash: done]\n\n[turn ended: error]\ntether: the model is gone\n"
+    )
+    assert failure_line(builtin) == "the model is gone"
+    assert failure_line('{"type":"turn.started"}\n') is None

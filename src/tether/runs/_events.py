@@ -705,23 +705,30 @@ def failure_line(text: str, *, bound: int = 200) -> str | None:
     """Why a stage whose agent failed failed, as one line, from its log's end.
 
     The agent's own word when it said one: the last failed end's text (`Not logged in
-    · Please run /login`), else its last error or usage limit; else, for a command
-    agent, its last line of plain output. None when the log says nothing of use.
-    tether's own lines are not a reason (the run says what it knows itself).
+    · Please run /login`), else its last error or usage limit. Else the log's last
+    word: a command agent's last line of plain output, or tether's own last line
+    when it comes after it (the built-in agent's error, `the model cannot be used:
+    …`). None when the log says nothing of use.
     """
     reader = EventReader()
     events = reader.feed(text) + reader.close()
     said: AgentEvent | None = None
-    plain: AgentEvent | None = None
+    last: AgentEvent | None = None
     for event in events:
         failed_end = isinstance(event, Ended) and not event.ok and event.text
         if failed_end or isinstance(event, AgentError | UsageLimit):
             said = event
-        elif isinstance(event, Other) and not event.text.startswith(("(", "[")):
-            plain = event
-    chosen = said or plain
+        elif isinstance(event, Note) or (
+            isinstance(event, Other) and not event.text.startswith(("(", "["))
+        ):
+            last = event
+    chosen = said or last
     if chosen is None:
         return None
+    if isinstance(chosen, Note):
+        return render_line(
+            Other(text=chosen.text.removeprefix("tether: ")), bound=bound
+        )
     if isinstance(chosen, Ended | AgentError | Other):
         return render_line(Other(text=chosen.text), bound=bound)
     return render_line(chosen, bound=bound)

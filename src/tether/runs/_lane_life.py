@@ -390,6 +390,8 @@ class Lane:
                 # Why, in the agent's own word when its log says it (spec 03: the
                 # reason on the run's line, not only in the log).
                 why = failure_line(outcome.log_tail)
+                if why and why in how:
+                    why = None  # tether's own word, said already (a timeout)
                 if why and stage.preset is not None:
                     why = f"{stage.preset}: {why}"  # the CLI's own word
                 self.failure = f"{name} failed, {how}" + (f": {why}" if why else "")
