@@ -203,6 +203,8 @@ _JSON = st.recursive(
                     "status",
                     "changes",
                     "aggregated_output",
+                    "total_cost_usd",
+                    "rate_limit_info",
                 ]
             )
             | st.text(max_size=5),
@@ -273,3 +275,7 @@ def test_why_a_stage_failed_is_the_agents_word_else_the_logs_last() -> None:
     )
     assert failure_line(builtin) == "the model is gone"
     assert failure_line('{"type":"turn.started"}\n') is None
+    huge = parse_line(
+        '{"type":"result","usage":{},"total_cost_usd":1' + "0" * 400 + "}"
+    )
+    assert huge[0] == Usage()

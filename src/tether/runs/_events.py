@@ -341,6 +341,15 @@ def _refused(reason: str, tool: str = "", brief: str = "") -> Refused:
     )
 
 
+def _float(value: object) -> float | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+
+
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -455,9 +464,7 @@ def _claude(event: Mapping[str, object]) -> list[AgentEvent]:
                 Usage(
                     input_tokens=_int(usage.get("input_tokens")),
                     output_tokens=_int(usage.get("output_tokens")),
-                    cost_usd=float(cost)
-                    if isinstance(cost, int | float) and not isinstance(cost, bool)
-                    else None,
+                    cost_usd=_float(cost),
                 )
             )
         text = _text(event.get("result", ""))
@@ -606,6 +613,8 @@ def _parse_json(event: Mapping[str, object]) -> list[AgentEvent]:
 
 
 _CUT_SHORT = "(an event cut short:"
+_UNFORESEEN = (ValueError, TypeError, ArithmeticError, RecursionError)
+"""What reading an event of a shape not foreseen could raise: it becomes an `Other`."""
 _UNSHOWN = (_CUT_SHORT, "(claude ", "(codex ")
 """How the `Other` events a live view skips begin."""
 
@@ -625,8 +634,8 @@ def parse_line(line: str) -> tuple[AgentEvent, ...]:
         if isinstance(event, dict):
             try:
                 return tuple(_parse_json(event))
-            except (ValueError, TypeError, RecursionError):  # pragma: no cover
-                return (Other(text=f"(claude or codex {_kind_of(event)})"),)
+            except _UNFORESEEN:  # pragma: no cover - no test found one; never raise
+                return (Other(text="(claude or codex: an event not read)"),)
     if text.startswith("tether: "):
         return (Note(text=text[:TEXT_BOUND]),)
     codex = _CODEX_HOOK.search(text)
