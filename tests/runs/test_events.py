@@ -5,6 +5,7 @@ line, and shows no control sequence."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -279,3 +280,20 @@ def test_why_a_stage_failed_is_the_agents_word_else_the_logs_last() -> None:
         '{"type":"result","usage":{},"total_cost_usd":1' + "0" * 400 + "}"
     )
     assert huge[0] == Usage()
+
+
+def test_a_long_adversarial_line_is_read_in_linear_time() -> None:
+    """No pattern backtracks over what an agent wrote: a line of a million characters
+    that starts like a refusal, a hook error or an event is read at once."""
+    started = time.monotonic()
+    tail = "a. B" * 250_000
+    parse_line("x blocked by PreToolUse hook: tether" + tail)
+    parse_line("{" + tail)
+    result = {
+        "type": "tool_result",
+        "is_error": True,
+        "content": "PreToolUse:B hook error: [" + tail,
+    }
+    parse_line(json.dumps({"type": "user", "message": {"content": [result]}}))
+    render_line(Refused(reason=tail))
+    assert time.monotonic() - started < 2.0

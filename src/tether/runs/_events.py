@@ -323,9 +323,8 @@ _LIMIT = re.compile(
 _CLAUDE_HOOK = re.compile(
     r"\A\s*PreToolUse:(\S*) hook error: \[.*?\]: (tether\b.*)", re.S
 )
-_CODEX_HOOK = re.compile(
-    r"blocked by PreToolUse hook: (tether\b.*?)(?:\.? Command: (.*))?\s*\Z", re.S
-)
+_CODEX_HOOK = "blocked by PreToolUse hook: tether"
+"""Codex's log line for a call tether's hook refused: `… CODEX_HOOK…. Command: CMD`."""
 _STOP_SAYS = "the person stopped this run"
 _EXIT = re.compile(r"\AExit code (\d+)\s*\n?")
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash"})
@@ -638,9 +637,13 @@ def parse_line(line: str) -> tuple[AgentEvent, ...]:
                 return (Other(text="(claude or codex: an event not read)"),)
     if text.startswith("tether: "):
         return (Note(text=text[:TEXT_BOUND]),)
-    codex = _CODEX_HOOK.search(text)
-    if codex is not None:
-        return (_refused(codex.group(1), "shell", codex.group(2) or ""),)
+    at = text.find(_CODEX_HOOK)
+    if at >= 0:
+        # Split by hand, not by a pattern: the line is the agent's, of any length.
+        reason, _, command = text[at + len(_CODEX_HOOK) - 6 :].rpartition(" Command: ")
+        if not reason:
+            reason, command = command, ""
+        return (_refused(reason, "shell", command),)
     if text.startswith("Reading additional input from stdin"):
         return ()
     return (Other(text=text[:TEXT_BOUND]),)
