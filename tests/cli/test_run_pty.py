@@ -213,10 +213,12 @@ def test_the_live_view_shows_each_lanes_stage_time_and_last_output_line(
     tmp_path: Path,
 ) -> None:
     """On a terminal the run draws a live table: per working lane its item, stage,
-    time in the stage and the last line its agent printed."""
+    time in the stage and the line of its agent's last event (a command agent's
+    plain line; for Claude Code's JSON stream, the refusal rendered)."""
     repo = make_repo(tmp_path)
     marks = tmp_path / "marks"
     marks.mkdir()
+    stream = Path(__file__).parents[1] / "runs" / "streams" / "claude.log"
     plan = write_plan(
         tmp_path,
         repo,
@@ -224,7 +226,8 @@ def test_the_live_view_shows_each_lanes_stage_time_and_last_output_line(
         stages=[
             (
                 "implement",
-                'echo "first"; echo "editing $TETHER_ITEM.txt"; '
+                'echo "first"; if [ "$TETHER_ITEM" = two ]; then '
+                f"head -n 12 {stream}; else echo editing one.txt; fi; "
                 + WAIT_FOR_GO.format(stage="impl"),
             )
         ],
@@ -232,7 +235,9 @@ def test_the_live_view_shows_each_lanes_stage_time_and_last_output_line(
     term = Terminal("run", str(plan), env={"MARKS": str(marks)}, term="xterm-256color")
     try:
         term.read_until_shown(r"one\s+implement\s+\d+s\s+editing one\.txt")
-        term.read_until_shown(r"two\s+implement\s+\d+s\s+editing two\.txt")
+        term.read_until_shown(
+            r"two\s+implement\s+\d+s\s+refused Bash call: the person stopped"
+        )
         (marks / "go").touch()
         assert term.wait() == 0
     finally:

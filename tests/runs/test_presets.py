@@ -2,7 +2,8 @@
 
 Each CLI talks to a stub model server on 127.0.0.1 (Anthropic Messages for Claude
 Code, OpenAI Responses for Codex) whose script plays a model that ignores tether's
-refusals. Skipped with the reason where a CLI is not installed, except in CI.
+refusals (or, not logged in, no server at all). Skipped with the reason where a CLI
+is not installed, except in CI.
 """
 
 from __future__ import annotations
@@ -156,3 +157,22 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
     assert "first-step-ok" in earliest  # the earlier conversation
     assert "taken over" in earliest
     assert git(repo, "show", "tether/one:more.txt") == "more"
+
+
+def test_a_claude_code_stage_with_no_key_says_why_on_the_runs_line(
+    tmp_path: Path,
+) -> None:
+    """The real CLI, not logged in: the reason is on the run's line, not only in the
+    JSON event in its log; the first stage committed nothing, so no branch is left."""
+    need_cli("claude")
+    repo = make_repo(tmp_path)
+    plan = write_preset_plan(tmp_path, repo, "claude")
+    home = tmp_path / "home"
+    home.mkdir()
+    ran = tether("run", str(plan), env={"HOME": str(home)})
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    said = (
+        "one: implement failed, exit 1, 0 commits: claude: Not logged in · Please run"
+    )
+    assert f"{said} /login\n" in ran.stdout
+    assert "no branch tether/one is left" in ran.stdout

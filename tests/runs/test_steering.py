@@ -129,7 +129,7 @@ def test_a_stage_ended_by_its_timeout_says_so_on_screen_in_receipt_and_digest(
     result = tether("run", str(plan))
     assert result.returncode == 1, result.stdout + result.stderr
     said = "timed out after 0.5 s; its tree was killed"
-    assert f"slow: only ended, {said}" in result.stdout
+    assert f"slow: only failed, {said}" in result.stdout
     store = open_store(store_url())
     try:
         (receipt,) = store.receipts(result.stdout.split()[1])

@@ -24,6 +24,7 @@ import attrs
 
 from .._config import paths
 from .._term import visible
+from ..runs._events import last_line
 from ..runs._lanes import lane_log
 from ..runs._open import default_store_path, open_store, store_url
 from ..runs._own_git import GitFailed, own_git, tgit
@@ -166,21 +167,18 @@ class OwnRuns:
         self,
         store_option: str | None = None,
         *,
-        render: Callable[[str], str | None] | None = None,
         stop_pressed: Callable[[], float | None] | None = None,
     ) -> None:
         """Read the store `store_option` names (as `tether runs --store` does).
 
-        `render` turns one line of a lane log into what the board shows (None: the
-        line is not shown, as a JSON event with nothing to say); by default the line
-        cleaned for a screen. `stop_pressed` gives the time the standing stop was set,
-        if one stands (the start of a timeline).
+        A lane's line is its agent's last event, rendered as the run's live view and
+        `tether logs` render it (`tether.runs._events`). `stop_pressed` gives the time
+        the standing stop was set, if one stands (the start of a timeline).
         """
         self.account = account_name(os.geteuid())
         self._url = store_url(store_option)
         self._store: Store | None = None
-        self._tail = LogTail()
-        self._render = render
+        self._tail = LogTail(render=last_line)
         self._stop_pressed = stop_pressed
         self._looked: dict[str, tuple[float, Any]] = {}
         self._logs: dict[tuple[str, str], Path] = {}
@@ -322,10 +320,7 @@ class OwnRuns:
         if log is None:
             log = self._logs[run_id, lane_id] = lane_log(run_id, lane_id)
         line = self._tail.last_line(log)
-        if line is None or self._render is None:
-            return line
-        shown = self._render(line)
-        return None if shown is None else clean_line(shown)
+        return None if line is None else clean_line(line)
 
     def diff(self, run_id: str, lane_id: str) -> str | None:
         """The lane's commits as one diff, from tether's own git dir of the lane."""

@@ -2,13 +2,17 @@
 
 On a terminal, each line the run says is printed with its time, and below the lines a
 live table is redrawn every `LIVE_EVERY` seconds: per open lane its item, the stage its
-agent works on, the time in that stage and the last line the agent printed (its lane
-log), with the run's newest line above it.
+agent works on, the time in that stage and the line of the agent's last event (its lane
+log, read as `tether.runs._events` renders it: `Bash: pytest -q`, `Bash failed (exit
+1): …`, `refused Bash call (…): the person stopped this run …`; a command agent's
+plain output as it printed it), with the run's newest line above it. The item, stage
+and time columns keep their width (up to `NAME_WIDTH`); the last line gets the rest and
+is cut with `…`.
 
 Not on a terminal (a log file, a pipe, CI), the output stays line-oriented: the run's
 lines, each flushed at once, and every `progress` seconds (`tether run --progress`,
 30 by default; 0: never) one line for each lane whose agent printed a new line since
-the last look: `q1: implement for 1m05s, last output: compiling`. A quiet lane adds no
+the last look: `q1: implement for 1m05s, last output: Bash: make`. A quiet lane adds no
 line (its `started` and `ended` lines frame it), so the output grows with what the
 agents print, bounded by one line per lane per interval.
 
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "LIVE_EVERY",
+    "NAME_WIDTH",
     "PROGRESS_EVERY",
     "RunView",
     "elapsed_text",
@@ -47,6 +52,8 @@ __all__ = (
 
 LIVE_EVERY = 0.5
 """Seconds between two redraws of the live table on a terminal."""
+NAME_WIDTH = 24
+"""Columns an item or stage name keeps in the live table before it is cut."""
 PROGRESS_EVERY = 30.0
 """Seconds between two looks for progress lines when not on a terminal (the default)."""
 
@@ -81,12 +88,13 @@ class RunView:
     def __init__(
         self, *, every: float, console: Console | None = None, live: Live | None = None
     ) -> None:
+        from ..runs._events import last_line
         from ..runs._tail import LogTail
 
         self._every = every
         self._console = console
         self._live = live
-        self._tail = LogTail()
+        self._tail = LogTail(render=last_line)
         self._last_said = "starting"
         self._spinner: Spinner | None = None
         self._stats: RunStatistics | None = None
@@ -156,21 +164,34 @@ class RunView:
         head = self._spinner
         if stats is None or not stats.lanes:
             return head
-        table = Table.grid(padding=(0, 2))
-        table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True, justify="right")
-        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+        # The names keep their width (a long last line never squeezes them): the
+        # grid takes the whole width and the last column what the others leave.
+        table = Table.grid(padding=(0, 2), expand=True)
+        for names in (
+            [lane.item for lane in stats.lanes],
+            [lane.stage or "between stages" for lane in stats.lanes],
+        ):
+            width = min(NAME_WIDTH, max(len(n) for n in names))
+            table.add_column(
+                no_wrap=True, overflow="ellipsis", min_width=width, max_width=NAME_WIDTH
+            )
+        table.add_column(no_wrap=True, justify="right", min_width=6)
+        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1, min_width=1)
         for lane in stats.lanes:
             last = self._tail.last_line(lane.log) or ""
             stage = lane.stage or "between stages"
             if lane.note:
                 last = clean_line(lane.note)
             table.add_row(
-                Text(lane.item, style="bold"),
-                Text(stage),
+                Text(lane.item, style="bold", overflow="ellipsis", no_wrap=True),
+                Text(stage, overflow="ellipsis", no_wrap=True),
                 Text(elapsed_text(lane.elapsed), style="dim"),
-                Text(last, style="dim" if lane.stage is None else ""),
+                Text(
+                    last,
+                    style="dim" if lane.stage is None else "",
+                    overflow="ellipsis",
+                    no_wrap=True,
+                ),
             )
         self._forget({lane.lane for lane in stats.lanes}, stats)
         return Group(head, table)

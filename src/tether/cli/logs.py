@@ -1,14 +1,20 @@
-"""`tether logs RUN [ITEM]`: what a run's agents printed, lane by lane.
+"""`tether logs RUN [ITEM]`: what a run's agents did, lane by lane.
 
-What an agent printed is data (spec 01 S16): by default no control sequence of it
-reaches the terminal (`tether._term.visible`: colours dropped, every other escape shown
-as text from a visible `␛`); `--raw` gives the bytes as they are. A log is followed
-across its rewrites (`tether.runs._lane_log.LogReader`).
+By default each line of a lane's log is shown as the agent's events, one line each
+(`tether.runs._events`: `Bash: pytest -q`, `Bash failed (exit 1): …`, `refused Bash
+call (…): the person stopped this run …`; a command agent's plain output and tether's
+own `tether: …` lines as they are). What an agent wrote is data (spec 01 S16): no
+control sequence of it reaches the terminal (`tether._term.visible`: every escape shown
+as text from a visible `␛`). `--json` prints the events as JSON lines; `--raw` prints
+the log as the agent wrote it (Claude Code's or Codex's JSON stream, byte for byte,
+terminal escapes included). A log is followed across its rewrites
+(`tether.runs._lane_log.LogReader`).
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -18,6 +24,7 @@ import click
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ..runs._events import AgentEvent
     from ..runs._lane_log import LogReader
 
 __all__ = ("logs",)
@@ -37,25 +44,39 @@ _quiet = threading.Event()
 @click.option(
     "--raw",
     is_flag=True,
-    help="Print the agents' bytes as they are, terminal escapes included (by "
-    "default colours are dropped and every other escape is shown as text).",
+    help="Print the log as the agent wrote it: its CLI's JSON event stream, byte for "
+    "byte, terminal escapes included (by default each event is one line, every "
+    "escape shown as text).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print the events as JSON lines: {"item", "lane", "kind", ...} each.',
 )
 @click.option("--store", "store_opt", default=None, help=_STORE_HELP)
 def logs(
-    run_id: str, which: str | None, follow: bool, raw: bool, store_opt: str | None
+    run_id: str,
+    which: str | None,
+    follow: bool,
+    raw: bool,
+    as_json: bool,
+    store_opt: str | None,
 ) -> None:
-    """Print the log of each lane of RUN, or of ITEM's lane, headed by item and lane.
+    """Print what each lane of RUN did, or ITEM's lane, headed by item and lane.
 
-    ITEM is an item or lane id, or a unique prefix of one. A run of an account bound to
-    this account's stop (tether setup --system) prints the lines it published: each
-    lane's last lines.
+    Each event of the agent is one line: its text, a tool call and its input in
+    brief, the call's result, a refusal by the stop, its end. ITEM is an item or lane
+    id, or a unique prefix of one. A run of an account bound to this account's stop
+    (tether setup --system) prints the lines it published: each lane's last lines.
 
     \b
     Examples:
       tether logs run_3f9a0c1b2d4e-1
       tether logs run_3f9a0c1b2d4e-1 fix-typo
       tether logs run_3f9a0c1b2d4e-1 fix-typo --follow
-      tether logs run_3f9a0c1b2d4e-1 fix-typo --raw | less -R
+      tether logs run_3f9a0c1b2d4e-1 fix-typo --json
+      tether logs run_3f9a0c1b2d4e-1 fix-typo --raw > fix-typo.jsonl
     """
     from ..errors import UsageError
     from ..runs import open_store, store_url
@@ -63,6 +84,8 @@ def logs(
     from ..runs._takeover import effective_state
     from ..runs._views import lane_log
 
+    if raw and as_json:
+        raise UsageError("give --raw or --json, not both")
     if store_opt is None and _published(run_id, which):
         return
     store = open_store(store_url(store_opt))
@@ -81,12 +104,17 @@ def logs(
                 what = "matches no lane" if not chosen else "matches several lanes"
                 raise UsageError(f"{which!r} {what} of {run_id} (its items: {names})")
             lanes = chosen
-        files = [(f"{x.item} ({x.id})", lane_log(run_id, x.id)) for x in lanes]
-        readers = {path: _Lane(LogReader(), raw) for _, path in files}
+        files = [(x.item, x.id, lane_log(run_id, x.id)) for x in lanes]
+        how = "raw" if raw else "json" if as_json else "lines"
+        readers = {
+            path: _Lane(LogReader(), how, item, lane) for item, lane, path in files
+        }
         while True:
-            for title, path in files:
-                readers[path].print_new(title, path, headed=len(files) > 1)
+            for _, _, path in files:
+                readers[path].print_new(path, headed=len(files) > 1)
             if not follow or effective_state(store, row).value not in _ACTIVE:
+                for _, _, path in files:
+                    readers[path].print_events(readers[path].events.close())
                 break
             # Another process appends to the files: look again, as `tail -f` does.
             _quiet.wait(_FOLLOW_EVERY)
@@ -96,33 +124,50 @@ def logs(
 
 
 class _Lane:
-    """What was printed of one lane's log: how far, and a character cut in two."""
+    """What was printed of one lane's log: how far, and a line or character cut in two."""
 
-    def __init__(self, reader: LogReader, raw: bool) -> None:
+    def __init__(self, reader: LogReader, how: str, item: str, lane: str) -> None:
+        from ..runs._events import EventReader
+
         self.reader = reader
-        self.raw = raw
+        self.how = how
+        self.item = item
+        self.lane = lane
         self.started = False
         self.decoder: Any = codecs.getincrementaldecoder("utf-8")("replace")
+        self.events = EventReader()
 
-    def print_new(self, title: str, path: Path, *, headed: bool) -> None:
-        from .._term import visible
+    def print_new(self, path: Path, *, headed: bool) -> None:
         from ..errors import UsageError
 
+        title = f"{self.item} ({self.lane})"
         try:
             data = self.reader.read(path)
         except OSError as exc:
             raise UsageError(f"cannot read the log of {title}: {exc}") from None
         if not data:
             return
-        if headed and not self.started:
+        if headed and not self.started and self.how != "json":
             click.echo(f"== {title} ==")
         self.started = True
-        if self.raw:
+        if self.how == "raw":
             sys.stdout.flush()
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
             return
-        click.echo(visible(self.decoder.decode(data)), nl=False)
+        self.print_events(self.events.feed(self.decoder.decode(data)))
+
+    def print_events(self, events: list[AgentEvent]) -> None:
+        from ..runs._events import event_dict, render_line
+
+        if self.how == "raw":
+            return
+        for event in events:
+            if self.how == "json":
+                shape = {"item": self.item, "lane": self.lane, **event_dict(event)}
+                click.echo(json.dumps(shape, ensure_ascii=False))
+            else:
+                click.echo(render_line(event))
 
 
 def _published(run_id: str, which: str | None) -> bool:

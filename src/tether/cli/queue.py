@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ._output import echo_json
+
+if TYPE_CHECKING:
+    from ..runs import Store
 
 __all__ = ("queue",)
 
@@ -93,16 +98,26 @@ def list_(as_json: bool, store_opt: str | None) -> None:
 @queue.command("retry")
 @click.argument("item", required=False)
 @click.option("--all-failed", is_flag=True, help="Every failed item.")
+@click.option(
+    "--from-start",
+    is_flag=True,
+    help="Run every stage again (on the branch as it is), not only the failed one "
+    "and those after it.",
+)
 @click.option("--store", "store_opt", default=None, help=_STORE_HELP)
-def retry(item: str | None, all_failed: bool, store_opt: str | None) -> None:
+def retry(
+    item: str | None, all_failed: bool, from_start: bool, store_opt: str | None
+) -> None:
     """Put a failed ITEM back in the queue, for the next `tether run` to take up.
 
-    Exit 2 when ITEM is not failed. Its lanes and branch stay as they were; the next
-    lane starts from the branch `tether/ITEM` (its work so far).
+    The next lane starts from the branch `tether/ITEM` (the work of the stages that
+    succeeded) at the stage that failed: the stages before it do not run again.
+    `--from-start` runs every stage again. Exit 2 when ITEM is not failed.
 
     \b
     Examples:
       tether queue retry fix-typo
+      tether queue retry fix-typo --from-start
       tether queue retry --all-failed
     """
     from ..errors import UsageError
@@ -114,7 +129,7 @@ def retry(item: str | None, all_failed: bool, store_opt: str | None) -> None:
     try:
         if all_failed:
             failed = [i.id for i in store.items() if i.state == "failed"]
-            again = [i for i in failed if store.retry(i)]
+            again = [i for i in failed if _retry(store, i, from_start)]
             click.echo(
                 f"queued again: {len(again)} item(s)"
                 + (f" ({', '.join(again)})" if again else "")
@@ -126,11 +141,21 @@ def retry(item: str | None, all_failed: bool, store_opt: str | None) -> None:
             raise UsageError(
                 f"no item {item!r} in {store.url}; see `tether queue list`"
             )
-        if not store.retry(item):
+        if not _retry(store, item, from_start):
             raise UsageError(
                 f"item {item!r} is {known[item]}, not failed: only a failed item is "
                 "queued again"
             )
     finally:
         store.close()
-    click.echo(f"queued again: {item}")
+    click.echo(f"queued again: {item}" + (" (every stage)" if from_start else ""))
+
+
+def _retry(store: Store, item: str, from_start: bool) -> bool:
+    """Queue `item` again; with `from_start`, its next lane starts at the first stage."""
+    failed = any(i.id == item and i.state == "failed" for i in store.items())
+    lanes = store.item_lanes(item) if failed and from_start else []
+    if lanes and lanes[-1].state.value == "done":
+        # The failed lane's stage is where the next lane starts (`retry_stage`).
+        store.update_lane(lanes[-1].id, stage=0)
+    return store.retry(item)

@@ -32,7 +32,7 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from ..runs._views import list_runs
+    from ..runs._views import failures, list_runs
     from ._seatview import all_runs, progress_lines
 
     rows, notes = all_runs(list_runs(store_opt))
@@ -43,10 +43,13 @@ def runs(ctx: click.Context, as_json: bool, store_opt: str | None) -> None:
     elif not rows:
         click.echo("no runs")
     else:
+        failed = failures(store_opt)
         for row in rows:
             click.echo(f"{row['id']}  {row['state']}  {row['account']}")
             for line in progress_lines(row):
                 click.echo(line)
+            for line in failed.get(row["id"], ()):
+                click.echo(f"  {line}")  # why an item failed
 
 
 @runs.command("show")

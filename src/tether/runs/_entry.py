@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..stop import StopWatch
+    from ._store import Store
 
 __all__ = ("KILL_BOUND", "run_plan")
 
@@ -169,6 +170,9 @@ async def run_plan(
         if on_start is not None:
             on_start(run)
         code = await _execute(run, handle_sigint, beside, publisher)
+        if code is not ExitCode.KILLED:
+            for line in await run_summary(store, run.id, plan.repo):
+                say(line)
         try:
             where = write_digest(store, run.id, watch)
         except OSError as exc:
@@ -181,6 +185,46 @@ async def run_plan(
     finally:
         if store is not None:
             store.close()
+
+
+SUMMARY_SUBJECTS = 3
+"""Commit subjects the end-of-run summary shows per branch (the newest)."""
+
+
+async def run_summary(store: Store, run_id: str, repo: Path) -> list[str]:
+    """The run's end, item by item: its branch and the commits on it, or its save.
+
+    `ITEM: done, branch tether/ITEM: 2 commits (implement / check)`; a failed item
+    says where it failed, a halted one where its work was saved. The commits are
+    those of the branch that the person's HEAD lacks (subjects bounded: an agent
+    wrote them).
+    """
+    from ._lanes import GitFailed, git
+
+    lines = [f"run {run_id}, item by item:"]
+    for lane in store.lanes(run_id):
+        state = lane.state.value
+        if lane.state is LaneState.DONE:
+            state = lane.note or "done"
+        try:
+            out = await git(
+                "log", "--format=%s", f"HEAD..refs/heads/{lane.branch}", cwd=repo
+            )
+        except GitFailed:
+            commits = "none (nothing committed)"
+        else:
+            subjects = [x[:60] for x in out.splitlines()]
+            shown = " / ".join(reversed(subjects[:SUMMARY_SUBJECTS]))
+            more = "… / " if len(subjects) > SUMMARY_SUBJECTS else ""
+            count = f"{len(subjects)} commit{'' if len(subjects) == 1 else 's'}"
+            commits = f"{count} ({more}{shown})" if subjects else "no commit"
+        line = f"  {lane.item}: {state}; branch {lane.branch}: {commits}"
+        if commits.startswith("none"):
+            line = f"  {lane.item}: {state}; no branch (nothing committed)"
+        if lane.saved_ref and lane.state is not LaneState.DONE:
+            line += f"; saved at {lane.saved_ref}"
+        lines.append(line)
+    return lines if len(lines) > 1 else []
 
 
 async def check_parts(plan: Plan) -> None:

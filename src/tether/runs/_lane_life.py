@@ -36,6 +36,7 @@ from ._agents import (
     window_reset,
 )
 from ._builtin import run_builtin_agent
+from ._events import failure_line
 from ._lanes import (
     GitFailed,
     LaneUnreadable,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from ._clock import RunClock
     from ._plan import Plan
 
-__all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save")
+__all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save", "retry_stage")
 
 TRANSCRIPT_LIMIT = 1 << 30
 """Bytes of a built-in agent's transcript a take-over copies; a larger one is not."""
@@ -186,6 +187,8 @@ class Lane:
     """The stage its agent works on now (for the live view); None between stages."""
     note: str | None = None
     """What the lane waits for (a usage window), for the live view."""
+    failure: str | None = None
+    """Why its item failed: `STAGE failed, exit N[: the agent's reason]`."""
 
     @classmethod
     async def work(
@@ -220,7 +223,10 @@ class Lane:
         repo = run.plan.repo
         path = lane_dir(run.id, lane_id)
         branch = branch_name(claim.item)
-        stage = 0 if previous is None else previous.stage
+        retried = retry_stage(run.store, claim.item, previous, len(run.plan.stages))
+        if retried is not None:
+            previous = None  # saved before the failure: the branch holds newer work
+        stage = (retried or 0) if previous is None else previous.stage
         commit = None if previous is None else previous.saved_commit
         lossless = (
             None if previous is None else await in_thread(lossless_save, previous)
@@ -266,6 +272,12 @@ class Lane:
                     f"{claim.item}: saved work {commit[:12]} restored from its git view "
                     "(its lossless copy is on the machine that saved it)"
                 )
+        if retried:
+            done = ", ".join(s.name for s in run.plan.stages[:retried])
+            run.say(
+                f"{claim.item}: retried at {run.plan.stages[retried].name}; its branch "
+                f"{branch} holds what {done} did"
+            )
         lane = cls(
             run=run,
             row=row,
@@ -373,19 +385,36 @@ class Lane:
                 if outcome.timed_out is not None
                 else f"exit {outcome.exit_status}"
             )
-            run.say(
-                f"{self.row.item}: {name} ended, {how}, "
-                f"{len(commits)} commit{'' if len(commits) == 1 else 's'}"
-            )
+            ended = f"{how}, {len(commits)} commit{'' if len(commits) == 1 else 's'}"
             if outcome.exit_status != 0:
+                # Why, in the agent's own word when its log says it (spec 03: the
+                # reason on the run's line, not only in the log).
+                why = failure_line(outcome.log_tail)
+                if why and why in how:
+                    why = None  # tether's own word, said already (a timeout)
+                if why and stage.preset is not None:
+                    why = f"{stage.preset}: {why}"  # the CLI's own word
+                self.failure = f"{name} failed, {how}" + (f": {why}" if why else "")
+                run.say(
+                    f"{self.row.item}: {name} failed, {ended}"
+                    + (f": {why}" if why else "")
+                )
+                self._failed_at(index - 1)
                 return True
+            run.say(f"{self.row.item}: {name} ended, {ended}")
             if unreadable is not None:
                 # Spec 01 S16: a lane tether cannot read is held for a person, with
                 # its reason; nothing of it is lost (its directory stays).
                 run.store.update_lane(lane_id, note=unreadable)
                 run.say(f"{self.row.item}: held for a person: {unreadable}")
+                self._failed_at(index - 1)
                 return True
         return False
+
+    def _failed_at(self, index: int) -> None:
+        """Record `index` as the stage a retry of the item starts at."""
+        self.stage = index
+        self.run.store.update_lane(self.row.id, stage=index)
 
     async def _call(self, index: int) -> AgentOutcome:
         run = self.run
@@ -554,7 +583,9 @@ class Lane:
             return LaneEnd.FENCED
         crash_point("finished")
         run.store.update_lane(
-            lane_id, state=LaneState.DONE, note="failed" if failed else None
+            lane_id,
+            state=LaneState.DONE,
+            note=(self.failure or "failed") if failed else None,
         )
         verdict = "failed" if failed else "done"
         run.log("lane-done", lane=lane_id, detail=verdict)
@@ -582,12 +613,42 @@ class Lane:
                 run.store.update_lane(lane_id, saved=(ref, commit))
                 run.log("saved", lane=lane_id, detail=f"{ref} {commit}")
                 where += f"; what it left uncommitted is viewed at {ref}"
+        if failed and brought and self.stage == 0 and await self._drop_empty_branch():
+            where = where.replace(
+                f"its branch {self.row.branch} holds its work",
+                f"it committed nothing: no branch {self.row.branch} is left",
+            )
         if failed:
             # Why it failed is in the lane's log: say how to read it.
             where += f"; why: tether logs {run.id} {self.row.item}"
         run.say(f"{self.row.item}: {verdict}; {where}")
         del run.lanes[lane_id]
         return LaneEnd.FAILED if failed else LaneEnd.DONE
+
+    async def _drop_empty_branch(self) -> bool:
+        """Delete the item's branch its first lane made when it holds nothing new.
+
+        Only for an item's first lane that failed at its first stage: the branch
+        then points at a commit the person's HEAD already has (nothing is lost), it
+        is not checked out, and no earlier lane of the item used it. True when gone.
+        """
+        from ._lanes import git
+
+        run, ref = self.run, f"refs/heads/{self.row.branch}"
+        if len(run.store.item_lanes(self.row.item)) != 1:
+            return False
+        try:
+            tip = await git("rev-parse", "--verify", "--quiet", ref, cwd=run.plan.repo)
+            with contextlib.suppress(GitFailed):
+                checked_out = await git("symbolic-ref", "-q", "HEAD", cwd=run.plan.repo)
+                if checked_out == ref:
+                    return False
+            await git("merge-base", "--is-ancestor", tip, "HEAD", cwd=run.plan.repo)
+            await git("update-ref", "-d", ref, tip, cwd=run.plan.repo)
+        except GitFailed:
+            return False
+        run.log("branch-dropped", lane=self.row.id, detail=f"{ref} {tip}")
+        return True
 
     async def _save(self) -> str | None:
         """Save the lane aside and make its view now (a fenced or killed lane).
@@ -684,6 +745,25 @@ class Lane:
 
         run.after_halt(view)
         return LaneEnd.HALTED
+
+
+def retry_stage(
+    store: Store, item: str, previous: LaneRow | None, stages: int
+) -> int | None:
+    """The stage a retried item starts at: the one its failed lane failed at.
+
+    None when the item's newest lane did not fail (a new item, a take-over), or
+    `previous` (a saved lane to restore) is newer. The failed lane's stage is where
+    it failed (`tether queue retry --from-start` sets it to 0); the branch
+    `tether/ITEM` holds what the stages before it did.
+    """
+    lanes = store.item_lanes(item)
+    newest = lanes[-1] if lanes else None
+    if newest is None or (previous is not None and newest.id == previous.id):
+        return None
+    if newest.state is not LaneState.DONE or not newest.note:
+        return None
+    return newest.stage if 0 <= newest.stage < stages else 0
 
 
 def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | None:

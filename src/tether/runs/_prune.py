@@ -3,8 +3,11 @@
 Nothing of a lane is deleted unless a lossless copy exists or its work is finished:
 
 - a **done lane's directory** (its branch was brought into the person's repository; what
-  stays is what git leaves out, such as build outputs);
-- a **save** whose item is finished (done or failed): the item went on from it;
+  stays is what git leaves out, such as build outputs), and with it its log and
+  transcript beside it (`<lane>.log`: `tether logs` has nothing left to show of it),
+  and its run's folder once nothing but the run's `.halting` mark is left there;
+- a **save** whose item is finished (done or failed): the item went on from it; the
+  folders that held it, once empty;
 - **partial copies** in `tmp/` (a restore or an opening cut short): copies, never the
   only one.
 
@@ -38,7 +41,17 @@ if TYPE_CHECKING:
 
     from ._store import Store
 
-__all__ = ("Prunable", "Unbrought", "parse_age", "prunable", "remove", "unbrought")
+__all__ = (
+    "OldRef",
+    "Prunable",
+    "Unbrought",
+    "old_refs",
+    "parse_age",
+    "prunable",
+    "remove",
+    "remove_refs",
+    "unbrought",
+)
 
 Kind = Literal["done-lane", "save", "partial"]
 
@@ -183,13 +196,47 @@ def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
 
 
 def remove(found: Iterable[Prunable]) -> int:
-    """Delete each folder; returns the bytes freed."""
+    """Delete each folder, and what goes with it; returns the bytes freed."""
     freed = 0
     for entry in found:
         _writable(entry.path)
         shutil.rmtree(entry.path, ignore_errors=True)
         if not entry.path.exists():
-            freed += entry.size
+            freed += entry.size + _with_it(entry)
+    return freed
+
+
+_MARKS = frozenset({".halting"})
+"""Files a run's lane folder keeps for its own run only (`halting_mark`)."""
+
+
+def _with_it(entry: Prunable) -> int:
+    """Delete what goes with a deleted folder (the lane's log, emptied folders).
+
+    Returns the bytes freed.
+    """
+    freed = 0
+    if entry.kind == "done-lane":
+        for suffix in (".log", ".transcript"):
+            beside = entry.path.with_name(entry.path.name + suffix)
+            with contextlib.suppress(OSError):
+                size = beside.lstat().st_blocks * 512
+                beside.unlink()
+                freed += size
+        run = entry.path.parent
+        with contextlib.suppress(OSError):
+            if {p.name for p in run.iterdir()} <= _MARKS:
+                for name in _MARKS:
+                    with contextlib.suppress(FileNotFoundError):
+                        (run / name).unlink()
+                run.rmdir()
+    elif entry.kind == "save":
+        # saves/<run>/<lane>/<save>: the lane's and the run's folders, once empty.
+        for folder in (entry.path.parent, entry.path.parent.parent):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
     return freed
 
 
@@ -205,3 +252,72 @@ def _writable(path: Path) -> None:
                 continue
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
+
+
+@final
+@attrs.frozen
+class OldRef:
+    """A saved ref (`refs/tether/saved/<run>/<lane>[.N]`) a finished item went on from."""
+
+    repo: Path
+    ref: str
+    item: str
+    age: float
+    """Seconds since its commit was made."""
+
+
+def old_refs(store: Store, *, older_than: float = 0.0) -> list[OldRef]:
+    """Saved refs that are no lane's only copy of its work, oldest first.
+
+    A save's ref is listed when its item is finished (done or failed) and its lane
+    did not end done: the item went on from that save (a take-over restored it), so
+    the branch holds the work, as for the save's folder. A done lane's ref (the view
+    of what it left uncommitted) is never listed: nothing else holds that work.
+    """
+    now = time.time()
+    finished = {i.id for i in store.items() if i.state in ("done", "failed")}
+    found: list[OldRef] = []
+    for run in store.runs():
+        for lane in store.lanes(run.id):
+            if lane.item not in finished or lane.state is LaneState.DONE:
+                continue
+            base = f"refs/tether/saved/{run.id}/{lane.id}"
+            try:
+                listed = subprocess.run(
+                    [
+                        "git",
+                        "for-each-ref",
+                        "--format=%(committerdate:unix) %(refname)",
+                        base,
+                        f"{base}.*",
+                    ],
+                    cwd=run.repo,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            for line in listed.stdout.splitlines():
+                when, _, ref = line.partition(" ")
+                age = max(0.0, now - float(when)) if when.isdigit() else 0.0
+                if ref and age >= older_than:
+                    found.append(OldRef(Path(run.repo), ref, lane.item, age))
+    return sorted(found, key=lambda r: r.age, reverse=True)
+
+
+def remove_refs(found: Iterable[OldRef]) -> int:
+    """Delete each ref from its repository; returns how many went."""
+    gone = 0
+    for entry in found:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            done = subprocess.run(
+                ["git", "update-ref", "-d", entry.ref],
+                cwd=entry.repo,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            gone += done.returncode == 0
+    return gone

@@ -68,6 +68,7 @@ from ..stop._folder import DIR_FLAGS, RuleBroken, open_folder
 from ..stop._mounts import plan as mount_plan
 from ..stop._read import READ_BOUND, within_bound
 from ..stop._system import BindingUnchecked, load_binding
+from ._events import render_lines
 from ._pubdir import BUNDLE_BOUND, OWN_DIR_FLAGS, open_own_dir, sub_dir
 
 if TYPE_CHECKING:
@@ -155,11 +156,11 @@ def lines_name(run: str, lane: str) -> str:
 def log_lines(data: bytes) -> str:
     """A lane log's bytes as lines a person reads: what `tether logs` prints.
 
-    Every control sequence of what an agent printed is made visible text
-    (`tether._term.visible`); the rendering of agents' event streams replaces this one
-    function.
+    Each event of the agent's stream is one rendered line (`_events.render_lines`),
+    every control sequence made visible text.
     """
-    return visible(data.decode("utf-8", "replace"))
+    lines = render_lines(data.decode("utf-8", "replace"))
+    return "".join(f"{line}\n" for line in lines)
 
 
 # -- the running account's side ------------------------------------------------------

@@ -4,8 +4,10 @@ A run's live view asks, every refresh, for the last output line of each working 
 `LogTail` keeps, per log file, the offset it read up to and the line it found: a look
 is one `fstat` when the log did not grow, and otherwise one read of what was added
 (at most `TAIL_BOUND` bytes: the end of a burst, never the whole log again). A log that
-shrank or was replaced is read again from its end. The line is cleaned for a screen:
-terminal escapes and control characters dropped, cut at `LINE_BOUND` characters.
+shrank or was replaced is read again from its end. The line is shown through the
+tail's `render` function: by default cleaned for a screen (terminal escapes and control
+characters dropped, cut at `LINE_BOUND` characters); the run's view renders the agent's
+events instead (`tether.runs._events.last_line`), skipping lines of no event.
 
 This module reads files only; it does not know runs or screens.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, final
 
@@ -57,15 +60,21 @@ class _Seen:
     """The last whole line read that was not blank."""
 
 
+def _cleaned(text: str) -> str | None:
+    return clean_line(text) or None
+
+
 @final
 @attrs.define(eq=False)
 class LogTail:
     """Per log file: how far it was read and the last line found."""
 
+    render: Callable[[str], str | None] = _cleaned
+    """A log line as shown; None for a line not to show (a blank one)."""
     _seen: dict[Path, _Seen] = attrs.field(factory=dict)
 
     def last_line(self, log: Path) -> str | None:
-        """The last line `log` holds that is not blank, cleaned for a screen.
+        """The last line `log` holds that shows (not blank), as `render` shows it.
 
         A line still being written counts; None before the log has one or exists.
         """
@@ -75,7 +84,7 @@ class LogTail:
             )
         except OSError:
             seen = self._seen.get(log)
-            return None if seen is None else _shown(seen)
+            return None if seen is None else self._shown(seen)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):  # judged by its type before a byte is read
@@ -92,10 +101,10 @@ class LogTail:
                     seen.partial = b""  # a burst skipped: what was partial is gone
                 data = os.pread(fd, st.st_size - start, start)
                 seen.offset = start + len(data)
-                _take(seen, data)
+                self._take(seen, data)
         finally:
             os.close(fd)
-        return _shown(seen)
+        return self._shown(seen)
 
     def keep(self, logs: Iterable[Path]) -> None:
         """Drop what is kept for every log but `logs` (their lanes are gone)."""
@@ -107,17 +116,15 @@ class LogTail:
         """How many logs are followed."""
         return len(self._seen)
 
+    def _take(self, seen: _Seen, data: bytes) -> None:
+        parts = _BREAKS.split(seen.partial + data)
+        seen.partial = parts.pop()[-TAIL_BOUND:]
+        for raw in reversed(parts):
+            line = self.render(raw.decode("utf-8", "replace"))
+            if line:
+                seen.last = line
+                return
 
-def _take(seen: _Seen, data: bytes) -> None:
-    parts = _BREAKS.split(seen.partial + data)
-    seen.partial = parts.pop()[-TAIL_BOUND:]
-    for raw in reversed(parts):
-        line = clean_line(raw.decode("utf-8", "replace"))
-        if line:
-            seen.last = line
-            return
-
-
-def _shown(seen: _Seen) -> str | None:
-    partial = clean_line(seen.partial.decode("utf-8", "replace"))
-    return partial or seen.last
+    def _shown(self, seen: _Seen) -> str | None:
+        partial = self.render(seen.partial.decode("utf-8", "replace"))
+        return partial or seen.last

@@ -13,7 +13,7 @@ from ._takeover import effective_state
 if TYPE_CHECKING:
     from ._values import Event
 
-__all__ = ("account_runs", "lane_log", "list_runs", "show_run")
+__all__ = ("account_runs", "failures", "lane_log", "list_runs", "show_run")
 
 
 def _lane_details(lane: str, run: str, events: list[Event]) -> dict[str, Any]:
@@ -44,6 +44,20 @@ def list_runs(store_option: str | None = None) -> list[dict[str, str]]:
             {"id": row.id, "state": effective_state(store, row).value}
             for row in store.runs()
         ]
+    finally:
+        store.close()
+
+
+def failures(store_option: str | None = None) -> dict[str, list[str]]:
+    """Per run, `ITEM: STAGE failed, exit N: why` for each lane whose item failed."""
+    store = open_store(store_url(store_option))
+    try:
+        found: dict[str, list[str]] = {}
+        for row in store.runs():
+            for lane in store.lanes(row.id):
+                if lane.state.value == "done" and lane.note:
+                    found.setdefault(row.id, []).append(f"{lane.item}: {lane.note}")
+        return found
     finally:
         store.close()
 
