@@ -189,6 +189,7 @@ def test_two_ctrl_c_kill_every_agent_tree_and_still_save_the_worktrees(
         term.read_until("press Ctrl-C again")
         started = time.monotonic()
         term.press_ctrl_c()
+        said = term.read_until_shown(r"go on with: tether takeover run_\S+\r?\n")
         assert term.wait() == 130
         assert time.monotonic() - started < 10
         assert _tree_pids(marks) == []
@@ -196,6 +197,11 @@ def test_two_ctrl_c_kill_every_agent_tree_and_still_save_the_worktrees(
         term.close()
     store = open_default_store()
     (run,) = store.runs()
+    # The run, each lane's save and the take-over are said before the exit.
+    assert f"run {run.id} killed by a second Ctrl-C" in said
+    assert f"tether takeover {run.id}" in said
+    for item in ("one", "two"):
+        assert f"{item}: its worktree is saved aside in " in said
     lanes = store.lanes(run.id)
     assert {lane.state for lane in lanes} == {LaneState.SAVED}
     for lane in lanes:

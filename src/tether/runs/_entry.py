@@ -170,7 +170,10 @@ async def run_plan(
         if on_start is not None:
             on_start(run)
         code = await _execute(run, handle_sigint, beside, publisher)
-        if code is not ExitCode.KILLED:
+        if code is ExitCode.KILLED:
+            for line in killed_lines(store, run.id):
+                say(line)
+        else:
             for line in await run_summary(store, run.id, plan.repo):
                 say(line)
         try:
@@ -185,6 +188,31 @@ async def run_plan(
     finally:
         if store is not None:
             store.close()
+
+
+def killed_lines(store: Store, run_id: str) -> list[str]:
+    """The lines a second Ctrl-C ends with: the run, each lane's save, what goes on.
+
+    Where each lane's work was saved aside (or that the take-over saves it first), and
+    the command that takes the run over.
+    """
+    saved: dict[str, str] = {}
+    for event in store.events(run_id):
+        if event.kind == "saved-aside" and event.lane is not None:
+            saved[event.lane] = event.detail
+    lines = [f"run {run_id} killed by a second Ctrl-C; its claims stay held"]
+    for lane in store.lanes(run_id):
+        where = saved.get(lane.id)
+        if where:
+            lines.append(f"{lane.item}: its worktree is saved aside in {where}")
+        elif lane.state is LaneState.DONE:
+            lines.append(f"{lane.item}: done; its branch {lane.branch} holds its work")
+        else:
+            lines.append(
+                f"{lane.item}: not saved yet; the take-over saves {lane.worktree} first"
+            )
+    lines.append(f"go on with: tether takeover {run_id}")
+    return lines
 
 
 SUMMARY_SUBJECTS = 3
