@@ -8,6 +8,7 @@ is not installed, except in CI.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from typing import TYPE_CHECKING
@@ -93,6 +94,21 @@ def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_t
     assert "sleep" in transcript
     assert "later" in transcript
     assert git(repo, "status", "--porcelain") == ""
+    # What a person reads of it: each refusal one line; the stream as it was, one flag
+    # away; the events as JSON lines.
+    shown = tether("logs", run)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    refusals = [line for line in lines if line.startswith("refused ")]
+    assert len(refusals) >= 8, shown.stdout[-2000:]
+    assert all(STOP_SAYS in line for line in refusals), refusals
+    assert not any(line.startswith("{") for line in lines), shown.stdout[-2000:]
+    raw = tether("logs", run, "--raw")
+    assert transcript in raw.stdout
+    events = [
+        json.loads(line) for line in tether("logs", run, "--json").stdout.splitlines()
+    ]
+    assert sum(e["kind"] == "refused" for e in events) == len(refusals)
 
 
 def _mentions(home: Path, text: str) -> int:

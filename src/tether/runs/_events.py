@@ -163,8 +163,9 @@ class Refused:
     brief: str = ""
     """The refused call's input in brief, when known."""
     by_stop: bool = False
-    id: str = ""
     """Whether the refusal says the person stopped the run."""
+    id: str = ""
+    """The refused call's id, when the stream gives one."""
 
 
 @final
