@@ -595,6 +595,11 @@ async def commit_files(
                 # not flush its loose objects (git's default).
                 "-c",
                 "core.fsync=none",
+                # A small pack stays a pack: below 100 objects fast-import would
+                # otherwise start `unpack-objects` to write each one loose (most of
+                # its time at a stage end).
+                "-c",
+                "fastimport.unpackLimit=0",
                 "fast-import",
                 "--quiet",
                 "--date-format=now",

@@ -400,9 +400,12 @@ async def commit_leftovers(lane: Path, stage: str) -> str | None:
 
     def point() -> None:
         # The next stage's agent sees the commit on its branch, its index clean (with
-        # the files' stat data: its git does not read them all again).
-        write_beneath(lane, f".git/{branch}", f"{made.commit}\n".encode(), mode=0o644)
-        write_beneath(lane, ".git/index", made.index, mode=0o644)
+        # the files' stat data: its git does not read them all again). Neither is
+        # flushed to disk, as git's own `commit` flushes neither by default (nor the
+        # commit's objects, written unflushed too).
+        ref = f"{made.commit}\n".encode()
+        write_beneath(lane, f".git/{branch}", ref, mode=0o644, sync=False)
+        write_beneath(lane, ".git/index", made.index, mode=0o644, sync=False)
 
     try:
         await in_thread(point)
