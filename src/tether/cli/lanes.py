@@ -57,8 +57,8 @@ def prune(
     """List what of finished lanes may be deleted, then delete it (asks first).
 
     Listed: the folders of done lanes (their branches are in your repository; what
-    stays is what git leaves out, such as build outputs), the saves of finished items
-    and partial copies. Never listed: a lane still open, held or halted, a save a
+    stays is what git leaves out, such as build outputs), the saves of finished items,
+    partial copies and finished lanes' agent folders (copies of your CLI folder). Never listed: a lane still open, held or halted, a save a
     take-over still needs, or a done lane whose branch is not in your repository
     (said on stderr, with how to bring it back).
 

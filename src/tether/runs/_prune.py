@@ -6,7 +6,14 @@ Nothing of a lane is deleted unless a lossless copy exists or its work is finish
   stays is what git leaves out, such as build outputs);
 - a **save** whose item is finished (done or failed): the item went on from it;
 - **partial copies** in `tmp/` (a restore or an opening cut short): copies, never the
-  only one.
+  only one;
+- a lane's **agent folder** (`<lane>.agent/`: a preset's per-lane copy of the CLI
+  folder), once the lane is done and listed itself, or halted with its item finished.
+  It holds nothing of the person's but copies: their credentials and CLI config (the
+  originals stay in their own folder, never written back), the settings tether wrote
+  for the stage, and what the CLI wrote there (sessions, caches, whose transcript is in
+  the lane's log, which prune keeps). No session of a finished lane is resumed, so it
+  is deleted without a copy, and the credentials copied for the lane go with it.
 
 A lane that is open, in a call, held or halted, and any save of an item not finished,
 is never listed: a take-over still needs it. Nor is a done lane whose committed work
@@ -22,6 +29,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -40,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ("Prunable", "Unbrought", "parse_age", "prunable", "remove", "unbrought")
 
-Kind = Literal["done-lane", "save", "partial"]
+Kind = Literal["done-lane", "save", "partial", "agent-folder"]
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -54,7 +62,7 @@ class Prunable:
     path: Path
     """The folder."""
     kind: Kind
-    """`done-lane`, `save` or `partial`."""
+    """`done-lane`, `save`, `partial` or `agent-folder`."""
     item: str
     """Its work item ("" for a partial copy)."""
     size: int
@@ -151,8 +159,19 @@ def _age(path: Path, now: float) -> float:
         return 0.0
 
 
+def _is_dir(path: Path) -> bool:
+    """A real folder (a link at its name is not followed)."""
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
     """What may be deleted now, oldest first."""
+    from ._lanes import lane_log
+    from ._presets import agent_dir
+
     now = time.time()
     state = paths().state_dir
     finished = {i.id for i in store.items() if i.state in ("done", "failed")}
@@ -163,6 +182,12 @@ def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
             here = Path(lane.worktree)
             if lane.state is LaneState.DONE and here.is_dir() and here not in kept:
                 found.append((here, "done-lane", lane.item))
+            agent = agent_dir(lane_log(run.id, lane.id), lane.id)
+            if (
+                (lane.state is LaneState.DONE and here not in kept)
+                or (lane.state is LaneState.HALTED and lane.item in finished)
+            ) and _is_dir(agent):
+                found.append((agent, "agent-folder", lane.item))
             if lane.item in finished:
                 saves = state / "saves" / run.id / lane.id
                 if saves.is_dir():
