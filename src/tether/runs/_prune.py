@@ -86,8 +86,14 @@ def _brought(repo: Path, lane: Path, branch: str) -> str | None:
     """Why the lane's committed work is not in `repo`, or None when it is."""
     from ._own_git import GitFailed, own_git_of, read_lane_ref
 
+    own = own_git_of(lane)
     try:
-        commit = read_lane_ref(lane, f"refs/heads/{branch}", None)
+        # What tether wrote into its own git dir: the lane's must be the same.
+        alternates = (own / "objects" / "info" / "alternates").read_bytes()
+    except OSError:
+        alternates = None
+    try:
+        commit = read_lane_ref(lane, f"refs/heads/{branch}", alternates)
     except GitFailed as exc:
         return f"its branch {branch} cannot be read ({exc}); look at {lane} yourself"
     if commit is None:
@@ -104,7 +110,6 @@ def _brought(repo: Path, lane: Path, branch: str) -> str | None:
         return f"{repo} cannot be read ({exc})"
     if found.returncode == 0 and found.stdout.strip():
         return None
-    own = own_git_of(lane)
     source = own if (own / "refs" / "heads" / branch).is_file() else lane
     return (
         f"its branch {branch} ({commit[:12]}) is not in {repo}; switch {repo} off "
