@@ -149,3 +149,27 @@ def test_prune_deletes_a_done_lanes_agent_folder_and_nothing_it_links_to(
     assert here.with_name(f"{here.name}.log").exists()  # the transcript stays
     assert (_snapshot(home), victim.read_text(encoding="utf-8")) == before
     assert tether("lanes", "prune").stdout == "nothing to prune\n"
+
+
+@pytest.mark.rule("lanes-prune")
+def test_prune_keeps_a_done_lane_whose_work_tether_could_not_commit(
+    tmp_path: Path,
+) -> None:
+    """The stage leaves work beside a sparse file: its stage end cannot commit (S16:
+    tether hashes no sparse file) and the lane is held, done as failed, its work in its
+    folder only. Prune keeps it and says why."""
+    repo = make_repo(tmp_path)
+    work = "echo w > w.txt; truncate -s 1G sparse.bin; "
+    plan = write_plan(tmp_path, repo, items=["s"], stages=[("work", work)])
+    done = tether("run", str(plan))
+    assert "sparse" in done.stdout + done.stderr
+    store = open_default_store()
+    (lane,) = store.lanes(done.stdout.split()[1])
+    here = Path(lane.worktree)
+    listed = tether("lanes", "prune", "--yes", "--json")
+    assert listed.stdout == "[]\n"
+    (kept,) = listed.stderr.splitlines()
+    assert kept.startswith(
+        f"kept: s: {here}: its work was neither committed nor viewed"
+    )
+    assert (here / "w.txt").read_text(encoding="utf-8") == "w\n"

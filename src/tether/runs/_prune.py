@@ -18,8 +18,9 @@ Nothing of a lane is deleted unless a lossless copy exists or its work is finish
 A lane that is open, in a call, held or halted, and any save of an item not finished,
 is never listed: a take-over still needs it. Nor is a done lane whose committed work
 is not in the person's repository (its branch could not be brought back, say, because
-the person had `tether/<item>` checked out): `unbrought` says which and how to bring
-it back. Only what the store knows is listed; a
+the person had `tether/<item>` checked out), or whose work tether could neither commit
+nor view at its end (a lane held for a person): `unbrought` says which and how to
+bring it back. Only what the store knows is listed; a
 folder of a run recorded in another store is left alone.
 """
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ._store import Store
+    from ._values import Event
 
 __all__ = ("Prunable", "Unbrought", "parse_age", "prunable", "remove", "unbrought")
 
@@ -118,14 +120,43 @@ def _brought(repo: Path, lane: Path, branch: str) -> str | None:
     )
 
 
+def _left_uncommitted(events: list[Event], lane: str, here: Path) -> str | None:
+    """Why a done lane holds work that is nowhere else, or None.
+
+    Its stage end could not commit (or its view could not be made) and nothing was
+    committed or viewed since: what it left is only in its folder.
+    """
+    last_failed: Event | None = None
+    for event in events:
+        if event.lane != lane:
+            continue
+        if event.kind in ("commit-failed", "save-failed"):
+            last_failed = event
+        elif event.kind in ("committed", "saved"):
+            last_failed = None
+    if last_failed is None:
+        return None
+    return (
+        f"its work was neither committed nor viewed ({last_failed.detail}); "
+        f"look at {here} yourself"
+    )
+
+
 def unbrought(store: Store) -> list[Unbrought]:
-    """Done lanes kept because their committed work is not in the person's repository."""
+    """Done lanes kept because their work is not in the person's repository.
+
+    Their committed work, or what they left that tether could neither commit nor view.
+    """
     kept: list[Unbrought] = []
     for run in store.runs():
+        events: list[Event] | None = None
         for lane in store.lanes(run.id):
             here = Path(lane.worktree)
             if lane.state is LaneState.DONE and here.is_dir():
                 why = _brought(Path(run.repo), here, lane.branch)
+                if why is None:
+                    events = store.events(run.id) if events is None else events
+                    why = _left_uncommitted(events, lane.id, here)
                 if why is not None:
                     kept.append(Unbrought(path=here, item=lane.item, why=why))
     return kept
