@@ -115,3 +115,13 @@ async def test_the_stage_end_commits_what_git_add_would_and_leaves_a_full_index(
     assert _lane_git(lane, "status", "--porcelain") == ""
     # Nothing left: no commit.
     assert await commit_leftovers(lane, "work3") is None
+    # The agent takes its branch back a commit, its files as they are: the stage end
+    # commits them again, on the tree tether made last, with an index of it.
+    _lane_git(lane, "reset", "-q", "--soft", "HEAD~1")
+    redo = await commit_leftovers(lane, "work4")
+    assert redo is not None
+    await bring_back(repo, lane, "tether/a")
+    assert _lane_git(lane, "rev-parse", "HEAD^{tree}") == _lane_git(
+        lane, "rev-parse", f"{again}^{{tree}}"
+    )
+    assert _lane_git(lane, "status", "--porcelain") == ""

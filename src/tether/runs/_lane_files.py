@@ -688,7 +688,8 @@ async def commit_files(
     if tree == kept.tree:
         same |= kept.commits  # the index tether wrote still describes this tree
         index_sha = kept.index
-    elif index and tree != base_tree:
+    if index and tree != base_tree:
+        # The caller writes this index into the lane: it is the one tether wrote.
         made_index = made[1] if len(made) > 1 else b""
         if not made_index:
             made_index = await in_thread(index_of, walk.stats, walk.entries)
