@@ -33,6 +33,7 @@ import os
 import re
 import stat
 import struct
+import threading
 import time
 from typing import TYPE_CHECKING, Final, final
 
@@ -320,6 +321,7 @@ _MEMO: dict[Path, tuple[tuple[int, int, int], Last]] = {}
 """`Last` of the lanes this process read or kept lately, by the state file's (inode,
 size, mtime): each is a new file, renamed into place (which changes its ctime)."""
 _MEMO_SIZE: Final = 16
+_MEMO_LOCK: Final = threading.Lock()
 
 
 @final
@@ -378,10 +380,11 @@ def load_last(own: Path) -> Last:
 
 
 def _remember(own: Path, key: tuple[int, int, int], last: Last) -> None:
-    _MEMO.pop(own, None)
-    while len(_MEMO) >= _MEMO_SIZE:
-        _MEMO.pop(next(iter(_MEMO)), None)
-    _MEMO[own] = (key, last)
+    with _MEMO_LOCK:  # lanes' walks run in threads of their own
+        _MEMO.pop(own, None)
+        while len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)), None)
+        _MEMO[own] = (key, last)
 
 
 def entry_rows(entries: dict[str, Entry]) -> bytes:
