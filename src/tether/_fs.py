@@ -78,12 +78,15 @@ def write_atomic_at(
     *,
     mode: int = 0o600,
     owner: tuple[int, int] | None = None,
+    sync: bool = True,
 ) -> None:
     """Replace `name` in the directory `dir_fd` with `data`, as `write_atomic` does.
 
     Every step is relative to the descriptor (`openat`, `renameat` within it, `fsync`
     of it): nothing resolves a path again, so a directory swapped for a link meanwhile
-    is never followed. `dir_fd` may be an `O_PATH` descriptor.
+    is never followed. `dir_fd` may be an `O_PATH` descriptor. Without `sync`, nothing
+    is flushed to disk (for a file whose loss at a power cut costs nothing, as git's
+    own refs and index by default).
 
     Raises:
         OSError: as `write_atomic`; the temp file is removed and `name` left as it was.
@@ -101,7 +104,8 @@ def write_atomic_at(
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -109,6 +113,8 @@ def write_atomic_at(
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
+    if not sync:
+        return
     # "." opens the directory the descriptor already holds: no path is resolved.
     with contextlib.suppress(PermissionError):
         sync_fd = os.open(

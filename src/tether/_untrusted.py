@@ -197,19 +197,20 @@ def write_beneath(
     data: bytes,
     *,
     mode: int = 0o600,
+    sync: bool = True,
 ) -> None:
     """Replace the file `relative` below `root` with `data`, following no link on the way.
 
     Missing folders are made (0700); the file is a temp file renamed into place within
     the folder's descriptor (`write_atomic_at`), so a link or FIFO planted at its name is
-    replaced, never followed or written through.
+    replaced, never followed or written through. `sync`: as `write_atomic_at`.
 
     Raises:
         OSError: as `open_dir_beneath`, or the write failed (`relative` left as it was).
     """
     *folder, name = _parts(relative)
     with dir_beneath(root, PurePath(*folder) if folder else ".", create=True) as fd:
-        write_atomic_at(fd, name, data, mode=mode)
+        write_atomic_at(fd, name, data, mode=mode, sync=sync)
 
 
 def own_dir_at(dir_fd: int, name: str) -> tuple[int, str | None]:

@@ -94,3 +94,82 @@ def test_prune_keeps_a_done_lane_whose_branch_never_reached_the_repository(
     assert git(repo, "rev-parse", "refs/heads/tether/a") == made
     shown = json.loads(tether("lanes", "prune", "--json").stdout)
     assert [(row["kind"], row["item"]) for row in shown] == [("done-lane", "a")]
+
+
+@pytest.mark.rule("lanes-prune")
+def test_prune_deletes_a_done_lanes_agent_folder_and_nothing_it_links_to(
+    tmp_path: Path,
+) -> None:
+    """A preset stage's lane leaves `<lane>.agent/` (its copy of the person's CLI
+    folder, credentials included, and what the CLI wrote: a read-only folder, a link
+    to a file of the person's). Prune lists it beside the done lane and deletes it;
+    the person's folder and the linked file are untouched."""
+    from tether.host import containment
+
+    from .test_preset_attacks import _plan, _snapshot, _stand_in
+
+    if containment().kind != "namespace":
+        pytest.skip(f"a preset stage needs the wall: {containment().reason}")
+    home = tmp_path / "person"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text('{"claudeAiOauth":"tok"}')
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n", encoding="utf-8")
+    before = _snapshot(home), victim.read_text(encoding="utf-8")
+    repo = make_repo(tmp_path)
+    cli = _stand_in(
+        tmp_path,
+        "claude",
+        f"""\
+        mkdir -p "$CLAUDE_CONFIG_DIR/projects/p"
+        echo session > "$CLAUDE_CONFIG_DIR/projects/p/s.jsonl"
+        chmod 555 "$CLAUDE_CONFIG_DIR/projects/p"
+        ln -s {victim} "$CLAUDE_CONFIG_DIR/link"
+        echo done > work.txt
+        """,
+    )
+    plan = _plan(tmp_path, repo, "claude", cli)
+    env = {"MARKS": str(tmp_path / "marks"), "HOME": str(home)}
+    done = tether("run", str(plan), env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = open_default_store()
+    (lane,) = store.lanes(done.stdout.split()[1])
+    here = Path(lane.worktree)
+    agent = here.with_name(f"{here.name}.agent")
+    assert (agent / "claude" / ".credentials.json").exists()
+    shown = json.loads(tether("lanes", "prune", "--json").stdout)
+    assert sorted((row["kind"], row["item"], row["path"]) for row in shown) == [
+        ("agent-folder", "one", str(agent)),
+        ("done-lane", "one", str(here)),
+    ]
+    gone = tether("lanes", "prune", "--yes")
+    assert "deleted 2 folder(s)" in gone.stdout, gone.stdout + gone.stderr
+    assert not agent.exists()
+    assert not here.exists()
+    assert not here.with_name(f"{here.name}.log").exists()  # goes with a done lane
+    assert (_snapshot(home), victim.read_text(encoding="utf-8")) == before
+    assert tether("lanes", "prune").stdout == "nothing to prune\n"
+
+
+@pytest.mark.rule("lanes-prune")
+def test_prune_keeps_a_done_lane_whose_work_tether_could_not_commit(
+    tmp_path: Path,
+) -> None:
+    """The stage leaves work beside a sparse file: its stage end cannot commit (S16:
+    tether hashes no sparse file) and the lane is held, done as failed, its work in its
+    folder only. Prune keeps it and says why."""
+    repo = make_repo(tmp_path)
+    work = "echo w > w.txt; truncate -s 1G sparse.bin; "
+    plan = write_plan(tmp_path, repo, items=["s"], stages=[("work", work)])
+    done = tether("run", str(plan))
+    assert "sparse" in done.stdout + done.stderr
+    store = open_default_store()
+    (lane,) = store.lanes(done.stdout.split()[1])
+    here = Path(lane.worktree)
+    listed = tether("lanes", "prune", "--yes", "--json")
+    assert listed.stdout == "[]\n"
+    (kept,) = listed.stderr.splitlines()
+    assert kept.startswith(
+        f"kept: s: {here}: its work was neither committed nor viewed"
+    )
+    assert (here / "w.txt").read_text(encoding="utf-8") == "w\n"

@@ -67,12 +67,13 @@ def prune(
     """List what of finished lanes may be deleted, then delete it (asks first).
 
     Listed: the folders of done lanes (their branches are in your repository; what
-    stays is what git leaves out, such as build outputs), the saves of finished items
-    and partial copies. Never listed: a lane still open, held or halted, a save a
-    take-over still needs, or a done lane whose branch is not in your repository
-    (said on stderr, with how to bring it back). With --refs, also the saved refs
-    of saves finished items went on from (never a done lane's view of what it left
-    uncommitted: nothing else holds it); --older-than goes by their commits' age.
+    stays is what git leaves out, such as build outputs), the saves of finished items,
+    partial copies and finished lanes' agent folders (copies of your CLI folder).
+    Never listed: a lane still open, held or halted, a save a take-over still needs,
+    or a done lane whose work is not in your repository (its branch, or work tether
+    could not commit: said on stderr, with what to do). With --refs, also the saved
+    refs of saves finished items went on from (never a done lane's view of what it
+    left uncommitted: nothing else holds it); --older-than goes by their commits' age.
 
     \b
     Examples:

@@ -597,6 +597,35 @@ class Lane:
             if brought
             else f"its work is in {self.worktree}"
         )
+        if failed and brought and self.stage == 0 and await self._drop_empty_branch():
+            where = f"it committed nothing: no branch {self.row.branch} is left"
+        # Why it failed is in the lane's log: `why` says how to read it.
+        why = f"; why: tether logs {run.id} {self.row.item}" if failed else ""
+        if run.halting:
+            # Its last stage ended during a halt: the halt waits for no view (spec 05:
+            # stop seen -> halted whatever the lane holds); it is derived once the run
+            # is marked halted, as a saved lane's is.
+            run.say(f"{self.row.item}: {verdict}; {where}{why}")
+            del run.lanes[lane_id]
+
+            async def view() -> None:
+                ref = await self._done_view()
+                if ref is not None:
+                    run.say(f"{self.row.item}: what it left uncommitted is at {ref}")
+
+            run.after_halt(view)
+            return LaneEnd.FAILED if failed else LaneEnd.DONE
+        ref = await self._done_view()
+        if ref is not None:
+            where += f"; what it left uncommitted is viewed at {ref}"
+        run.say(f"{self.row.item}: {verdict}; {where}{why}")
+        del run.lanes[lane_id]
+        return LaneEnd.FAILED if failed else LaneEnd.DONE
+
+    async def _done_view(self) -> str | None:
+        """The view of what a done lane left uncommitted; its ref, None when none."""
+        run = self.run
+        lane_id = self.row.id
         try:
             commit = await make_view(
                 run.plan.repo,
@@ -604,26 +633,15 @@ class Lane:
                 message=f"{run.id} {lane_id}",
                 only_changed=True,
             )
-            if commit is not None:
-                ref = await keep_view(run.plan.repo, commit, saved_ref(run.id, lane_id))
+            if commit is None:
+                return None
+            ref = await keep_view(run.plan.repo, commit, saved_ref(run.id, lane_id))
         except GitFailed as exc:
             run.log("save-failed", lane=lane_id, detail=str(exc))
-        else:
-            if commit is not None:
-                run.store.update_lane(lane_id, saved=(ref, commit))
-                run.log("saved", lane=lane_id, detail=f"{ref} {commit}")
-                where += f"; what it left uncommitted is viewed at {ref}"
-        if failed and brought and self.stage == 0 and await self._drop_empty_branch():
-            where = where.replace(
-                f"its branch {self.row.branch} holds its work",
-                f"it committed nothing: no branch {self.row.branch} is left",
-            )
-        if failed:
-            # Why it failed is in the lane's log: say how to read it.
-            where += f"; why: tether logs {run.id} {self.row.item}"
-        run.say(f"{self.row.item}: {verdict}; {where}")
-        del run.lanes[lane_id]
-        return LaneEnd.FAILED if failed else LaneEnd.DONE
+            return None
+        run.store.update_lane(lane_id, saved=(ref, commit))
+        run.log("saved", lane=lane_id, detail=f"{ref} {commit}")
+        return ref
 
     async def _drop_empty_branch(self) -> bool:
         """Delete the item's branch its first lane made when it holds nothing new.

@@ -57,7 +57,7 @@ from .._threads import in_thread
 from .._untrusted import write_beneath
 from ..errors import TetherError
 from ..host._spawn import run_process
-from ._lane_files import commit_files, load_last, note_index, seed_cache
+from ._lane_files import commit_files, load_last, seed_cache
 from ._own_git import (
     IDENTITY,
     OWN_OPTIONS,
@@ -392,28 +392,25 @@ async def commit_leftovers(lane: Path, stage: str) -> str | None:
         parents=[found.commit],
         message=f"{stage}: work the stage left uncommitted\n\nCommitted by tether "
         f"when the stage {stage!r} ended.\n",
+        index=True,
     )
     if made.tree == made.base_tree:
         return None
-    index = _tmp_dir() / f"index-{os.urandom(6).hex()}"
-    try:
-        await tgit(own, "read-tree", made.commit, env={"GIT_INDEX_FILE": str(index)})
-        data = await in_thread(index.read_bytes)
-    finally:
-        with contextlib.suppress(OSError):
-            index.unlink()
     branch = found.branch
 
     def point() -> None:
-        # The next stage's agent sees the commit on its branch, its index clean.
-        write_beneath(lane, f".git/{branch}", f"{made.commit}\n".encode(), mode=0o644)
-        write_beneath(lane, ".git/index", data, mode=0o644)
+        # The next stage's agent sees the commit on its branch, its index clean (with
+        # the files' stat data: its git does not read them all again). Neither is
+        # flushed to disk, as git's own `commit` flushes neither by default (nor the
+        # commit's objects, written unflushed too).
+        ref = f"{made.commit}\n".encode()
+        write_beneath(lane, f".git/{branch}", ref, mode=0o644, sync=False)
+        write_beneath(lane, ".git/index", made.index, mode=0o644, sync=False)
 
     try:
         await in_thread(point)
     except OSError as exc:
         raise LaneUnreadable(f"its branch cannot be moved: {exc}") from None
-    await in_thread(note_index, own, made.commit, data)
     return made.commit
 
 

@@ -9,13 +9,21 @@ Nothing of a lane is deleted unless a lossless copy exists or its work is finish
 - a **save** whose item is finished (done or failed): the item went on from it; the
   folders that held it, once empty;
 - **partial copies** in `tmp/` (a restore or an opening cut short): copies, never the
-  only one.
+  only one;
+- a lane's **agent folder** (`<lane>.agent/`: a preset's per-lane copy of the CLI
+  folder), once the lane is done and listed itself, or halted with its item finished.
+  It holds nothing of the person's but copies: their credentials and CLI config (the
+  originals stay in their own folder, never written back), the settings tether wrote
+  for the stage, and what the CLI wrote there (sessions and caches; the transcript is
+  in the lane's log). No session of a finished lane is resumed, so it
+  is deleted without a copy, and the credentials copied for the lane go with it.
 
 A lane that is open, in a call, held or halted, and any save of an item not finished,
 is never listed: a take-over still needs it. Nor is a done lane whose committed work
 is not in the person's repository (its branch could not be brought back, say, because
-the person had `tether/<item>` checked out): `unbrought` says which and how to bring
-it back. Only what the store knows is listed; a
+the person had `tether/<item>` checked out), or whose work tether could neither commit
+nor view at its end (a lane held for a person): `unbrought` says which and how to
+bring it back. Only what the store knows is listed; a
 folder of a run recorded in another store is left alone.
 """
 
@@ -25,6 +33,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -40,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ._store import Store
+    from ._values import Event
 
 __all__ = (
     "OldRef",
@@ -53,7 +63,7 @@ __all__ = (
     "unbrought",
 )
 
-Kind = Literal["done-lane", "save", "partial"]
+Kind = Literal["done-lane", "save", "partial", "agent-folder"]
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -67,7 +77,7 @@ class Prunable:
     path: Path
     """The folder."""
     kind: Kind
-    """`done-lane`, `save` or `partial`."""
+    """`done-lane`, `save`, `partial` or `agent-folder`."""
     item: str
     """Its work item ("" for a partial copy)."""
     size: int
@@ -91,8 +101,14 @@ def _brought(repo: Path, lane: Path, branch: str) -> str | None:
     """Why the lane's committed work is not in `repo`, or None when it is."""
     from ._own_git import GitFailed, own_git_of, read_lane_ref
 
+    own = own_git_of(lane)
     try:
-        commit = read_lane_ref(lane, f"refs/heads/{branch}", None)
+        # What tether wrote into its own git dir: the lane's must be the same.
+        alternates = (own / "objects" / "info" / "alternates").read_bytes()
+    except OSError:
+        alternates = None
+    try:
+        commit = read_lane_ref(lane, f"refs/heads/{branch}", alternates)
     except GitFailed as exc:
         return f"its branch {branch} cannot be read ({exc}); look at {lane} yourself"
     if commit is None:
@@ -109,7 +125,6 @@ def _brought(repo: Path, lane: Path, branch: str) -> str | None:
         return f"{repo} cannot be read ({exc})"
     if found.returncode == 0 and found.stdout.strip():
         return None
-    own = own_git_of(lane)
     source = own if (own / "refs" / "heads" / branch).is_file() else lane
     return (
         f"its branch {branch} ({commit[:12]}) is not in {repo}; switch {repo} off "
@@ -118,14 +133,43 @@ def _brought(repo: Path, lane: Path, branch: str) -> str | None:
     )
 
 
+def _left_uncommitted(events: list[Event], lane: str, here: Path) -> str | None:
+    """Why a done lane holds work that is nowhere else, or None.
+
+    Its stage end could not commit (or its view could not be made) and nothing was
+    committed or viewed since: what it left is only in its folder.
+    """
+    last_failed: Event | None = None
+    for event in events:
+        if event.lane != lane:
+            continue
+        if event.kind in ("commit-failed", "save-failed"):
+            last_failed = event
+        elif event.kind in ("committed", "saved"):
+            last_failed = None
+    if last_failed is None:
+        return None
+    return (
+        f"its work was neither committed nor viewed ({last_failed.detail}); "
+        f"look at {here} yourself"
+    )
+
+
 def unbrought(store: Store) -> list[Unbrought]:
-    """Done lanes kept because their committed work is not in the person's repository."""
+    """Done lanes kept because their work is not in the person's repository.
+
+    Their committed work, or what they left that tether could neither commit nor view.
+    """
     kept: list[Unbrought] = []
     for run in store.runs():
+        events: list[Event] | None = None
         for lane in store.lanes(run.id):
             here = Path(lane.worktree)
             if lane.state is LaneState.DONE and here.is_dir():
                 why = _brought(Path(run.repo), here, lane.branch)
+                if why is None:
+                    events = store.events(run.id) if events is None else events
+                    why = _left_uncommitted(events, lane.id, here)
                 if why is not None:
                     kept.append(Unbrought(path=here, item=lane.item, why=why))
     return kept
@@ -164,8 +208,19 @@ def _age(path: Path, now: float) -> float:
         return 0.0
 
 
+def _is_dir(path: Path) -> bool:
+    """A real folder (a link at its name is not followed)."""
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
     """What may be deleted now, oldest first."""
+    from ._lanes import lane_log
+    from ._presets import agent_dir
+
     now = time.time()
     state = paths().state_dir
     finished = {i.id for i in store.items() if i.state in ("done", "failed")}
@@ -176,6 +231,12 @@ def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
             here = Path(lane.worktree)
             if lane.state is LaneState.DONE and here.is_dir() and here not in kept:
                 found.append((here, "done-lane", lane.item))
+            agent = agent_dir(lane_log(run.id, lane.id), lane.id)
+            if (
+                (lane.state is LaneState.DONE and here not in kept)
+                or (lane.state is LaneState.HALTED and lane.item in finished)
+            ) and _is_dir(agent):
+                found.append((agent, "agent-folder", lane.item))
             if lane.item in finished:
                 saves = state / "saves" / run.id / lane.id
                 if saves.is_dir():
