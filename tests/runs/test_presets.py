@@ -78,9 +78,13 @@ def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_t
     refused = [r for r in requests if STOP_SAYS in prompts(r)]
     assert len(refused) >= 8, [prompts(r)[-300:] for r in requests]
     rest = max(0.0, SLEEP - (stopped - started))
-    # docs/runs.md: at most the rest of the call in flight plus `stop_wait`.
-    assert halted - stopped <= rest + STOP_WAIT, (halted - stopped, rest)
     store = open_default_store()
+    # docs/runs.md: halted at most the rest of the call in flight plus `stop_wait`
+    # after the stop (the run's own record of the moment); the process then writes
+    # its summary, digest and publications and exits.
+    (marked,) = [e.at for e in store.events(run) if e.kind == "halted"]
+    assert marked - stopped <= rest + STOP_WAIT, (marked - stopped, rest)
+    assert halted - marked < 10, halted - marked
     (receipt,) = store.receipts(run)
     assert "stopped at the person's stop after 1 tool call" in receipt.log_tail
     assert "ended by tether" in receipt.log_tail

@@ -7,6 +7,8 @@ that id, and the restart path judges a run of another id by its leases only.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shlex
 import signal
 from collections import Counter
@@ -66,8 +68,9 @@ def test_a_run_on_a_postgres_store_finishes_its_items_and_every_view_shows_it(
         ("two", "done"),
     ]
     env = {"TETHER_STORE": pg_url}
+    me = pwd.getpwuid(os.geteuid()).pw_name
     assert json.loads(tether("runs", "--json", env=env).stdout) == [
-        {"id": run, "state": "done"}
+        {"id": run, "state": "done", "account": me}
     ]
     queue = json.loads(tether("queue", "list", "--json", env=env).stdout)
     assert {(i["id"], i["state"]) for i in queue} == {
