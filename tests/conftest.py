@@ -10,14 +10,6 @@ import pytest
 if TYPE_CHECKING:
     from pathlib import Path
 
-# Coverage measures the test processes; it follows the Python processes they start (the
-# stdio host, `tether` commands, run processes) only when asked, as `./scripts/test
-# --children` asks: starting coverage costs each such process about a quarter of a
-# second, a fifth of the whole suite's time.
-if os.environ.get("TETHER_TEST_COVERAGE") != "children":
-    for _name in ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START"):
-        os.environ.pop(_name, None)
-
 
 @pytest.fixture
 def anyio_backend() -> str:
