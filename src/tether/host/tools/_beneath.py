@@ -39,6 +39,7 @@ __all__ = (
     "ResolverKind",
     "anchor_for",
     "located",
+    "path_resolution",
     "resolver_kind",
 )
 
@@ -115,6 +116,10 @@ def resolver_kind() -> ResolverKind:
     finally:
         os.close(root)
     return "openat2"
+
+
+path_resolution = resolver_kind
+"""`tether.host.path_resolution`: the public name of `resolver_kind`."""
 
 
 def _readlink(name: str, dir_fd: int) -> str | None:
