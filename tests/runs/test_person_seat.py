@@ -14,21 +14,17 @@ import contextlib
 import json
 import os
 import pwd
-import shutil
-import stat
 import subprocess
-import sysconfig
-import tempfile
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests.accounts import LAUNCH, everyones_python, searchable_dir
 from tests.pty_run import run_in_pty
 from tests.waiting import wait_until
 
-import tether
 from tether.stop import AGENT_MARKERS
 
 if TYPE_CHECKING:
@@ -36,71 +32,18 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.root
 
-# The CLI with the test's system dir in place of /etc/tether (only code run in-process
-# can move it, never the environment or a file).
-_LAUNCH = (
-    "import sys, pathlib, tether.stop._system as s; "
-    "s.SYSTEM_DIR = pathlib.Path(sys.argv.pop(1)); sys.argv[0] = 'tether'; "
-    "from tether.cli import main; main()"
-)
-
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    """A root-owned directory every account can search (pytest's tmp dir is 0700)."""
-    where = Path(tempfile.mkdtemp(prefix="tether-seat-", dir="/tmp"))
-    os.chmod(where, 0o755)
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
+    """A root-owned directory every account can search."""
+    with searchable_dir("tether-seat-") as where:
+        yield where
 
 
 @pytest.fixture
 def python(base: Path) -> Path:
-    """An interpreter every account can run, as the docs' install recipe makes one.
-
-    A root-owned venv of the system's python3 that sees this checkout's packages
-    (the test's own interpreter may live under root's 0700 home).
-    """
-    system = Path("/usr/bin/python3")
-    version = subprocess.run(
-        [str(system), "-c", "import sys; print(sys.version_info >= (3, 11))"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if version.stdout.strip() != "True":
-        pytest.skip("no system python3 >= 3.11 that every account can run")
-    here = sysconfig.get_paths()["purelib"]
-    for place in (Path(tether.__file__).parent, Path(here)):
-        for folder in (place, *place.parents):
-            if not os.stat(folder).st_mode & stat.S_IXOTH:
-                pytest.skip(
-                    f"{folder} is closed to other accounts: they cannot run tether"
-                )
-    venv = base / "venv"
-    made = subprocess.run(
-        [str(system), "-m", "venv", "--without-pip", str(venv)],
-        capture_output=True,
-        check=False,
-    )
-    if made.returncode != 0:
-        pytest.skip(
-            f"no system python3 with venv to run as other accounts: {made.stderr!r}"
-        )
-    site = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(site, "tether-checkout.pth").write_text(
-        f"import site; site.addsitedir({here!r})\n", encoding="utf-8"
-    )
-    return venv / "bin" / "python"
+    """An interpreter every account can run, as the docs' install recipe makes one."""
+    return everyones_python(base)
 
 
 @contextlib.contextmanager
@@ -169,7 +112,7 @@ class Seat:
             *who,
             self.python,
             "-c",
-            _LAUNCH,
+            LAUNCH,
             str(self.system_dir),
             *args,
         ]
@@ -192,7 +135,7 @@ class Seat:
         argv = (
             self.argv(uid, *args)
             if uid is not None
-            else [self.python, "-c", _LAUNCH, str(self.system_dir), *args]
+            else [self.python, "-c", LAUNCH, str(self.system_dir), *args]
         )
         env = self.env(uid) if uid is not None else dict(os.environ)
         return run_in_pty(argv, env=env, cwd="/", timeout=60)

@@ -11,12 +11,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.accounts import LAUNCH, searchable_dir
 from tests.pty_run import run_in_pty
 
 import tether.stop._system as system_module
@@ -49,22 +49,12 @@ pytestmark = pytest.mark.root
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_DUMPABLE = 4
 
-# Runs the CLI as `tether` with the system dir of the test in place of /etc/tether:
-# only code run in-process can move it, never the environment or a file.
-_LAUNCH = (
-    "import sys, pathlib, tether.stop._system as s; "
-    "s.SYSTEM_DIR = pathlib.Path(sys.argv.pop(1)); sys.argv[0] = 'tether'; "
-    "from tether.cli import main; main()"
-)
-
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    """A root-owned directory every account can search (pytest's own tmp dir is 0700)."""
-    where = Path(tempfile.mkdtemp(prefix="tether-binding-", dir="/tmp"))
-    os.chmod(where, 0o755)
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
+    """A root-owned directory every account can search."""
+    with searchable_dir("tether-binding-") as where:
+        yield where
 
 
 @pytest.fixture
@@ -128,7 +118,7 @@ def _as_agent(
             "--clear-groups",
             sys.executable,
             "-c",
-            _LAUNCH,
+            LAUNCH,
             str(system_dir),
             *args,
         ],
@@ -158,7 +148,7 @@ def _in_pty(
     if uid is not None:
         prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     return run_in_pty(
-        [*prefix, sys.executable, "-c", _LAUNCH, str(system_dir), *args],
+        [*prefix, sys.executable, "-c", LAUNCH, str(system_dir), *args],
         env=env,
         cwd="/",
         timeout=60,
