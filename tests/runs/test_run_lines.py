@@ -59,6 +59,20 @@ def test_the_live_table_keeps_item_and_stage_and_shows_the_last_events_line(
     assert "refused Bash call: the person stopped this run (run " in row
 
 
+def test_the_live_head_is_one_line_at_any_width(tmp_path: Path) -> None:
+    # A head that wrapped would be cleared at the wrong height after a resize.
+    view = RunView(every=1)
+    view._last_said = "branch tether/add-changelog: " + "a long summary " * 20
+    for stats in (None, _stats(tmp_path / "lane.log")):
+        for width in (40, 80, 200):
+            out = io.StringIO()
+            Console(file=out, width=width, color_system=None).print(view._table(stats))
+            head = out.getvalue().splitlines()[0]
+            assert "branch tether/add-changelog: a long" in head
+            assert head.rstrip().endswith("…")
+            assert len(out.getvalue().splitlines()) == (1 if stats is None else 2)
+
+
 def test_progress_lines_show_the_last_events_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -158,10 +158,14 @@ class RunView:
         if stats is not None and stats.held is not None:
             text = Text(clean_line(f"holding: {stats.held}"), style="yellow")
         if self._spinner is None:
-            self._spinner = Spinner("dots", text)
-        else:
-            self._spinner.update(text=text)
-        head = self._spinner
+            self._spinner = Spinner("dots")
+        # The head is one line whatever its text: a line that wrapped would be counted
+        # at one width and cleared at another when the terminal is resized, leaving a
+        # spinner line in the scrollback.
+        head = Table.grid(padding=(0, 1), expand=True)
+        head.add_column(no_wrap=True, width=1)
+        head.add_column(no_wrap=True, overflow="ellipsis", ratio=1, min_width=1)
+        head.add_row(self._spinner, text)
         if stats is None or not stats.lanes:
             return head
         # The names keep their width (a long last line never squeezes them): the
