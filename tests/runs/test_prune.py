@@ -41,9 +41,13 @@ def test_a_done_lane_keeps_its_ignored_files_until_prune_lists_and_deletes_them(
     shown = json.loads(tether("lanes", "prune", "--json").stdout)
     assert [(row["kind"], row["item"]) for row in shown] == [("done-lane", "a")]
     assert shown[0]["bytes"] > 0
+    own_git = Path(lane.worktree).with_name(f"{Path(lane.worktree).name}.git")
+    assert own_git.is_dir()
     gone = tether("lanes", "prune", "--yes")
     assert "deleted 1 folder(s)" in gone.stdout
     assert not Path(lane.worktree).exists()
+    assert not own_git.exists()  # tether's git dir of it: the branch is in the repo
+    assert not Path(lane.worktree).parent.exists()  # the run's folder, emptied
     assert tether("lanes", "prune").stdout == "nothing to prune\n"
 
 

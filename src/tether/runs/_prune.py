@@ -5,7 +5,9 @@ Nothing of a lane is deleted unless a lossless copy exists or its work is finish
 - a **done lane's directory** (its branch was brought into the person's repository; what
   stays is what git leaves out, such as build outputs), and with it its log and
   transcript beside it (`<lane>.log`: `tether logs` has nothing left to show of it),
-  and its run's folder once nothing but the run's `.halting` mark is left there;
+  tether's own git dir of it (`<lane>.git`: its commits are the branch's, now in the
+  person's repository), and its run's folder once nothing but the run's `.halting`
+  mark is left there;
 - a **save** whose item is finished (done or failed): the item went on from it; the
   folders that held it, once empty;
 - **partial copies** in `tmp/` (a restore or an opening cut short): copies, never the
@@ -219,6 +221,7 @@ def _is_dir(path: Path) -> bool:
 def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
     """What may be deleted now, oldest first."""
     from ._lanes import lane_log
+    from ._own_git import own_git_of
     from ._presets import agent_dir
 
     now = time.time()
@@ -248,7 +251,13 @@ def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
     if lanes.is_dir():
         found += [(p, "partial", "") for p in sorted(lanes.glob("*/.*.opening"))]
     shown = [
-        Prunable(path=p, kind=k, item=i, size=_size(p), age=_age(p, now))
+        Prunable(
+            path=p,
+            kind=k,
+            item=i,
+            size=_size(p) + (_size(own_git_of(p)) if k == "done-lane" else 0),
+            age=_age(p, now),
+        )
         for p, k, i in found
     ]
     return sorted(
@@ -278,6 +287,9 @@ def _with_it(entry: Prunable) -> int:
     """
     freed = 0
     if entry.kind == "done-lane":
+        from ._own_git import own_git_of
+
+        shutil.rmtree(own_git_of(entry.path), ignore_errors=True)  # counted in its size
         for suffix in (".log", ".transcript"):
             beside = entry.path.with_name(entry.path.name + suffix)
             with contextlib.suppress(OSError):
