@@ -528,49 +528,64 @@ def test_a_run_says_tether_writable_does_not_reach_its_builtin_stages(
     assert "TETHER_WRITABLE is not honoured by builtin stages" in result.stdout
 
 
-@pytest.mark.parametrize("plant", ["fifo", "dev-zero", "link"])
 def test_a_transcript_that_is_not_a_regular_file_is_not_carried_over(
-    tmp_path: Path, plant: str
+    tmp_path: Path,
 ) -> None:
     """Spec 01 S16: the take-over copies the earlier transcript as data. One replaced
     by a FIFO, a link to `/dev/zero` or a link to another file is not copied (nothing
     blocks, nothing is read through the link): the take-over completes, says why, and
-    the stage starts over from its brief."""
+    the stage starts over from its brief. One run of three lanes, a plant in each."""
+    plants = {"fifo": "fifo", "zero": "dev-zero", "link": "link"}
     repo = make_repo(tmp_path)
     _stage_script(
         tmp_path / "moves.jsonl",
         "echo start > a1.txt; touch started; sleep 1; echo end >> a1.txt",
     )
     plan = _plan(tmp_path, repo, "moves.jsonl")
+    text = plan.read_text(encoding="utf-8").replace(
+        "poll = 0.1", "poll = 0.1\nlanes = 3"
+    )
+    items = "".join(
+        f'[[item]]\nid = "{i}"\nbrief = "Write a greeting"\n' for i in plants
+    )
+    plan.write_text(text.split("[[item]]")[0] + items, encoding="utf-8")
     proc = start("run", str(plan))
     run = run_id_of(proc)
     store = open_default_store()
 
     def started() -> bool:
         lanes = store.lanes(run)
-        return bool(lanes) and Path(lanes[0].worktree, "started").exists()
+        return len(lanes) == 3 and all(
+            Path(lane.worktree, "started").exists() for lane in lanes
+        )
 
-    wait_until(started, what="the first call running")
+    wait_until(started, what="the first call running in each lane")
     set_stop()
     assert proc.wait(timeout=60) == 3
-    (event,) = [e for e in store.events(run) if e.kind == "agent-session"]
-    transcript = Path(event.detail.split(" ", 2)[2])
-    victim = tmp_path / "victim"
-    victim.write_bytes(transcript.read_bytes())
-    transcript.unlink()
-    if plant == "fifo":
-        os.mkfifo(transcript)
-    else:
-        transcript.symlink_to("/dev/zero" if plant == "dev-zero" else victim)
+    lane_item = {lane.id: lane.item for lane in store.lanes(run)}
+    for event in store.events(run):
+        if event.kind != "agent-session":
+            continue
+        transcript = Path(event.detail.split(" ", 2)[2])
+        plant = plants[lane_item[event.lane]]  # type: ignore[index]
+        victim = tmp_path / f"victim-{plant}"
+        victim.write_bytes(transcript.read_bytes())
+        transcript.unlink()
+        if plant == "fifo":
+            os.mkfifo(transcript)
+        else:
+            transcript.symlink_to("/dev/zero" if plant == "dev-zero" else victim)
     lift_stop()
     begun = time.monotonic()
     taken = tether("takeover", run)
     assert taken.returncode == 0, taken.stdout + taken.stderr
     assert time.monotonic() - begun < 60
-    assert "not carried over (not a regular file" in taken.stdout
+    assert taken.stdout.count("not carried over (not a regular file") == 3
     new_run = taken.stdout.split()[1]
-    (new_lane,) = store.lanes(new_run)
-    log = (Path(new_lane.worktree).parent / f"{new_lane.id}.log").read_text(
-        encoding="utf-8"
-    )
-    assert "continued after a take-over]" not in log
+    new_lanes = store.lanes(new_run)
+    assert sorted(lane.item for lane in new_lanes) == sorted(plants)
+    for new_lane in new_lanes:
+        log = (Path(new_lane.worktree).parent / f"{new_lane.id}.log").read_text(
+            encoding="utf-8"
+        )
+        assert "continued after a take-over]" not in log
