@@ -35,7 +35,6 @@ from ._agents import (
     usage_reset,
     window_reset,
 )
-from ._builtin import run_builtin_agent
 from ._events import failure_line
 from ._lanes import (
     GitFailed,
@@ -455,6 +454,11 @@ class Lane:
                 else:
                     resume = session
             self.resume = None
+            # The agent loop (the runtime, its models and tools) is imported by the
+            # runs that have a builtin stage only: a run of commands or presets
+            # starts without it (about a third of `tether run`'s start-up).
+            from ._builtin import run_builtin_agent
+
             outcome = await run_builtin_agent(
                 stage.model,
                 brief,
