@@ -385,3 +385,16 @@ async def test_an_mcp_call_that_ticks_on_is_waited_for(workspace: Path) -> None:
             assert record.state is CallState.END_UNKNOWN
             (_, answer) = await made.tools.results_after_cancel()
             assert "unknown" in str(answer["output"])  # type: ignore[typeddict-item]
+
+
+async def test_the_tools_outside_their_block_say_how_to_enter_them(
+    workspace: Path,
+) -> None:
+    """Used before the runtime or outside their block, the tools refuse with the line
+    that says what to do."""
+    runtime = Runtime(workspace=workspace, tools=[], guard=False)
+    with pytest.raises(UsageError, match="enter the Runtime first"):
+        await TetherTools(runtime).__aenter__()
+    async with runtime:
+        with pytest.raises(UsageError, match=r"inside `async with TetherTools"):
+            await TetherTools(runtime).wait_aborted()

@@ -92,7 +92,7 @@ class TetherTools:
         return await group.__aexit__(exc_type, exc, tb)
 
     @property
-    def runner(self) -> CallRunner:
+    def _calls(self) -> CallRunner:
         """The calls' runner, while the tools are entered."""
         if self._runner is None:
             raise UsageError(
@@ -149,7 +149,7 @@ class TetherTools:
         started extension whose server never answers stops being waited for (it ends
         unknown and its server is dropped). A started write still runs to its end.
         """
-        return await self.runner.abort(kill=kill)
+        return await self._calls.abort(kill=kill)
 
     async def wait_aborted(self) -> tuple[AbortReport, ...]:
         """After an SDK cancel: wait until it has reached every call in flight.
@@ -158,14 +158,14 @@ class TetherTools:
         the cancel reaching the call), those not returned by an earlier call, oldest
         first. A call not cancelled is waited for until it ends.
         """
-        return await self.runner.wait_aborted()
+        return await self._calls.wait_aborted()
 
     async def wait_settled(self) -> None:
         """Wait until every call in flight or cancelled has reached its real end.
 
         A process tree is gone, a started write has its result in the ledger.
         """
-        await self.runner.wait_settled()
+        await self._calls.wait_settled()
 
     async def results_after_cancel(self) -> list[TResponseInputItem]:
         """Input items that tell the model what really happened to the cancelled calls.
@@ -176,7 +176,7 @@ class TetherTools:
         cancelled run's `to_input_list()`, before the next message.
         """
         items: list[TResponseInputItem] = []
-        for running in await self.runner.untold():
+        for running in await self._calls.untold():
             call_id, name, raw = _call_of(running)
             items.append(
                 {
@@ -204,7 +204,7 @@ class TetherTools:
             if not isinstance(args, dict):
                 return f"{ErrorCode.INVALID_INPUT}: the arguments must be a JSON object"
             tag = (ctx.tool_call_id, ctx.tool_name, raw)
-            running = await self.runner.call(tool.name, args, tag=tag)
+            running = await self._calls.call(tool.name, args, tag=tag)
             return running.result_text()
 
         return FunctionTool(
@@ -278,7 +278,7 @@ class TetherMCPServer(MCPServer):
         # The SDK does not hand a server the model's call id: one of tether's own
         # pairs the call with its result when the model is told after a cancel.
         tag = (new_id("call"), tool_name, json.dumps(arguments or {}))
-        running = await self._tools.runner.call(tool.name, arguments or {}, tag=tag)
+        running = await self._tools._calls.call(tool.name, arguments or {}, tag=tag)
         return _call_result(running.result_text(), error=not _succeeded(running))
 
     async def list_prompts(self) -> mcp_types.ListPromptsResult:
