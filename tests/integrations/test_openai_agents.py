@@ -398,3 +398,27 @@ async def test_the_tools_outside_their_block_say_how_to_enter_them(
     async with runtime:
         with pytest.raises(UsageError, match=r"inside `async with TetherTools"):
             await TetherTools(runtime).wait_aborted()
+
+
+async def test_tethers_own_stop_lets_the_run_go_on_with_the_truth(
+    workspace: Path,
+) -> None:
+    """`tools.abort()` without the SDK's cancel: the Bash call ends by the stop, and the
+    run goes on with a tool result that says so (spec 04: results of stopped calls go
+    back to the model as errors with their code)."""
+    replies = [
+        tool_call_reply([("call_1", "Bash", {"command": "echo up; sleep 30"})]),
+        text_reply("stopped, then"),
+    ]
+    async with setup(workspace, default_tools(), replies, allow=["Bash"]) as made:
+        agent = made.agent(tools=made.tools.function_tools("Bash"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Runner.run, agent, "go")
+            await made.wait_output("up")
+            (report,) = await made.tools.abort()
+        assert report.source == "user"
+        told = [m for m in made.server.requests[-1]["messages"] if m["role"] == "tool"]
+        assert len(told) == 1
+        assert told[0]["content"].startswith("TOOL_ABORTED: stopped while running")
+        assert "up" in told[0]["content"]
+        assert await made.tools.results_after_cancel() == []  # no cancel: nothing owed
