@@ -18,6 +18,8 @@ PUBLIC = [
     "tether.errors",
     "tether.guard",
     "tether.host",
+    "tether.integrations",
+    "tether.integrations.openai_agents",
     "tether.models",
     "tether.runtime",
     "tether.runs",

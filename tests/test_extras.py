@@ -35,6 +35,7 @@ DISTRIBUTIONS = {
     "starlette": "starlette",
     "uvicorn": "uvicorn",
     "sse-starlette": "sse_starlette",
+    "openai-agents": "agents",
 }
 # The only modules that may import an extra's module at import time.
 IMPORTERS = {
@@ -51,6 +52,7 @@ IMPORTERS = {
     "starlette": {"tether/_board/_app.py"},
     "sse_starlette": {"tether/_board/_app.py"},
     "uvicorn": set(),
+    "agents": {"tether/integrations/openai_agents/_adapter.py"},
 }
 
 
@@ -149,12 +151,13 @@ async def test_mcp_servers_without_the_sdk_are_refused_at_start(
     [
         ("mcp", "tether.tools", "mcp"),
         ("acp", "tether.acp", "acp"),
+        ("agents", "tether.integrations.openai_agents", "openai-agents"),
     ],
 )
 def test_importing_a_part_without_its_extra_names_the_extra(
     hidden: str, module: str, extra: str
 ) -> None:
-    name = "McpTools" if extra == "mcp" else "AcpServer"
+    name = {"mcp": "McpTools", "acp": "AcpServer"}.get(extra, "TetherTools")
     done = _run(f"{_hidden(hidden)}import {module} as m; m.{name}")
     assert done.returncode == 1
     assert "ImportError: tether's" in done.stderr

@@ -1,7 +1,7 @@
 """Tether's one-way layering, enforced: a module imports only from floors at or below its own.
 
 The floors, lowest first: base (errors, config, _fs, _config, _env, _ids, _jsonrpc, _lazy,
-_slotted, ...) -> guard -> stop -> host -> models -> runtime -> runs, acp, _mcpserve -> testing,
+_slotted, ...) -> guard -> stop -> host -> models -> runtime -> runs, acp, _mcpserve, integrations -> testing,
 tools, _board -> cli -> the `tether` package itself. A tether choice (style point 4), checked by
 parsing imports; no module imports itself through others either, at import time (type-only
 imports included) nor when it runs (lazy imports included).
@@ -31,6 +31,7 @@ RANK = {
     "runs": 6,
     "acp": 6,
     "_mcpserve": 6,
+    "integrations": 6,
     "testing": 7,
     "tools": 7,
     "_board": 7,

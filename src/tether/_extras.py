@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),  # MCP servers' tools
     "acp": ("acp", "mcp"),  # `tether acp`: editors' sessions bring MCP servers too
     "board": ("starlette", "uvicorn", "sse_starlette"),  # `tether board`
+    "openai-agents": ("agents",),  # tether.integrations.openai_agents
 }
 """Each extra and the top-level modules it installs."""
 

@@ -2,7 +2,8 @@
 
 `ModelServer` listens on 127.0.0.1 and answers each request with the next `Reply` it was
 given: real Server-Sent Events chunks (`chat.completion.chunk` objects, `data: [DONE]`
-at the end) or an error status with a JSON body. It keeps every request body, and it
+at the end) or an error status with a JSON body. A request that does not ask to stream
+gets the same reply as one `chat.completion` object, the chunks put together. It keeps every request body, and it
 can hold a stream open after its chunks until the client closes the connection, which
 it records (`closed`), so a test sees that a stop really closed the request (S11).
 
@@ -36,7 +37,7 @@ class Reply:
     chunks: tuple[dict[str, Any], ...] = ()
     status: int = 200
     body: dict[str, Any] | None = None
-    """The JSON body of an error status."""
+    """The JSON body of an error status (or of an answer that does not stream)."""
     headers: tuple[tuple[str, str], ...] = ()
     hold: bool = False
     """After the chunks, keep the stream open until the client closes it."""
@@ -209,6 +210,8 @@ class ModelServer:
                     if self.replies
                     else error_reply(500, "the test server has no reply left")
                 )
+                if not self.requests[-1].get("stream") and reply.status == 200:
+                    reply = Reply(status=200, body=_completion(reply.chunks))
                 if not await self._answer(conn, stream, reply):
                     return
                 if conn.our_state is h11.MUST_CLOSE:
@@ -220,7 +223,7 @@ class ModelServer:
     ) -> bool:
         """Send one reply; False when the connection is over."""
         extra = [(k.encode(), v.encode()) for k, v in reply.headers]
-        if reply.status != 200:
+        if reply.status != 200 or reply.body is not None:
             body = json.dumps(reply.body or {}).encode()
             headers = [
                 (b"content-type", b"application/json"),
@@ -263,6 +266,46 @@ class ModelServer:
             self.closed.set()
             return False
         return True
+
+
+def _completion(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One `chat.completion` object: the message and usage that `chunks` stream."""
+    content = ""
+    calls: dict[int, dict[str, Any]] = {}
+    finish = "stop"
+    usage = None
+    for chunk in chunks:
+        usage = chunk.get("usage", usage)
+        for choice in chunk["choices"]:
+            delta = choice["delta"]
+            content += delta.get("content") or ""
+            finish = choice["finish_reason"] or finish
+            for part in delta.get("tool_calls", ()):
+                call = calls.setdefault(
+                    part["index"],
+                    {
+                        "id": "",
+                        "type": "function",
+                        "function": {"name": "", "arguments": ""},
+                    },
+                )
+                call["id"] = part.get("id") or call["id"]
+                function = part.get("function", {})
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    body: dict[str, Any] = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
 
 
 async def _next_event(conn: h11.Connection, stream: anyio.abc.SocketStream) -> object:
