@@ -173,11 +173,17 @@ async def cancel_task(session: Any, task_id: str) -> None:
     await session.send_request(_CancelTask(params=_TaskParams(task_id=task_id)), _ANY)
 
 
-async def follow(session: Any, task_id: str, *, bound: float = 10.0) -> dict[str, Any]:
-    """Poll `tasks/get` until the task's status is terminal; the last answer."""
+async def follow(
+    session: Any, task_id: str, *, bound: float = 10.0, poll: float | None = None
+) -> dict[str, Any]:
+    """Poll `tasks/get` until the task's status is terminal; the last answer.
+
+    Between two polls: `poll` seconds, or the interval the server suggests.
+    """
     with anyio.fail_after(bound):
         while True:
             task = await get_task(session, task_id)
             if task["status"] in TERMINAL_STATUSES:
                 return task
-            await anyio.sleep(task.get("pollIntervalMilliseconds", 50) / 1000)
+            wait = task.get("pollIntervalMilliseconds", 50) / 1000
+            await anyio.sleep(wait if poll is None else poll)

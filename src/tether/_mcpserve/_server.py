@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
     from ..host._protocol import AbortSource
+    from ..runtime import CallRecord
 
 __all__ = (
     "McpServe",
@@ -264,10 +265,16 @@ class McpServe:
         self.task_group.start_soon(run)
         return call
 
-    def answer(self, call: ServedCall) -> tuple[str, bool]:
-        """The text of an ended call's result and whether it is an error."""
+    def answer(
+        self, call: ServedCall, records: list[CallRecord] | None = None
+    ) -> tuple[str, bool]:
+        """The text of an ended call's result and whether it is an error.
+
+        `records`: the call's session's ledger, when the caller has read it already.
+        """
         outcome = call.box[0] if call.box else None
-        records = call.session.ledger_calls()
+        if records is None:
+            records = call.session.ledger_calls()
         if call.refusal is not None:
             return call.refusal, True
         if isinstance(outcome, ToolResult):

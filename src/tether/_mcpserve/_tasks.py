@@ -128,7 +128,7 @@ class TaskTable:
                     if outcome is None or isinstance(outcome, ToolAborted)
                     else "completed"
                 )
-            text, error = task.serve.answer(call)
+            text, error = task.serve.answer(call, records)
             message = text
             if status == "completed":
                 extra["result"] = {
