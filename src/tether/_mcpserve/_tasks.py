@@ -113,12 +113,17 @@ class TaskTable:
         """The task as the wire has it; its status read now from its call."""
         call = task.call
         extra: dict[str, Any] = {}
+        records = call.session.ledger_calls()
         if not call.done.is_set():
+            # While a stop waits on the call, the abort report's reason; before, the
+            # call's ledger state ("running" once the tool has started).
             status: TaskStatus = "working"
-            why = "; ".join(p.why for p in call.session.pending())
-            message = f"a cancel was asked; {why}" if task.cancel_asked else why
+            if task.cancel_asked:
+                why = "; ".join(p.why for p in call.session.pending())
+                message = f"a cancel was asked; {why or 'ending now'}"
+            else:
+                message = records[-1].state.value if records else "requested"
         else:
-            records = call.session.ledger_calls()
             outcome = call.box[0] if call.box else None
             if records:
                 status = task_status(records[-1].state)
