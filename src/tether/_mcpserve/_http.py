@@ -157,7 +157,11 @@ class McpHttp:
         from mcp.server.transport_security import TransportSecuritySettings
 
         async with self.runtime, anyio.create_task_group() as tg:
-            server = mcp_server(self._serve_for(tg), on_call_tool=self.tasks.call_tool)
+            server = mcp_server(
+                self._serve_for(tg),
+                on_call_tool=self.tasks.call_tool,
+                tools=self.runtime.tools,
+            )
             self.tasks.register(server)
             port = self.sock.getsockname()[1]
             names = [self.address, f"localhost:{port}"]

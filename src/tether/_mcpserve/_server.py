@@ -17,12 +17,13 @@ from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
 
     from ..host._protocol import AbortSource
+    from ..host._tool import Tool
     from ..runtime import CallRecord
 
 __all__ = (
@@ -351,12 +352,16 @@ def mcp_server(
     serve_for: Callable[[ServerRequestContext[Any, Any]], McpServe],
     *,
     on_call_tool: Callable[..., Awaitable[Any]] | None = None,
+    tools: Sequence[Tool] = (),
 ) -> Any:
     """The SDK's low-level `Server` whose handlers run calls on `serve_for(ctx)`.
 
     `on_call_tool` (ctx, params, serve) answers `tools/call` in place of the plain
-    answer when it returns something other than None (the tasks extension).
+    answer when it returns something other than None (the tasks extension). `tools`:
+    the tools served, whose input schemas the SDK checks a 2026-07-28 call's headers
+    against (without them it lists every tool for each call).
     """
+    schemas = {tool.name: tool.input_schema() for tool in tools}
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -401,6 +406,7 @@ def mcp_server(
         ),
         on_list_tools=on_list_tools,
         on_call_tool=call_tool,
+        get_tool_input_schema=schemas.get if tools else None,
     )
 
 
