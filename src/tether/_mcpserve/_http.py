@@ -89,14 +89,13 @@ class McpHttp:
         """One `McpServe` per MCP session, by its `Mcp-Session-Id`."""
         self.stateless: McpServe | None = None
         self.tasks = TaskTable()
-        self._serves: list[McpServe] = []
         self._uvicorn: Any = None
         self._closed = anyio.Event()
         self._signals = anyio.CancelScope()
 
     def close(self) -> None:
         """End the server: calls still running are stopped as a shutdown."""
-        for serve in self._serves:
+        for serve in self._live():
             serve.closing = True
         self._closed.set()
 
@@ -121,7 +120,6 @@ class McpHttp:
             stream_cancels=stateless,
         )
         serve.closing = self._closed.is_set()
-        self._serves.append(serve)
         return serve
 
     def _serve_for(self, tg: anyio.abc.TaskGroup) -> Any:
@@ -193,8 +191,13 @@ class McpHttp:
                     await session.abort(
                         source="shutdown", reason="the MCP server is closing"
                     )
-            for serve in self._serves:
+            for serve in self._live():
                 serve.pump.cancel()
+
+    def _live(self) -> list[McpServe]:
+        """Every `McpServe` of a session not ended, and the stateless one."""
+        stateless = [] if self.stateless is None else [self.stateless]
+        return [*self.sessions.values(), *stateless]
 
     def _asgi(self, manager: StreamableHTTPSessionManager) -> Any:
         """The ASGI app: `/mcp` behind the token, cancels noted, ended sessions dropped."""
@@ -220,7 +223,9 @@ class McpHttp:
                 receive = await self._note_cancel(sid, receive)
             await manager.handle_request(scope, receive, send)
             if scope["method"] == "DELETE" and sid is not None:
-                self.sessions.pop(sid, None)
+                ended = self.sessions.pop(sid, None)
+                if ended is not None:
+                    ended.pump.cancel()
 
         return app
 
