@@ -7,7 +7,6 @@ On stdio by default; `--http` serves streamable HTTP on loopback, behind a token
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -101,7 +100,8 @@ def serve(
     process gets its grace window and its whole tree is ended, a started write runs to
     its end. MCP answers no cancelled request, so the next call's result and
     `tether ledger` say what really happened. Under the person's stop (`tether stop`)
-    no call starts and the refusal says why. The client starts this command.
+    no call starts and the refusal says why. Over stdio the client starts this
+    command.
 
     With --http it serves streamable HTTP at http://127.0.0.1:PORT/mcp until Ctrl-C:
     only this machine can connect, and each request must carry the token printed at
@@ -114,7 +114,7 @@ def serve(
       tether mcp serve
       tether mcp serve --tool builtin:Read --tool builtin:Grep
       tether mcp serve --grace 2 --workspace ~/src/project
-      tether mcp serve --http --port 0 --json
+      tether mcp serve --http --port 0 --json   any free port; URL and token as JSON
     \b
     In an MCP client's configuration (Claude Code's .mcp.json and others):
       "mcpServers": {"tether": {"command": "tether", "args": ["mcp", "serve"]}}
@@ -140,6 +140,7 @@ def serve(
     from ..host._stdio import load_tool_refs
     from ..runtime import Runtime
     from ..stop import StopStore, StopWatch
+    from ._output import echo_json
     from .chat import ledger_path
 
     config = load_config()
@@ -169,8 +170,9 @@ def serve(
         async with anyio.create_task_group() as tg:
             await tg.start(server.serve)
             if as_json:
-                line = {"url": server.url, "token": server.token, "pid": os.getpid()}
-                click.echo(json.dumps(line))
+                echo_json(
+                    {"url": server.url, "token": server.token, "pid": os.getpid()}
+                )
             else:
                 click.echo(f"tether mcp serve: {server.url}")
                 click.echo(f"Authorization: Bearer {server.token}")
