@@ -19,6 +19,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from tests.cli._run import TETHER, invoke
 from tests.mcpserve._http import (
     CreatedTask,
@@ -176,6 +178,9 @@ async def test_a_task_tells_a_cancelled_write_ended_completed_with_its_result(
         hung = await follow(client.session, hang.task_id, bound=2)
 
         plain = await client.call_tool("SlowWrite", {"path": "b.txt", "seconds": 0})
+        await cancel_task(client.session, "no-such-task")  # acknowledged all the same
+        with pytest.raises(MCPError, match="no task 'no-such-task' here") as unknown:
+            await get_task(client.session, "no-such-task")
     assert during["status"] == "working", during
     assert "mutating: started" in during.get("statusMessage", ""), during
     assert written["status"] == "completed", written
@@ -185,6 +190,7 @@ async def test_a_task_tells_a_cancelled_write_ended_completed_with_its_result(
     assert hung["status"] == "cancelled", hung
     assert "stopped while running" in hung["statusMessage"]
     assert text_of(plain) == "wrote 1 bytes to b.txt"  # the claim followed it
+    assert unknown.value.error.code == INVALID_PARAMS
 
 
 async def test_a_client_that_ends_its_session_mid_call_has_it_stopped_as_a_shutdown(
