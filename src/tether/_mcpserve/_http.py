@@ -89,7 +89,6 @@ class McpHttp:
         """One `McpServe` per MCP session, by its `Mcp-Session-Id`."""
         self.stateless: McpServe | None = None
         self.tasks = TaskTable()
-        self._uvicorn: Any = None
         self._closed = anyio.Event()
         self._signals = anyio.CancelScope()
 
@@ -170,7 +169,7 @@ class McpHttp:
                     allowed_origins=[f"http://{name}" for name in names],
                 ),
             )
-            uv = self._uvicorn = quiet_uvicorn(self._asgi(manager), signals=False)
+            uv = quiet_uvicorn(self._asgi(manager), signals=False)
             async with anyio.create_task_group() as web:
                 web.start_soon(uv.serve, [self.sock])
                 if self.signals:
@@ -247,7 +246,7 @@ class McpHttp:
         body = b"".join(m.get("body", b"") for m in read)
         serve = self.sessions.get(sid)
         if serve is not None and _CANCELLED in body:
-            with contextlib.suppress(ValueError, AttributeError, TypeError):
+            with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
                 note = json.loads(body)
                 if note.get("method") == _CANCELLED.decode():
                     serve.peer_cancelled.add(note["params"]["requestId"])
