@@ -193,6 +193,28 @@ async def test_a_task_tells_a_cancelled_write_ended_completed_with_its_result(
     assert unknown.value.error.code == INVALID_PARAMS
 
 
+async def test_a_task_cancelled_at_once_ends_as_what_really_happened(
+    workspace: Path,
+) -> None:
+    """A `tasks/cancel` sent right after the task is made lands before or after the
+    write starts; whichever it is, the status says it: `cancelled` and nothing
+    written, or `completed` and the file there (a race on purpose, both orders)."""
+    async with (
+        served_http(workspace, [SlowWrite], allow=["SlowWrite"]) as (http, _),
+        client_of(http, extensions=[TasksClient()]) as client,
+    ):
+        ends = []
+        for n in range(3):
+            args = {"path": f"{n}.txt", "text": "landed", "seconds": 0.05}
+            task = await client.session.call_tool("SlowWrite", args, allow_claimed=True)
+            assert isinstance(task, CreatedTask)
+            await cancel_task(client.session, task.task_id)
+            ended = await follow(client.session, task.task_id)
+            written = (workspace / f"{n}.txt").exists()
+            ends.append((ended["status"], written))
+    assert all(end in {("cancelled", False), ("completed", True)} for end in ends), ends
+
+
 async def test_a_client_that_ends_its_session_mid_call_has_it_stopped_as_a_shutdown(
     workspace: Path,
 ) -> None:
