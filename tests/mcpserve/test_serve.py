@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
-import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.cli._run import TETHER, tether, tether_in_pty
+from tests.mcpserve._procs import alive, hung_command, marked, new_mark, sleeps
 
 from tether.runtime._ledger import read_ledger_file
 from tether.stop import protected_paths
@@ -141,8 +140,8 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
     ledger = tmp_path / "ledger.sqlite"
     # The tree may run in a PID namespace of its own: its processes are found from
     # here by the marker in their command lines, not by the pids they see.
-    mark = _new_mark()
-    command = f"trap '' TERM; sleep {mark} & sleep {mark}; wait"
+    mark = new_mark()
+    command = hung_command(mark)
     async with served(workspace, ledger) as client:
         async with anyio.create_task_group() as tg:
 
@@ -153,12 +152,12 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
             tg.start_soon(hung)
             with anyio.fail_after(20):
                 # Both sleeps started: the shell's trap is set.
-                while len(_sleeps(tree := _marked(mark))) < 2:  # noqa: ASYNC110
+                while len(sleeps(tree := marked(mark))) < 2:  # noqa: ASYNC110
                     await anyio.sleep(0.02)
             cancelled_at = time.monotonic()
             tg.cancel_scope.cancel()
         with anyio.fail_after(GRACE + 10):
-            while any(_alive(p) for p in tree):  # noqa: ASYNC110 (another process)
+            while any(alive(p) for p in tree):  # noqa: ASYNC110 (another process)
                 await anyio.sleep(0.02)
         gone = time.monotonic() - cancelled_at
         told = ""
@@ -177,31 +176,6 @@ async def test_a_cancelled_bash_has_its_tree_ended_and_the_next_result_says_so(
     assert "MCP client cancelled request" in (record.abort_reason or "")
     shown = tether("ledger", "--file", str(ledger), record.session_id)
     assert "aborted" in shown.stdout, shown.stdout + shown.stderr
-
-
-def _new_mark() -> str:
-    """A sleep's length no other test's tree has: its processes are found by it."""
-    return f"60.{random.randrange(10**8):08d}"
-
-
-def _marked(mark: str) -> list[psutil.Process]:
-    """The shell and both sleeps of the hung command."""
-    return [
-        proc
-        for proc in psutil.process_iter(["cmdline"])
-        if any(mark in part for part in proc.info["cmdline"] or ())
-    ]
-
-
-def _sleeps(procs: list[psutil.Process]) -> list[psutil.Process]:
-    return [p for p in procs if p.info["cmdline"][:1] == ["sleep"]]
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 async def test_under_the_persons_stop_no_call_starts_and_the_refusal_says_why(
@@ -293,8 +267,8 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
     """The client closes the server's stdin while a Bash call runs, with no cancel: the
     server stops the call as a stop would (grace window, the tree killed), then exits."""
     ledger = tmp_path / "ledger.sqlite"
-    mark = _new_mark()
-    command = f"trap '' TERM; sleep {mark} & sleep {mark}; wait"
+    mark = new_mark()
+    command = hung_command(mark)
     lines = [
         {
             "jsonrpc": "2.0",
@@ -320,14 +294,14 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
         for line in lines:
             await server.stdin.send(json.dumps(line).encode() + b"\n")
         with anyio.fail_after(20):
-            while len(_sleeps(tree := _marked(mark))) < 2:  # noqa: ASYNC110
+            while len(sleeps(tree := marked(mark))) < 2:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
         left_at = time.monotonic()
         await server.stdin.aclose()
         with anyio.fail_after(GRACE + 10):
             await server.wait()
         exited = time.monotonic() - left_at
-    assert not any(_alive(p) for p in tree)
+    assert not any(alive(p) for p in tree)
     assert exited >= GRACE * 0.5, "the tree was killed before its grace window"
     (record,) = [c for c in _ledger(ledger) if "trap" in (c.input or "")]
     assert str(record.state) == "aborted"

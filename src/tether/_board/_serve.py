@@ -9,21 +9,20 @@ tree has masked (`tether.host._contain.session_masks`) and another account canno
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import secrets
-import signal
-import socket
 import stat
 from typing import TYPE_CHECKING
 
 from .._config import paths
 from .._fs import write_atomic
+from .._loopback import listen_loopback, quiet_uvicorn
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    import socket
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from ._source import BoardSource
@@ -40,20 +39,7 @@ def board_socket(port: int) -> socket.socket:
     Raises:
         UsageError: the port is taken or may not be used.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(64)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise UsageError(
-                f"port {port} on 127.0.0.1 is taken; choose another with --port "
-                "(--port 0: any free one)"
-            ) from None
-        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
-    return sock
+    return listen_loopback(port)
 
 
 def _private_folder() -> Path:
@@ -97,43 +83,14 @@ def serve(
     announce: Callable[[str], None],
 ) -> None:
     """Serve the board over `sources` on `sock` until Ctrl-C (or SIGTERM)."""
-    import uvicorn
-
     from ._app import board_app
 
     port = sock.getsockname()[1]
     token, where = write_token(port)
     app = board_app(sources, token=token, port=port)
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=1,
-    )
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            """Ctrl-C and SIGTERM end the board quietly.
-
-            uvicorn raises them again after its shutdown, which would end the
-            process before the token's file is removed.
-            """
-            before = {
-                sig: signal.signal(sig, self.handle_exit)
-                for sig in (signal.SIGINT, signal.SIGTERM)
-            }
-            try:
-                yield
-            finally:
-                for sig, handler in before.items():
-                    signal.signal(sig, handler)
-
     announce(f"http://127.0.0.1:{port}/?token={token}")
     try:
-        _Server(config).run(sockets=[sock])
+        quiet_uvicorn(app, signals=True).run(sockets=[sock])
     finally:
         where.unlink(missing_ok=True)
         for source in sources:

@@ -17,12 +17,22 @@ from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
 
-__all__ = ("McpServe", "serve_stdio", "tool_annotations")
+    from ..host._protocol import AbortSource
+    from ..host._tool import Tool
+    from ..runtime import CallRecord
+
+__all__ = (
+    "McpServe",
+    "ServedCall",
+    "mcp_server",
+    "serve_stdio",
+    "tool_annotations",
+)
 
 SERVER_NAME = "tether"
 
@@ -53,12 +63,31 @@ class _Cancelled:
     told_running: bool = False
 
 
+@attrs.define(eq=False)
+class ServedCall:
+    """One call the server started: its session and, once `done`, its outcome."""
+
+    name: str
+    arguments: dict[str, Any]
+    session: Session
+    refusal: str | None
+    """Why the call was not started (the person's stop), or None."""
+    done: anyio.Event = attrs.Factory(anyio.Event)
+    """Set once the call's task has its outcome (or none, if it never ran)."""
+    box: list[ToolResult | ToolError] = attrs.Factory(list)
+    """The call's outcome, once `done`."""
+    cancelled: list[bool] = attrs.Factory(list)
+    """Not empty once the request was cancelled: a task not yet run starts nothing."""
+
+
 @final
 class McpServe:
     """Serves a runtime's tools to one MCP client; each call a tether call.
 
     `watch` reads the person's recorded stop before each call (None: no stop store, and
     `hold` says why every call is refused, or nothing is read when `hold` is None too).
+    Over stdio one serves the one client; over HTTP one serves each MCP session, and
+    one more every stateless (2026-07-28) request.
     """
 
     def __init__(
@@ -68,6 +97,8 @@ class McpServe:
         *,
         watch: StopWatch | None = None,
         hold: str | None = None,
+        tell_next: bool = True,
+        stream_cancels: bool = False,
     ) -> None:
         self.runtime = runtime
         self.task_group = task_group
@@ -84,6 +115,14 @@ class McpServe:
         self.peer_cancelled: set[object] = set()
         """Request ids the client sent `notifications/cancelled` for (a handler cancelled
         otherwise was cancelled because the client left)."""
+        self.tell_next = tell_next
+        """A cancelled call's end is told in the result of the client's next call
+        (False: the client has no next call here, a stateless request)."""
+        self.stream_cancels = stream_cancels
+        """Closing a request's stream is its cancel (the 2026-07-28 HTTP wire)."""
+        self.closing = False
+        """Set when the server closes: a call cancelled then is stopped as a
+        shutdown."""
 
     def list_tools(self) -> list[types.Tool]:
         """The runtime's tools as MCP tools, with the hints of their stop classes."""
@@ -185,6 +224,69 @@ class McpServe:
                     with contextlib.suppress(Exception):  # the client left
                         await send(event.text)
 
+    def start_call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        progress: Callable[[str], Awaitable[None]] | None = None,
+    ) -> ServedCall:
+        """Start one call in a session of its own, in the server's task group.
+
+        Under the person's stop (or a stop that cannot be read) the call starts nothing
+        and the ledger keeps it as never started, with the refusal as its reason.
+        """
+        session = self.runtime.session()
+        call = ServedCall(name, arguments or {}, session, self.stop_refusal())
+
+        async def run() -> None:
+            try:
+                if call.cancelled:  # the cancel came before this task ran
+                    return
+                async with session.turn() as turn:
+                    if call.refusal is not None:
+                        turn.refuse_new_calls(
+                            StopRequest(
+                                source="halt",
+                                reason=call.refusal,
+                                at=anyio.current_time(),
+                            )
+                        )
+                    try:
+                        call.box.append(await turn.call(name, call.arguments))
+                    except ToolError as exc:
+                        call.box.append(exc)
+            finally:
+                call.done.set()
+
+        if progress is not None:
+            self.progress_to[session.id] = progress
+            if not self._pumping:
+                self._pumping = True
+                self.task_group.start_soon(self.pump_progress)
+        self.task_group.start_soon(run)
+        return call
+
+    def answer(
+        self, call: ServedCall, records: list[CallRecord] | None = None
+    ) -> tuple[str, bool]:
+        """The text of an ended call's result and whether it is an error.
+
+        `records`: the call's session's ledger, when the caller has read it already.
+        """
+        outcome = call.box[0] if call.box else None
+        if records is None:
+            records = call.session.ledger_calls()
+        if call.refusal is not None:
+            return call.refusal, True
+        if isinstance(outcome, ToolResult):
+            text = outcome.output
+            if outcome.is_error and outcome.code is not None:
+                text = f"{outcome.code}: {text}"
+            return text, outcome.is_error
+        if isinstance(outcome, ToolAborted) or outcome is None:
+            return tool_result_text(records[-1] if records else None, outcome), True
+        return f"{outcome.code}: {outcome}", True
+
     async def call_tool(
         self,
         name: str,
@@ -197,96 +299,85 @@ class McpServe:
         Cancelled from outside (the client's cancel): the call's session is aborted;
         the truth is kept for the next call's result, and the cancellation goes on.
         """
-        notes = await self.cancelled_lines()
-        session = self.runtime.session()
-        refusal = self.stop_refusal()
-        done = anyio.Event()
-        box: list[ToolResult | ToolError] = []
-
-        cancelled: list[bool] = []
-
-        async def run() -> None:
-            try:
-                if cancelled:  # the cancel came before this task ran: nothing started
-                    return
-                async with session.turn() as turn:
-                    if refusal is not None:
-                        turn.refuse_new_calls(
-                            StopRequest(
-                                source="halt", reason=refusal, at=anyio.current_time()
-                            )
-                        )
-                    try:
-                        box.append(await turn.call(name, arguments or {}))
-                    except ToolError as exc:
-                        box.append(exc)
-            finally:
-                done.set()
-
-        if progress is not None:
-            self.progress_to[session.id] = progress
-            if not self._pumping:
-                self._pumping = True
-                self.task_group.start_soon(self.pump_progress)
-        self.task_group.start_soon(run)
+        notes = await self.cancelled_lines() if self.tell_next else []
+        call = self.start_call(name, arguments, progress)
+        session = call.session
         try:
-            await done.wait()
+            await call.done.wait()
         except anyio.get_cancelled_exc_class():
             self.progress_to.pop(session.id, None)
-            cancelled.append(True)
+            call.cancelled.append(True)
             with anyio.CancelScope(shield=True):
                 entry = _Cancelled(
                     request_id,
-                    self.runtime.call_title(name, arguments or {}),
+                    self.runtime.call_title(name, call.arguments),
                     session,
-                    done,
-                    box,
+                    call.done,
+                    call.box,
                 )
-                self.cancelled.append(entry)
-                by_client = request_id in self.peer_cancelled
-                self.peer_cancelled.discard(request_id)
+                if self.tell_next:
+                    self.cancelled.append(entry)
+                source, reason = self.cancel_source(request_id)
                 try:
-                    await session.abort(
-                        source="user" if by_client else "shutdown",
-                        reason=f"the MCP client cancelled request {request_id}"
-                        if by_client
-                        else "the MCP client left",
-                    )
+                    await session.abort(source=source, reason=reason)
                 finally:
                     entry.aborted.set()
             raise
         self.progress_to.pop(session.id, None)
         self.peer_cancelled.discard(request_id)  # a cancel that crossed the answer
-        outcome = box[0]
-        if refusal is not None:
-            text, error = refusal, True
-        elif isinstance(outcome, ToolResult):
-            text, error = outcome.output, outcome.is_error
-            if outcome.is_error and outcome.code is not None:
-                text = f"{outcome.code}: {text}"
-        elif isinstance(outcome, ToolAborted):
-            records = session.ledger_calls()
-            text, error = (
-                tool_result_text(records[-1] if records else None, outcome),
-                True,
-            )
-        else:
-            text, error = f"{outcome.code}: {outcome}", True
+        text, error = self.answer(call)
         return "\n".join([*notes, text]), error
 
+    def cancel_source(self, request_id: object) -> tuple[AbortSource, str]:
+        """Who stopped a call whose request was cancelled, and why, for its abort.
 
-def _server(serve: McpServe) -> Any:
+        The client's `notifications/cancelled` (noted by request id), or on a wire
+        where closing a request's stream is its cancel, that close while the server
+        is not closing; otherwise the client left (or the server is closing).
+        """
+        if request_id in self.peer_cancelled:
+            self.peer_cancelled.discard(request_id)
+            return "user", f"the MCP client cancelled request {request_id}"
+        if self.stream_cancels and not self.closing:
+            return (
+                "user",
+                f"the MCP client cancelled request {request_id} (closed its stream)",
+            )
+        if self.closing:
+            return "shutdown", "the MCP server is closing"
+        return "shutdown", "the MCP client left"
+
+
+def mcp_server(
+    serve_for: Callable[[ServerRequestContext[Any, Any]], McpServe],
+    *,
+    on_call_tool: Callable[..., Awaitable[Any]] | None = None,
+    tools: Sequence[Tool] = (),
+) -> Any:
+    """The SDK's low-level `Server` whose handlers run calls on `serve_for(ctx)`.
+
+    `on_call_tool` (ctx, params, serve) answers `tools/call` in place of the plain
+    answer when it returns something other than None (the tasks extension). `tools`:
+    the tools served, whose input schemas the SDK checks a 2026-07-28 call's headers
+    against (without them it lists every tool for each call).
+    """
+    schemas = {tool.name: tool.input_schema() for tool in tools}
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=serve.list_tools())
+        return types.ListToolsResult(tools=serve_for(ctx).list_tools())
 
-    async def on_call_tool(
+    async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> Any:
+        serve = serve_for(ctx)
+        if on_call_tool is not None:
+            answer = await on_call_tool(ctx, params, serve)
+            if answer is not None:
+                return answer
         token = (ctx.meta or {}).get("progress_token")
         progress = None
         if token is not None:
@@ -314,7 +405,8 @@ def _server(serve: McpServe) -> Any:
             "guard and stop; a cancelled call's real end is told in the next result."
         ),
         on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
+        on_call_tool=call_tool,
+        get_tool_input_schema=schemas.get if tools else None,
     )
 
 
@@ -326,7 +418,7 @@ async def serve_stdio(
 
     async with runtime, anyio.create_task_group() as tg:
         serve = McpServe(runtime, tg, watch=watch, hold=hold)
-        server = _server(serve)
+        server = mcp_server(lambda ctx: serve)
 
         async with stdio_server() as (read, write):
             await server.run(

@@ -105,7 +105,7 @@ def cli() -> None:
       tether chat --model openai:MODEL
                                   talk to an agent in the terminal
       tether acp                  serve an ACP editor (Zed and others) on stdio
-      tether mcp serve            serve tether's tools to any MCP client on stdio
+      tether mcp serve            serve tether's tools to any MCP client (stdio, HTTP)
     """
 
 

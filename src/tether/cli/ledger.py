@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
+from .._mcptasks import CallStateValue
 from ..errors import UsageError
 from ._output import echo_json
 
@@ -17,17 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ledger",)
 
-_STATES = (
-    "requested",
-    "pending_permission",
-    "queued",
-    "running",
-    "aborting",
-    "succeeded",
-    "failed",
-    "aborted",
-    "end_unknown",
-)
+_STATES = get_args(CallStateValue)
 
 
 def _when(at: float | None) -> str:
