@@ -18,7 +18,12 @@ from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
+    ClientCapabilities,
+    CreateElicitationResponse,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    ElicitationMode,
     PermissionOption,
     RequestPermissionResponse,
     SessionNotification,
@@ -38,8 +43,23 @@ Answer = Callable[[ToolCallUpdate], Awaitable[str | None]]
 """Picks a permission option id for a request, or None to answer `cancelled`."""
 
 
+Elicit = Callable[[str, ElicitationMode], Awaitable[CreateElicitationResponse]]
+"""Answers an `elicitation/create` (its message and form) as the person would."""
+
+FORMS = ClientCapabilities(
+    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+)
+"""An editor that takes forms (MCP servers' questions)."""
+
+
 async def allow_once(_: ToolCallUpdate) -> str | None:
     return "allow_once"
+
+
+async def no_questions(
+    message: str, mode: ElicitationMode
+) -> CreateElicitationResponse:
+    raise AssertionError(f"no question was expected: {message}")
 
 
 @attrs.define(eq=False)
@@ -47,8 +67,13 @@ class Recorder:
     """The editor's side: records every update and answers permission requests."""
 
     answer: Answer = allow_once
+    elicit: Elicit = no_questions
     updates: list[tuple[str, Any]] = attrs.field(factory=list)
     permission_requests: list[ToolCallUpdate] = attrs.field(factory=list)
+    questions: list[tuple[str, ElicitationMode]] = attrs.field(factory=list)
+    withdrawn: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
+    """The method and params of each pending request the agent withdrew
+    (`$/cancel_request`, taken by the client's transport)."""
     frames: list[dict[str, Any]] = attrs.field(factory=list)
     """Every frame the agent sent, in order."""
     arrived: anyio.Event = attrs.field(factory=anyio.Event)
@@ -77,6 +102,17 @@ class Recorder:
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=option)
         )
+
+    async def create_elicitation(
+        self, message: str, mode: ElicitationMode, **_: Any
+    ) -> CreateElicitationResponse:
+        self.questions.append((message, mode))
+        self._poke()
+        return await self.elicit(message, mode)
+
+    def request_withdrawn(self, method: str, params: dict[str, Any]) -> None:
+        self.withdrawn.append((method, params))
+        self._poke()
 
     def as_client(self) -> Client:
         """This recorder as the SDK's `Client`.
@@ -153,17 +189,23 @@ class Embedded:
     conn: ClientSideConnection
     recorder: Recorder
     server: AcpServer
+    capabilities: ClientCapabilities | None = None
 
     async def open_session(
         self, cwd: Path, mcp_servers: Sequence[Any] | None = None
     ) -> str:
-        return await _open_session(self.conn, cwd, mcp_servers)
+        return await _open_session(self.conn, cwd, mcp_servers, self.capabilities)
 
 
 async def _open_session(
-    conn: ClientSideConnection, cwd: Path, mcp_servers: Sequence[Any] | None
+    conn: ClientSideConnection,
+    cwd: Path,
+    mcp_servers: Sequence[Any] | None,
+    capabilities: ClientCapabilities | None = None,
 ) -> str:
-    await conn.initialize(protocol_version=PROTOCOL_VERSION)
+    await conn.initialize(
+        protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+    )
     response = await conn.new_session(cwd=str(cwd), mcp_servers=list(mcp_servers or []))
     return response.session_id
 
@@ -173,15 +215,22 @@ async def embedded(
     model: str,
     *,
     answer: Answer = allow_once,
+    elicit: Elicit | None = None,
     tools: Sequence[str] = (),
     grace: float | None = None,
+    answered_early: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Embedded]:
     """Serve `AcpServer` on OS pipes in this process, with `tether acp`'s ledger and
-    the tools `--tool` would give, and connect the SDK's client to it."""
+    the tools `--tool` would give, and connect the SDK's client to it.
+
+    With `elicit`, the client says it takes forms and answers them with it (ACP's
+    `elicitation/create` is in the SDK's unstable protocol). `answered_early` are the
+    client capabilities of an `initialize` answered before the server started, as
+    `tether acp` answers the first one."""
     config = load_config()
     if grace is not None:
         config = attrs.evolve(config, grace=grace)
-    recorder = Recorder(answer=answer, from_frames=True)
+    recorder = Recorder(answer=answer, elicit=elicit or no_questions, from_frames=True)
     to_server_r, to_server_w = os.pipe()
     to_client_r, to_client_w = os.pipe()
     try:
@@ -195,16 +244,23 @@ async def embedded(
                     config=config,
                     ledger=paths().state_dir / "sessions.sqlite",
                     tools=load_tool_refs(tools) if tools else None,
+                    client_capabilities=answered_early,
                 )
             )
             transport = LineTransport(
                 FdReceiveStream(to_client_r), FdSendStream(to_server_w)
             )
+            transport.on_cancel_request = recorder.request_withdrawn
             conn = ClientSideConnection(
-                recorder.as_client(), transport, observers=[recorder.observe]
+                recorder.as_client(),
+                transport,
+                observers=[recorder.observe],
+                use_unstable_protocol=elicit is not None,
             )
             try:
-                yield Embedded(conn, recorder, server)
+                yield Embedded(
+                    conn, recorder, server, FORMS if elicit is not None else None
+                )
             finally:
                 os.close(to_server_w)  # the editor quits: serve() returns
                 to_server_w = -1

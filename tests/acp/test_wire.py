@@ -100,11 +100,16 @@ async def test_the_early_initialize_answer_is_the_servers_answer(version: int) -
             "jsonrpc": "2.0",
             "id": 3,
             "method": "initialize",
-            "params": {"protocolVersion": version, "clientCapabilities": {}},
+            "params": {
+                "protocolVersion": version,
+                "clientCapabilities": {"elicitation": {"form": {}}},
+            },
         }
     ).encode()
-    early = _early_answer(line)
-    assert early is not None
+    answered = _early_answer(line)
+    assert answered is not None
+    early, capabilities = answered
+    assert capabilities == {"elicitation": {"form": {}}}  # for the server to keep
     # As the SDK's connection writes a result on the wire.
     async with anyio.create_task_group() as tg:
         server = AcpServer(model=None, task_group=tg)

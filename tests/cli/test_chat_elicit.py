@@ -1,13 +1,33 @@
 """`tether chat` puts an MCP server's question (elicitation) to the person: field by
-field on the terminal; Esc while it is asked withdraws it and the turn settles."""
+field on the terminal; Esc while it is asked withdraws it and the turn settles.
+
+One test drives `tether chat` on a pseudo-terminal; the others drive the chat's terminal
+in this process (its keys through prompt_toolkit's input, as typed), which is cheaper."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import anyio
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from rich.console import Console
 from tests.cli._pty import Pty
+
+from tether._config import Config
+from tether.cli.chat import _Terminal
+from tether.models import model_from_spec
+from tether.runtime import Agent, Runtime
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from prompt_toolkit.input import PipeInput
 
 _FIXTURE = Path(__file__).parents[1] / "host" / "mcp_server_fixture.py"
 
@@ -69,33 +89,82 @@ def test_chat_answers_a_server_question_field_by_field(
         pty.close()
 
 
-def test_chat_decline(tether_home: Path, tmp_path: Path) -> None:
-    """`n` declines: the server is told so."""
-    pty = _chat(tether_home, tmp_path)
-    try:
-        pty.send("n")
-        pty.expect("mcp__fx__ask: succeeded  decline")
-        pty.expect("you:")
-        pty.send("\x04")
-        assert pty.wait() == 0
-    finally:
-        pty.close()
+class _Screen(io.StringIO):
+    """The chat's screen: what was printed, and a wake-up when `marker` shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marker = ""
+        self.shown = anyio.Event()
+
+    def write(self, text: str, /) -> int:
+        written = super().write(text)
+        if self.marker and self.marker in self.getvalue():
+            self.marker = ""
+            self.shown.set()
+        return written
+
+    async def wait_for(self, marker: str) -> None:
+        """Wait until `marker` is on the screen (a prompt's line is printed last)."""
+        if marker in self.getvalue():
+            return
+        self.marker, self.shown = marker, anyio.Event()
+        with anyio.fail_after(60):
+            await self.shown.wait()
 
 
-def test_chat_esc_withdraws_the_question(tether_home: Path, tmp_path: Path) -> None:
+@asynccontextmanager
+async def _chat_turn(
+    workspace: Path, tmp_path: Path
+) -> AsyncIterator[tuple[PipeInput, _Screen]]:
+    """A turn of the chat's terminal, in this process, on a pipe for keys and a string
+    for its screen, over a runtime whose MCP server is the fixture (its permission and
+    elicitation prompts are the terminal's, as `tether chat` wires them); the block
+    ends once the turn has."""
+    (tmp_path / "moves.jsonl").write_text(SCRIPT + "\n")
+    config = Config(
+        mcp_servers={"fx": {"command": sys.executable, "args": [str(_FIXTURE)]}}
+    )
+    screen = _Screen()
+    console = Console(file=screen, force_terminal=False, width=200, color_system=None)
+    with create_pipe_input() as keys:
+        terminal = _Terminal(console, keys)
+        async with Runtime(
+            workspace=workspace,
+            config=config,
+            permissions={"allow": ["mcp__fx__*"]},
+            approver=terminal.approve,
+            elicitor=terminal.elicit,
+        ) as runtime:
+            model = model_from_spec(f"scripted:{tmp_path / 'moves.jsonl'}")
+            session = Agent(runtime, model).session(on_event=terminal.on_event)
+            terminal.session = session
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(terminal.run_turn, session, "go")
+                yield keys, screen
+
+
+@pytest.mark.anyio
+async def test_chat_decline(workspace: Path, tmp_path: Path) -> None:
+    """`n` declines: the server is told so (the chat's prompt driven in-process, its
+    keys through prompt_toolkit's input as typed)."""
+    async with _chat_turn(workspace, tmp_path) as (keys, screen):
+        await screen.wait_for("[y] answer  [n] decline  [c] cancel")
+        assert "? fx asks: Order something?" in screen.getvalue()
+        keys.send_text("n")
+    assert "mcp__fx__ask: succeeded  decline" in screen.getvalue()
+
+
+@pytest.mark.anyio
+async def test_chat_esc_withdraws_the_question(workspace: Path, tmp_path: Path) -> None:
     """Esc while a field is typed: the question is withdrawn, the server answers
     `cancel` and the turn settles with no second press."""
-    pty = _chat(tether_home, tmp_path)
-    try:
-        pty.send("y")
-        pty.expect("Name * (string): ")
-        pty.send("An")
-        pty.send("\x1b")
-        pty.expect("question withdrawn by the stop")
-        pty.expect("mcp__fx__ask: succeeded  cancel", timeout=10)
-        pty.expect("stopped: the turn has settled", timeout=10)
-        pty.expect("you:")
-        pty.send("\x04")
-        assert pty.wait() == 0
-    finally:
-        pty.close()
+    async with _chat_turn(workspace, tmp_path) as (keys, screen):
+        await screen.wait_for("[y] answer  [n] decline  [c] cancel")
+        keys.send_text("y")
+        await screen.wait_for("Name * (string): ")
+        keys.send_text("An\x1b")
+    printed = screen.getvalue()
+    assert "question withdrawn by the stop" in printed
+    assert "mcp__fx__ask: succeeded  cancel" in printed
+    assert "stopped: the turn has settled" in printed

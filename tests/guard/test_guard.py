@@ -852,27 +852,58 @@ def test_a_path_spelled_in_another_unicode_form_is_the_same_path(
     ).allowed
 
 
+def _nested(leaf: object, levels: int) -> dict[str, Any]:
+    """A JSON-Schema-shaped input with `leaf` at the bottom of `levels` levels."""
+    value: Any = leaf
+    for n in range(levels):
+        value = {"items": [value], "level": n} if n % 2 else {"properties": value}
+    return {"schema": value}
+
+
 @pytest.mark.rule("guard-table")
 def test_an_input_nested_deep_is_judged_at_every_depth_not_refused_for_its_depth(
     world: World,
 ) -> None:
-    """A JSON-Schema-shaped input nested 40 levels deep is allowed when nothing in it
-    names a stop, and refused when a stop's path sits at the bottom; an input past the
-    guard's bound of values is refused as one it cannot judge (before, six levels were
-    refused whatever they held)."""
-
-    def nested(leaf: object, levels: int) -> dict[str, Any]:
-        value: Any = leaf
-        for n in range(levels):
-            value = {"items": [value], "level": n} if n % 2 else {"properties": value}
-        return {"schema": value}
-
-    assert judge(world, "mcp__schema__check", nested("plain text", 40)).allowed
-    deep = nested(world.fill("@STOP_DIR@/stop"), 40)
+    """A JSON-Schema-shaped input nested 50 levels deep is allowed when nothing in it
+    names a stop, and refused when a stop's path sits at depth 40, as a value or as a
+    key (a regression: six levels were refused whatever they held)."""
+    assert judge(world, "mcp__schema__check", _nested("plain text", 50)).allowed
+    deep = _nested(world.fill("@STOP_DIR@/stop"), 40)
     verdict = judge(world, "mcp__schema__check", deep)
     assert not verdict.allowed
-    assert "names the protected path" in verdict.reason
-    huge = {"rows": [["x"] * 1000 for _ in range(101)]}
-    verdict = judge(world, "mcp__db__insert", huge)
+    assert f"names the protected path {world.stop_dir}" in verdict.reason
+    keyed = _nested({world.fill("@STOP_DIR@/stop"): "x"}, 40)
+    verdict = judge(world, "mcp__files__write_many", keyed)
     assert not verdict.allowed
-    assert "too large to judge" in verdict.reason
+    assert f"names the protected path {world.stop_dir}" in verdict.reason
+    command = _nested("tether lift --reason done", 40)
+    verdict = judge(world, "mcp__shell__run", command)
+    assert not verdict.allowed
+    assert "stop, lift and setup are the person's acts" in verdict.reason
+
+
+@pytest.mark.rule("guard-table")
+@pytest.mark.parametrize(
+    ("tool_input", "bound"),
+    [
+        ({"rows": [[0] * 1000 for _ in range(101)]}, "more than 100,000 values"),
+        (
+            {"blobs": [c * 1_000_000 for c in "abcdefghi"]},
+            "more than 8,000,000 characters of text",
+        ),
+    ],
+    ids=["values", "text"],
+)
+def test_an_input_past_the_guards_bound_of_work_is_refused_naming_the_bound(
+    world: World, tool_input: dict[str, Any], bound: str
+) -> None:
+    """The guard's work on an unknown tool's input is bounded by the values and the
+    text it visits; past either bound the call is refused with one line naming both
+    bounds and what to do (a tether choice: the guard refuses what it cannot judge)."""
+    verdict = judge(world, "mcp__db__insert", tool_input)
+    assert not verdict.allowed
+    assert verdict.reason == (
+        f"mcp__db__insert: the input holds {bound}; the guard judges at most "
+        "100,000 values and 8,000,000 characters of an input and refuses what it "
+        "cannot judge: send a smaller input"
+    )

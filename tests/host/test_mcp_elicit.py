@@ -15,6 +15,8 @@ import anyio
 import pytest
 
 from tether._config import Config
+from tether.host._protocol import AbortAck
+from tether.host._wire import abort_ack_from_wire, abort_ack_to_wire
 from tether.runtime import (
     CallState,
     ElicitationAnswer,
@@ -134,7 +136,9 @@ async def test_no_elicitor_declines_and_says_why(workspace: Path) -> None:
 @pytest.mark.anyio
 async def test_stop_withdraws_a_pending_question(workspace: Path) -> None:
     """A stop while the person is being asked cancels the elicitor and answers the
-    server `cancel`; the server's real result ends the call and the turn settles."""
+    server `cancel`; the stop's report says the question was withdrawn (as a permission
+    prompt is, spec 01) while the call waits for the server's real result, which ends
+    the call, and the turn settles."""
     asking = anyio.Event()
     withdrawn = anyio.Event()
 
@@ -158,14 +162,31 @@ async def test_stop_withdraws_a_pending_question(workspace: Path) -> None:
             with anyio.fail_after(20):
                 await asking.wait()
             started = time.monotonic()
-            await session.abort()
+            report = await session.abort()
             with anyio.fail_after(ABORT_BOUND + 5):
                 await withdrawn.wait()
                 await session.settled()
             took = time.monotonic() - started
         [result] = outcome
+        [pending] = report.pending
+        assert pending.why == (
+            "extension: started, waiting for result; its question was withdrawn "
+            "(fx asked: Order something?)"
+        )
         why = "fx asked: Order something?: withdrawn by the stop (cancel)"
         assert (result.output, result.is_error) == (f"cancel\n[{why}]", False)
         [record] = session.ledger_calls()
         assert record.state is CallState.SUCCEEDED
         assert took < 5, took
+
+
+def test_a_withdrawn_question_crosses_the_stdio_host_seam() -> None:
+    """The question a stop withdrew travels in `tools.abort`'s answer from a stdio host
+    as from the in-process one; an answer with none leaves the field out."""
+    ack = AbortAck(found=True, phase="running", asking="fx asked: Order something?")
+    assert abort_ack_from_wire(json.loads(json.dumps(abort_ack_to_wire(ack)))) == ack
+    assert abort_ack_to_wire(AbortAck(found=True, phase="running")) == {
+        "found": True,
+        "phase": "running",
+        "processes": 0,
+    }

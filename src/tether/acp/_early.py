@@ -71,8 +71,11 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
     }
 
 
-def _early_answer(line: bytes) -> bytes | None:
-    """The answer line to `line` if it is a well-formed `initialize` request."""
+def _early_answer(line: bytes) -> tuple[bytes, dict[str, Any]] | None:
+    """The answer to `line` if it is a well-formed `initialize` request.
+
+    Returned with the client's capabilities the request gave (wire names).
+    """
     try:
         frame = json.loads(line)
     except ValueError:
@@ -94,7 +97,8 @@ def _early_answer(line: bytes) -> bytes | None:
         if not isinstance(params.get(name, {}), (dict, type(None))):
             return None
     answer = {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(version)}
-    return json.dumps(answer, separators=(",", ":")).encode() + b"\n"
+    capabilities = params.get("clientCapabilities") or {}
+    return json.dumps(answer, separators=(",", ":")).encode() + b"\n", capabilities
 
 
 def _read_first_line(fd: int) -> bytes:
@@ -111,17 +115,21 @@ def _read_first_line(fd: int) -> bytes:
     return data
 
 
-def answer_initialize(receive_fd: int, send_fd: int) -> bytes:
+def answer_initialize(
+    receive_fd: int, send_fd: int
+) -> tuple[bytes, dict[str, Any] | None]:
     """Read the first line from `receive_fd`; answer an `initialize` on `send_fd`.
 
-    Return what was read and not answered, for the server.
+    Return what was read and not answered, for the server, and the client's
+    capabilities (wire names) if an `initialize` was answered, else None.
     """
     data = _read_first_line(receive_fd)
     line, newline, rest = data.partition(b"\n")
-    answer = _early_answer(line) if newline else None
-    if answer is None:
-        return data
+    early = _early_answer(line) if newline else None
+    if early is None:
+        return data, None
+    answer, capabilities = early
     view = memoryview(answer)
     while view:
         view = view[os.write(send_fd, view) :]
-    return rest
+    return rest, capabilities

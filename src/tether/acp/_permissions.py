@@ -71,9 +71,7 @@ class PermissionBridge:
         """
         if request.tool in self.always:
             return True
-        # The editor learns of the call (its `tool_call` update) before it is asked
-        # about it; the update is sent by the turn's event delivery, in another task.
-        await self._announced.setdefault(request.call_id, anyio.Event()).wait()
+        await self.wait_announced(request.call_id)
         tool_call = ToolCallUpdate(
             tool_call_id=request.call_id,
             kind=tool_kind(request.tool, request.stop_class),
@@ -97,6 +95,14 @@ class PermissionBridge:
                 if option == ALLOW_ALWAYS:
                     self.always.add(request.tool)
                 return option in (ALLOW_ONCE, ALLOW_ALWAYS)
+
+    async def wait_announced(self, call_id: str) -> None:
+        """Wait until the editor has the call's `tool_call` update.
+
+        The editor learns of a call before it is asked about it; the update is sent by
+        the turn's event delivery, in another task.
+        """
+        await self._announced.setdefault(call_id, anyio.Event()).wait()
 
     def announced(self, call_id: str) -> None:
         """The call's `tool_call` update went out: it may be asked about now."""

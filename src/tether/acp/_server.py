@@ -12,6 +12,7 @@ It does not parse frames (`_transport.py`) nor build update payloads (`_updates.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from functools import partial
 from pathlib import Path
@@ -53,12 +54,13 @@ from ..errors import TetherError, UsageError
 from ..models import ModelError, model_from_spec
 from ..runtime import SessionRecord, read_sessions
 from ._early import initialize_result
+from ._elicit import takes_forms
 from ._mcp_servers import AcpMcpServers, config_servers
 from ._session import AcpSession, TurnFailed
-from ._transport import LineTransport
+from ._transport import CANCEL_REQUEST, LineTransport
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from ..host import Tool
 
@@ -83,6 +85,8 @@ class AcpStatistics:
     """Lines answered with a parse or invalid-request error."""
     permission_requests: int
     """`session/request_permission` requests sent to the editor."""
+    elicitation_requests: int = 0
+    """`elicitation/create` requests (MCP servers' questions) sent to the editor."""
 
 
 def _iso(seconds: float) -> str:
@@ -156,6 +160,8 @@ class AcpServer:
         self._tg = task_group
         self._client: Client | None = None
         self._transport: LineTransport | None = None
+        self.client_capabilities: ClientCapabilities | None = None
+        """What the editor said at `initialize` it can do (None: not said yet)."""
         self.sessions: dict[str, AcpSession] = {}
         self._tell_after_answer: dict[str, AcpSession] = {}
         """Sessions whose problems go to the editor once `session/new`'s answer is out
@@ -167,6 +173,9 @@ class AcpServer:
             sessions=len(self.sessions),
             rejected_frames=self._transport.rejected if self._transport else 0,
             permission_requests=sum(s.bridge.asked for s in self.sessions.values()),
+            elicitation_requests=sum(
+                s.questions.asked for s in self.sessions.values() if s.questions
+            ),
         )
 
     # -- the connection ---------------------------------------------------------------
@@ -185,6 +194,7 @@ class AcpServer:
         config: Config | None = None,
         ledger: Path | None = None,
         tools: Sequence[Tool] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
         task_status: anyio.abc.TaskStatus[AcpServer] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve ACP on a byte stream pair until the client closes its side.
@@ -192,7 +202,9 @@ class AcpServer:
         `model` is `openai:<model>` or `scripted:<file>` (None: none configured);
         `ledger` is the SQLite file sessions are kept in (None: memory); `tools` the
         tools to offer (None: the standard tools); the MCP servers of the account's
-        config and of each `session/new` are added to either.
+        config and of each `session/new` are added to either. `client_capabilities`
+        are those of an `initialize` answered before the server started (wire names,
+        as `tether acp` answers the first one itself).
 
         A model that cannot be used (none, no endpoint or key, a missing script) is
         no reason to stop serving: `initialize` is answered, and `session/new`,
@@ -204,6 +216,10 @@ class AcpServer:
                 model=model, task_group=tg, config=config, ledger=ledger, tools=tools
             )
             server._transport = transport
+            if client_capabilities is not None:
+                server.client_capabilities = ClientCapabilities.model_validate(
+                    client_capabilities
+                )
             transport.on_result = server._result_sent
             transport.on_cancel_request = server._cancel_request
             # The SDK's Agent protocol lists every optional method; the router answers
@@ -244,8 +260,10 @@ class AcpServer:
         """Agree on the protocol version and say what tether can do.
 
         It is the answer `tether acp` gives its first `initialize` before the SDK is
-        loaded.
+        loaded. What the editor can do is kept: MCP servers' questions go to an editor
+        that takes forms (`elicitation.form`) and are declined for any other.
         """
+        self.client_capabilities = client_capabilities
         return InitializeResponse.model_validate(initialize_result(protocol_version))
 
     async def new_session(
@@ -461,6 +479,8 @@ class AcpServer:
                 ledger=self.ledger,
                 tools=self.tools,
                 task_group=self._tg,
+                takes_forms=takes_forms(self.client_capabilities),
+                withdraw=self._withdraw,
             )
             await self._tg.start(
                 partial(session.run, resume=resume, requested=sorted(servers))
@@ -469,6 +489,18 @@ class AcpServer:
             raise _invalid(str(exc)) from None
         self.sessions[session.id] = session
         return session
+
+    async def _withdraw(self, request_id: str | int) -> None:
+        """Tell the editor a request of tether's is given up (`$/cancel_request`)."""
+        if self._transport is None:
+            return
+        frame = {
+            "jsonrpc": "2.0",
+            "method": CANCEL_REQUEST,
+            "params": {"requestId": request_id},
+        }
+        with contextlib.suppress(ConnectionError):  # an editor gone cannot be told
+            await self._transport.send(frame)
 
     def _connected_client(self) -> Client:
         assert self._client is not None, "on_connect() gives the client first"

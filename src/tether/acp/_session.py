@@ -37,6 +37,7 @@ from ..runtime import (
     default_system,
 )
 from ..runtime import ToolCallProgress as AgentToolProgress
+from ._elicit import ElicitationBridge
 from ._permissions import PermissionBridge
 from ._updates import (
     SessionUpdate,
@@ -47,7 +48,7 @@ from ._updates import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from pathlib import Path
 
     from acp.schema import StopReason as AcpStopReason
@@ -85,6 +86,8 @@ class AcpSession:
         ledger: Path | None,
         tools: Sequence[Tool] | None,
         task_group: anyio.abc.TaskGroup,
+        takes_forms: bool,
+        withdraw: Callable[[str | int], Awaitable[None]],
     ) -> None:
         self.client = client
         self.workspace = workspace
@@ -97,6 +100,13 @@ class AcpSession:
         self.bridge = PermissionBridge(
             client, on_cancelled=self._on_permission_cancelled
         )
+        self.questions = (
+            ElicitationBridge(client, self.bridge, withdraw=withdraw)
+            if takes_forms
+            else None
+        )
+        """Puts MCP servers' questions to the editor (None: the editor said at
+        `initialize` it takes no forms; they are declined)."""
         self.agent_session: AgentSession | None = None
         self.closing = anyio.Event()
         self.closed = anyio.Event()
@@ -141,7 +151,12 @@ class AcpSession:
                     # Chosen tools, plus the MCP servers' (the runtime opens those
                     # itself only when it picks the standard tools).
                     mcp = await stack.enter_async_context(
-                        open_mcp_tools(self.config, problems, workspace=self.workspace)
+                        open_mcp_tools(
+                            self.config,
+                            problems,
+                            workspace=self.workspace,
+                            elicitor=self.questions,
+                        )
                     )
                     tools = [*self.tools, *mcp]
                 runtime = await stack.enter_async_context(
@@ -149,6 +164,7 @@ class AcpSession:
                         workspace=self.workspace,
                         tools=tools,
                         approver=self.bridge,
+                        elicitor=self.questions,
                         ledger=self.ledger,
                         config=self.config,
                     )

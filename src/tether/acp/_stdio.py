@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -12,7 +12,7 @@ from .._jsonrpc import FdReceiveStream, FdSendStream
 from ._server import AcpServer
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from .._config import Config
@@ -28,11 +28,13 @@ async def serve_stdio(
     ledger: Path | None = None,
     tools: Sequence[Tool] | None = None,
     received: bytes = b"",
+    client_capabilities: Mapping[str, Any] | None = None,
 ) -> None:
     """Serve ACP on stdin/stdout until the editor closes stdin.
 
     `received` is what was read from stdin before (`answer_initialize` leaves what it
-    did not answer): the server reads it first.
+    did not answer): the server reads it first. `client_capabilities` are those of an
+    `initialize` answered before (wire names).
 
     Sessions and their transcripts are kept in the SQLite file `ledger` (None: in
     memory, and `session/load` finds nothing); `tools` as for `AcpServer.serve()`.
@@ -60,6 +62,7 @@ async def serve_stdio(
             config=config,
             ledger=ledger,
             tools=tools,
+            client_capabilities=client_capabilities,
         )
     finally:
         os.close(proto_in)

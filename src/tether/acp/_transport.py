@@ -11,12 +11,17 @@ It also keeps the editor's requests not yet answered, so a `$/cancel_request`
 notification (which the SDK does not route) reaches `on_cancel_request` with the request
 it names; one naming no pending request is dropped, as the protocol asks.
 
+It also notes the id of each request of ours sent while `noting_requests()` is open in
+the sending task (the SDK mints ids and does not return them), so a request given up can
+be withdrawn with `$/cancel_request`.
+
 It does not know about sessions or tools; it moves frames.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
@@ -27,12 +32,27 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._jsonrpc import INVALID_REQUEST, MAX_LINE, PARSE_ERROR
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
-__all__ = ("LineTransport",)
+__all__ = ("CANCEL_REQUEST", "LineTransport", "noting_requests")
 
 _VERSION: Final = "2.0"
-_CANCEL_REQUEST: Final = "$/cancel_request"
+CANCEL_REQUEST: Final = "$/cancel_request"
+_NOTING: contextvars.ContextVar[list[str | int] | None] = contextvars.ContextVar(
+    "tether_acp_noting", default=None
+)
+"""Where the current task's outgoing request ids are noted, if anywhere."""
+
+
+@contextlib.contextmanager
+def noting_requests() -> Iterator[list[str | int]]:
+    """Note the id of every request this task sends while open, in order."""
+    ids: list[str | int] = []
+    token = _NOTING.set(ids)
+    try:
+        yield ids
+    finally:
+        _NOTING.reset(token)
 
 
 class LineTransport:
@@ -66,6 +86,10 @@ class LineTransport:
     async def send(self, message: dict[str, Any]) -> None:
         """Write one frame; frames never interleave."""
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        noting = _NOTING.get()
+        if noting is not None and "method" in message and _is_id(message.get("id")):
+            # Noted before the write: a write that is cut may still have arrived.
+            noting.append(message["id"])
         async with self._lock:
             if self._closed:
                 raise ConnectionError("the ACP connection is closed")
@@ -127,7 +151,7 @@ class LineTransport:
             if _is_id(message["id"]):
                 self._pending[message["id"]] = (method, _params(message))
             return False
-        if method != _CANCEL_REQUEST:
+        if method != CANCEL_REQUEST:
             return False
         named = _params(message).get("requestId")
         pending = self._pending.get(named) if _is_id(named) else None

@@ -53,7 +53,7 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
 
     # The editor waits for this answer before it shows the agent (spec 05: 0.3 s);
     # the SDK, the models and the tools load after it.
-    received = answer_initialize(0, 1)
+    received, capabilities = answer_initialize(0, 1)
 
     import anyio
 
@@ -74,5 +74,6 @@ def acp(model_spec: str | None, tool_refs: tuple[str, ...]) -> None:
             ledger=ledger_path(),
             tools=tools,
             received=received,
+            client_capabilities=capabilities,
         )
     )

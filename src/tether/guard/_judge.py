@@ -37,7 +37,7 @@ from ._shell import ShellTooComplex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` is not imported at run time: see `_slotted`
-    from typing import Any, Final, Literal
+    from typing import Any, Final, Literal, NoReturn
 
     from ._walker import Effect
 
@@ -61,9 +61,12 @@ _TETHER_WORD = LazyPattern(r"(?<![\w-])tether(?![\w-])")
 _VERB_WORD = LazyPattern(r"(?<![\w.-])(stop|lift|setup)(?![\w.-])")
 _CASE_INSENSITIVE = sys.platform == "darwin"
 _MAX_SCAN_VALUES = 100_000
-"""Values of an unknown tool's input judged at most (any depth); past it the guard
-refuses what it cannot judge. Depth alone is no reason: JSON Schema 2020-12 inputs nest
-deeper than a handful of levels, and the walk below uses no recursion."""
+"""Values (keys, strings, numbers, lists, objects) of an unknown tool's input judged at
+most; past it the guard refuses what it cannot judge. Depth is no bound: JSON Schema
+2020-12 inputs nest deeper than a handful of levels, and the walk uses no recursion."""
+_MAX_SCAN_CHARS = 8_000_000
+"""Characters of text (keys and strings together; a text met again is judged once) of an
+unknown tool's input judged at most; past it the guard refuses what it cannot judge."""
 TIME_LIMIT = 0.5
 """Seconds a command may take to judge; past it the guard refuses. A host waits for a
 hook only so long before it lets the call run, so a judgment never runs unbounded."""
@@ -377,36 +380,71 @@ class _CallChecks:
         return os.path.expanduser(path)
 
     def _scan(self, tool_name: str, value: object) -> None:
-        """Refuse when any string of an unknown tool's input names a protected path.
+        """Refuse when any key or string of an unknown tool's input names a protected path.
 
-        Every string is judged, however deep it is nested (a walk with a stack of its
-        own); an input of more than `_MAX_SCAN_VALUES` values, or one that takes longer
-        than the deadline, is refused as one the guard cannot judge.
+        Every key and string is judged, however deep it is nested (a walk with a stack
+        of its own), so the work is bounded by what the input holds, not by its depth:
+        an input of more than `_MAX_SCAN_VALUES` values or `_MAX_SCAN_CHARS` characters
+        of text, or one that takes longer than the deadline, is refused as one the guard
+        cannot judge.
         """
         todo: list[object] = [value]
-        seen = 0
+        judged: set[str] = set()  # a text met again was judged already
+        values = chars = 0
         while todo:
             value = todo.pop()
-            seen += 1
-            if seen > _MAX_SCAN_VALUES or (
-                not seen & 1023
+            values += 1
+            if values > _MAX_SCAN_VALUES:
+                self._too_large(tool_name, f"more than {_MAX_SCAN_VALUES:,} values")
+            if (
+                not values & 1023
                 and self.deadline is not None
                 and time.monotonic() > self.deadline
             ):
                 raise _Refusal(
-                    f"{tool_name}: the input is too large to judge in time; the guard "
-                    "refuses what it cannot judge"
+                    f"{tool_name}: the input cannot be judged in the time the guard "
+                    "has; it refuses what it cannot judge: send a smaller input"
                 )
             if isinstance(value, str):
-                self._scan_string(tool_name, value)
-            elif isinstance(value, Mapping):
-                todo.extend(value.values())
+                texts: Iterable[object] = (value,)
             elif isinstance(value, list | tuple):
                 todo.extend(value)
+                continue
+            # A `dict` first: the `Mapping` check is slower, and most values are not.
+            elif isinstance(value, dict) or (
+                not isinstance(value, int | float)
+                and value is not None
+                and isinstance(value, Mapping)
+            ):
+                todo.extend(value.values())
+                texts = value.keys()
+            else:
+                continue
+            for text in texts:
+                if not isinstance(text, str) or text in judged:
+                    continue
+                judged.add(text)
+                chars += len(text)
+                if chars > _MAX_SCAN_CHARS:
+                    self._too_large(
+                        tool_name, f"more than {_MAX_SCAN_CHARS:,} characters of text"
+                    )
+                # Only a text with a `/`, `tether`, or a `~` or `.` first can name a
+                # stop (`_scan_string`); most texts of a large input have none.
+                if "/" in text or "tether" in text or text.startswith(("~", ".")):
+                    self._scan_string(tool_name, text)
+
+    @staticmethod
+    def _too_large(tool_name: str, what: str) -> NoReturn:
+        raise _Refusal(
+            f"{tool_name}: the input holds {what}; the guard judges at most "
+            f"{_MAX_SCAN_VALUES:,} values and {_MAX_SCAN_CHARS:,} characters of an "
+            "input and refuses what it cannot judge: send a smaller input"
+        )
 
     def _scan_string(self, tool_name: str, value: str) -> None:
         self._names(value, f"{tool_name} input", broad=False)
-        if value and not any(c in value for c in " \n\t") and value[0] in "/~.":
+        if value and value[0] in "/~." and not any(c in value for c in " \n\t"):
             path = posixpath.join(self.cwd, self._tilde(value))
             for hit in self.concrete(path):
                 if hit.kind == "inside":
@@ -527,8 +565,11 @@ class _CallChecks:
         found = None
         # Substring tests first: a regular expression with look-arounds tries every
         # position, which costs seconds on a command of megabytes.
-        if pattern is not None and (
-            _CASE_INSENSITIVE or any(spelling in text for spelling in spellings)
+        # Every spelling holds a `/` (`/srv/…`, `~/…`, `$HOME/…`).
+        if (
+            pattern is not None
+            and "/" in text
+            and (_CASE_INSENSITIVE or any(spelling in text for spelling in spellings))
         ):
             found = pattern.search(text)
         if found is not None:

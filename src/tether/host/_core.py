@@ -434,7 +434,12 @@ def _is_our_cancellation(exc: BaseException) -> bool:
 def _ack(call: HostCall, phase: HostPhase) -> AbortAck:
     # The count is read before the cancellation is delivered: a READ_ONLY call whose
     # processes are being killed ends (its result is sent) only once they are reaped.
-    return AbortAck(found=True, phase=phase, processes=call.ctx.processes_running)
+    return AbortAck(
+        found=True,
+        phase=phase,
+        processes=call.ctx.processes_running,
+        asking=call.ctx.asking,
+    )
 
 
 def _as_tool_error(exc: Exception) -> ToolError:

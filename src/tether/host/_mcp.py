@@ -381,23 +381,29 @@ class _Server:
         )
         answers: list[ElicitationAnswer] = []
         failure = ""
-        async with anyio.create_task_group() as tg:
+        for call in calls:  # a stop's report then says the question is withdrawn
+            call.ctx.ask_person(asked)
+        try:
+            async with anyio.create_task_group() as tg:
 
-            async def ask() -> None:
-                nonlocal failure
-                try:
-                    answers.append(await elicitor(request))
-                except Exception as exc:  # the elicitor's own failure: a decline
-                    failure = f"{type(exc).__name__}: {exc}"
-                tg.cancel_scope.cancel()
+                async def ask() -> None:
+                    nonlocal failure
+                    try:
+                        answers.append(await elicitor(request))
+                    except Exception as exc:  # the elicitor's own failure: a decline
+                        failure = f"{type(exc).__name__}: {exc}"
+                    tg.cancel_scope.cancel()
 
-            async def withdraw() -> None:
-                for call in calls:
-                    await call.ctx.cancelled.wait()
-                tg.cancel_scope.cancel()
+                async def withdraw() -> None:
+                    for call in calls:
+                        await call.ctx.cancelled.wait()
+                    tg.cancel_scope.cancel()
 
-            tg.start_soon(ask)
-            tg.start_soon(withdraw)
+                tg.start_soon(ask)
+                tg.start_soon(withdraw)
+        finally:
+            for call in calls:
+                call.ctx.ask_person("")
         if failure:
             first.note(f"{asked}: declined (the elicitor raised {failure})")
             return mcp_types.ElicitResult(action="decline")

@@ -113,6 +113,9 @@ class AbortAck:
     processes: int = 0
     """Process trees the call started (`ToolContext.run_process()`) not reaped yet: a
     stopped call's result comes only once they are."""
+    asking: str = ""
+    """The question to the person the call waited on when the stop came, which the stop
+    withdraws ("": none)."""
 
 
 @attrs.frozen(slots=False)

@@ -123,6 +123,7 @@ class ToolContext:
         default=None, alias="on_progress"
     )
     _processes: int = attrs.field(default=0, init=False)
+    _asking: str = attrs.field(default="", init=False)
 
     @property
     def cancelled(self) -> anyio.Event:
@@ -135,6 +136,18 @@ class ToolContext:
     def processes_running(self) -> int:
         """How many process trees started by `run_process()` are not reaped yet."""
         return self._processes
+
+    @property
+    def asking(self) -> str:
+        """The question the call waits on the person to answer now ("": none)."""
+        return self._asking
+
+    def ask_person(self, question: str) -> None:
+        """Say the call now waits on the person's answer to `question` ("": no longer).
+
+        A stop that comes meanwhile withdraws the question, and its report says so.
+        """
+        self._asking = question
 
     def _end(self) -> None:
         """The call is over: later progress goes nowhere.

@@ -178,6 +178,7 @@ class _AbortAck(pydantic.BaseModel):
     found: bool
     phase: HostPhase
     processes: int = 0
+    asking: str = ""
 
 
 class _Progress(_Key):
@@ -258,13 +259,22 @@ def kill_from_wire(params: dict[str, Any]) -> KillRequest:
 
 def abort_ack_to_wire(ack: AbortAck) -> dict[str, Any]:
     """The result of `tools.abort`."""
-    return {"found": ack.found, "phase": ack.phase, "processes": ack.processes}
+    wire: dict[str, Any] = {
+        "found": ack.found,
+        "phase": ack.phase,
+        "processes": ack.processes,
+    }
+    if ack.asking:
+        wire["asking"] = ack.asking
+    return wire
 
 
 def abort_ack_from_wire(result: Any) -> AbortAck:
     """Parse the result of `tools.abort`."""
     m = _parse(_AbortAck, result if isinstance(result, dict) else {})
-    return AbortAck(found=m.found, phase=m.phase, processes=m.processes)
+    return AbortAck(
+        found=m.found, phase=m.phase, processes=m.processes, asking=m.asking
+    )
 
 
 def event_to_wire(event: HostEvent) -> tuple[str, dict[str, Any]]:

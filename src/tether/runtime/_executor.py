@@ -549,6 +549,9 @@ class Executor:
                 self._start_grace_window(call)
             case OnStop.AWAIT:
                 call.why = f"{word}: started, waiting for result"
+                if ack.asking:
+                    # spec 01: a pending prompt is withdrawn by the stop.
+                    call.why += f"; its question was withdrawn ({ack.asking})"
             case OnStop.ABANDON:  # pragma: no cover - handled above
                 pass
 
