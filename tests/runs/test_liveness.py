@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from tether.runs._liveness import process_alive, process_start
-from tether.runs._takeover import _leases_expired
+from tether.runs._liveness import _leases_expired, process_alive, process_start
 from tether.runs._values import RunRow, RunState
 
 

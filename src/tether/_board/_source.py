@@ -25,12 +25,12 @@ import attrs
 from .._config import paths
 from .._term import visible
 from ..runs._events import last_line
-from ..runs._lanes import lane_log
+from ..runs._lane_paths import lane_log
+from ..runs._liveness import found_dead
 from ..runs._open import default_store_path, open_store, store_url
 from ..runs._own_git import GitFailed, own_git, tgit
 from ..runs._publish import account_name
 from ..runs._tail import LogTail, clean_line
-from ..runs._takeover import found_dead
 from ..runs._values import ACTIVE_RUN_STATES, RunState
 
 if TYPE_CHECKING:

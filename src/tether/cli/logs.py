@@ -81,7 +81,7 @@ def logs(
     from ..errors import UsageError
     from ..runs import open_store, store_url
     from ..runs._lane_log import LogReader
-    from ..runs._takeover import effective_state
+    from ..runs._liveness import effective_state
     from ..runs._views import lane_log
 
     if raw and as_json:

@@ -58,6 +58,7 @@ from .._untrusted import write_beneath
 from ..errors import TetherError
 from ..host._spawn import run_process
 from ._lane_files import commit_files, load_last, seed_cache
+from ._lane_paths import lane_dir, lane_log, save_dir
 from ._own_git import (
     IDENTITY,
     OWN_OPTIONS,
@@ -133,21 +134,6 @@ def branch_name(item: str) -> str:
 def saved_ref(run: str, lane: str) -> str:
     """Where a lane's first save is viewed in the person's repository."""
     return f"refs/tether/saved/{run}/{lane}"
-
-
-def lane_dir(run: str, lane: str) -> Path:
-    """The directory of a lane, in the account's state dir."""
-    return paths().state_dir / "lanes" / run / lane
-
-
-def lane_log(run: str, lane: str) -> Path:
-    """The log file of a lane, beside its directory."""
-    return lane_dir(run, lane).parent / f"{lane}.log"
-
-
-def save_dir(run: str, lane: str, commit: str) -> Path:
-    """Where the lossless copy of a lane's save with view `commit` lives."""
-    return paths().state_dir / "saves" / run / lane / commit
 
 
 def _tmp_dir() -> Path:

@@ -16,13 +16,24 @@ import functools
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from .._env import TetherEnv
-from ._values import ACTIVE_RUN_STATES, RunRow
+from ._values import ACTIVE_RUN_STATES, RunRow, RunState
 
-__all__ = ("here", "is_dead", "process_alive", "process_start")
+if TYPE_CHECKING:
+    from ._store import Store
+
+__all__ = (
+    "effective_state",
+    "found_dead",
+    "here",
+    "is_dead",
+    "process_alive",
+    "process_start",
+)
 
 _START_SLACK = 0.5
 """Seconds of difference allowed between two readings of one process's start time."""
@@ -88,3 +99,43 @@ def is_dead(run: RunRow, *, leases_expired: bool, here_id: str | None = None) ->
     if alive is None:
         return leases_expired
     return not alive
+
+
+def _leases_expired(store: Store, run: RunRow, now: float) -> bool:
+    """Whether the run's own heartbeat and every claim's lease ended before `now`."""
+    if run.expires is not None and run.expires >= now:
+        return False
+    return all(claim.expires < now for claim in store.claims(run.id))
+
+
+def found_dead(store: Store, run: RunRow, *, here_id: str | None = None) -> bool:
+    """Whether an active run's process is gone (its host's) or its leases expired.
+
+    Records nothing: `effective_state` records what it finds; a read-only view (the
+    board) shows it.
+    """
+    return run.state in ACTIVE_RUN_STATES and is_dead(
+        run,
+        leases_expired=_leases_expired(store, run, store.now()),
+        here_id=here_id,
+    )
+
+
+def effective_state(
+    store: Store, run: RunRow, *, here_id: str | None = None
+) -> RunState:
+    """A run's state, after the restart path: an active run whose process died is dead.
+
+    A run of this host (`here_id`, default `here()`) is judged by its process; a run of
+    another host by its leases, on the store's clock. A dead run found this way is
+    recorded as such in the store.
+    """
+    if not found_dead(store, run, here_id=here_id):
+        return run.state
+    if run.host == (here_id if here_id is not None else here()):
+        why = f"process {run.pid} on {run.host} is gone"
+    else:
+        why = f"its leases expired on the store's clock (host {run.host})"
+    store.set_run_state(run.id, RunState.DEAD)
+    store.log(run.id, "dead", detail=why)
+    return RunState.DEAD

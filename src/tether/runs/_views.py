@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ._lanes import lane_log
+from ._lane_paths import lane_log
+from ._liveness import effective_state
 from ._open import default_store_path, open_store, store_url
-from ._takeover import effective_state
 
 if TYPE_CHECKING:
     from ._values import Event
