@@ -25,6 +25,7 @@ from tether.models import (
 )
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
 from tether.runs._lane_life import lossless_save
+from tether.runs._values import AgentSession
 from tether.stop import lift_stop, set_stop
 
 from .support import git, make_repo, open_default_store, run_id_of, start, tether
@@ -45,11 +46,11 @@ def _script(path: Path, moves: list[dict[str, object]]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _plan(tmp_path: Path, repo: Path, script: str) -> Path:
+def _plan(tmp_path: Path, repo: Path, script: str, stage: str = "implement") -> Path:
     plan = tmp_path / "plan.toml"
     plan.write_text(
         f'repo = "{repo}"\npoll = 0.1\n\n'
-        f'[[stage]]\nname = "implement"\nagent = "builtin"\nmodel = "scripted:{script}"\n\n'
+        f'[[stage]]\nname = "{stage}"\nagent = "builtin"\nmodel = "scripted:{script}"\n\n'
         f"[[stage]]\nname = \"review\"\nagent = ['sh', '-c', '''{COMMIT_ALL}''']\n\n"
         '[[item]]\nid = "greet"\nbrief = "Write a greeting"\n',
         encoding="utf-8",
@@ -473,13 +474,13 @@ def test_a_run_halts_at_the_builtin_agents_next_call_and_the_takeover_resumes_it
     """Through `tether run`: a stop while the builtin agent's first Bash call sleeps
     lets that call end, starts none of the eight later calls, halts the run (exit 3)
     within the call's rest and a margin; the take-over continues the agent's session
-    instead of starting the stage over."""
+    instead of starting the stage over, its stage's name of two words included."""
     repo = make_repo(tmp_path)
     _stage_script(
         tmp_path / "moves.jsonl",
         "echo start > a1.txt; touch started; sleep 1.5; echo end >> a1.txt",
     )
-    plan = _plan(tmp_path, repo, "moves.jsonl")
+    plan = _plan(tmp_path, repo, "moves.jsonl", stage="write tests")
     proc = start("run", str(plan))
     run = run_id_of(proc)
     store = open_default_store()
@@ -566,7 +567,10 @@ def test_a_transcript_that_is_not_a_regular_file_is_not_carried_over(
     for event in store.events(run):
         if event.kind != "agent-session":
             continue
-        transcript = Path(event.detail.split(" ", 2)[2])
+        recorded = AgentSession.from_detail(event.detail)
+        assert recorded is not None
+        assert recorded.transcript is not None
+        transcript = recorded.transcript
         plant = plants[lane_item[event.lane]]  # type: ignore[index]
         victim = tmp_path / f"victim-{plant}"
         victim.write_bytes(transcript.read_bytes())

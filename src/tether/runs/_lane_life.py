@@ -60,7 +60,7 @@ from ._lanes import (
     view_of_save,
 )
 from ._store import Store, crash_point
-from ._values import Claim, LaneRow, LaneState, Receipt, StaleClaim
+from ._values import AgentSession, Claim, LaneRow, LaneState, Receipt, StaleClaim
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -470,11 +470,8 @@ class Lane:
                 resume=resume,
             )
             if outcome.session_id is not None:
-                run.log(
-                    "agent-session",
-                    lane=self.row.id,
-                    detail=f"{stage.name} {outcome.session_id} {transcript}",
-                )
+                recorded = AgentSession(stage.name, outcome.session_id, transcript)
+                run.log("agent-session", lane=self.row.id, detail=recorded.detail())
             return outcome
         values = {"brief": brief, "lane": self.row.id, "item": self.row.item}
         if stage.preset is not None:
@@ -484,7 +481,8 @@ class Lane:
 
             def on_session(session: str) -> None:
                 # Recorded for a take-over, which resumes this session.
-                run.log("agent-session", lane=self.row.id, detail=f"{name} {session}")
+                recorded = AgentSession(name, session).detail()
+                run.log("agent-session", lane=self.row.id, detail=recorded)
 
             return await PresetCall(
                 stage=attrs.evolve(stage, args=tuple(expand(stage.args, values))),
@@ -793,9 +791,9 @@ def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | N
     found = None
     for event in store.events(previous.run):
         if event.lane == previous.id and event.kind == "agent-session":
-            stage, _, rest = event.detail.partition(" ")
-            session, _, transcript = rest.partition(" ")
-            found = (stage, session, Path(transcript))
+            recorded = AgentSession.from_detail(event.detail)
+            if recorded is not None and recorded.transcript is not None:
+                found = (recorded.stage, recorded.session, recorded.transcript)
     return found
 
 

@@ -56,8 +56,9 @@ from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
 from ._cli_folder import carry_session, cli_folder, make_cli_folder
 from ._lane_log import LaneLog
-from ._lanes import lane_log
+from ._lane_paths import lane_log
 from ._plan import Preset, Stage
+from ._values import AgentSession
 
 if TYPE_CHECKING:
     from ._store import Store
@@ -354,10 +355,12 @@ def previous_session(
         for event in store.events(row.run):
             if event.kind != "agent-session" or event.lane != row.id:
                 continue
-            name, _, ident = event.detail.rpartition(" ")
-            if name == stage.name and ident:
+            recorded = AgentSession.from_detail(event.detail)
+            if recorded is not None and recorded.stage == stage.name:
                 where = agent_dir(lane_log(row.run, row.id), row.id)
-                found = EarlierSession(ident, cli_folder(where, stage.preset))
+                found = EarlierSession(
+                    recorded.session, cli_folder(where, stage.preset)
+                )
     return found
 
 
