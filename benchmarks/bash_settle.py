@@ -6,7 +6,7 @@ task is cancelled (SIGKILL of every descendant, reaped in a bounded shield). The
 measured runs from the stop to the moment the call has returned with every process of
 its tree reaped. Targets (spec 05): obeyed p99 <= 50 ms; ignored G + <= 50 ms.
 
-The compound shapes (issue 29): a command whose SIGTERM handler takes H seconds behind a
+The compound shapes: a command whose SIGTERM handler takes H seconds behind a
 shell (`cmd; echo done`, `cmd && echo ok`, `cmd 2>&1 | tail`, `(cmd)`, `bash -c`,
 `sh -c`). The grace window is the whole tree's, so the call settles once the handler
 ended: target H + <= 50 ms (printed minus H).

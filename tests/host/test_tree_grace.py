@@ -1,4 +1,4 @@
-"""The grace window belongs to the whole tree, under both containments (issue 29; spec 01
+"""The grace window belongs to the whole tree, under both containments (spec 01
 PROCESS, S13, S13b).
 
 Driven as the host drives a PROCESS tool: `run_command` with a stop, then a cancellation

@@ -1,4 +1,4 @@
-"""The grace window belongs to the whole tree (spec 01 PROCESS, S4, S13, S13b; issue 29).
+"""The grace window belongs to the whole tree (spec 01 PROCESS, S4, S13, S13b).
 
 Through the runtime, on both hosts: a command that handles SIGTERM gets its whole window
 in each shape people type (a shell in front of it ending ends nothing) and its handler's

@@ -224,7 +224,7 @@ class HostCore:
             ):
                 return  # S4: the runtime takes no progress after the stop; none is sent
             # A PROCESS call's grace window is the tree's: what it prints until the
-            # tree is gone is the call's output (issue 29), in the live view too.
+            # tree is gone is the call's output, in the live view too.
             emit(OutputEvent(call.key, cut_text(text)))
 
         ctx = ToolContext(
