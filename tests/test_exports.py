@@ -20,6 +20,7 @@ PUBLIC = [
     "tether.host",
     "tether.integrations",
     "tether.integrations.openai_agents",
+    "tether.integrations.pydantic_ai",
     "tether.models",
     "tether.runtime",
     "tether.runs",

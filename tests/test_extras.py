@@ -36,6 +36,7 @@ DISTRIBUTIONS = {
     "uvicorn": "uvicorn",
     "sse-starlette": "sse_starlette",
     "openai-agents": "agents",
+    "pydantic-ai-slim": "pydantic_ai",
 }
 # The only modules that may import an extra's module at import time.
 IMPORTERS = {
@@ -53,6 +54,7 @@ IMPORTERS = {
     "sse_starlette": {"tether/_board/_app.py"},
     "uvicorn": set(),
     "agents": {"tether/integrations/openai_agents/_adapter.py"},
+    "pydantic_ai": {"tether/integrations/_pydantic_ai.py"},
 }
 
 
@@ -152,12 +154,17 @@ async def test_mcp_servers_without_the_sdk_are_refused_at_start(
         ("mcp", "tether.tools", "mcp"),
         ("acp", "tether.acp", "acp"),
         ("agents", "tether.integrations.openai_agents", "openai-agents"),
+        ("pydantic_ai", "tether.integrations.pydantic_ai", "pydantic-ai"),
     ],
 )
 def test_importing_a_part_without_its_extra_names_the_extra(
     hidden: str, module: str, extra: str
 ) -> None:
-    name = {"mcp": "McpTools", "acp": "AcpServer"}.get(extra, "TetherTools")
+    name = {
+        "mcp": "McpTools",
+        "acp": "AcpServer",
+        "pydantic-ai": "TetherToolset",
+    }.get(extra, "TetherTools")
     done = _run(f"{_hidden(hidden)}import {module} as m; m.{name}")
     assert done.returncode == 1
     assert "ImportError: tether's" in done.stderr

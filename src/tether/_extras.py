@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "acp": ("acp", "mcp"),  # `tether acp`: editors' sessions bring MCP servers too
     "board": ("starlette", "uvicorn", "sse_starlette"),  # `tether board`
     "openai-agents": ("agents",),  # tether.integrations.openai_agents
+    "pydantic-ai": ("pydantic_ai",),  # tether.integrations.pydantic_ai
 }
 """Each extra and the top-level modules it installs."""
 

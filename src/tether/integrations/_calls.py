@@ -29,6 +29,7 @@ from ..runtime import (
     ToolResult,
     tool_result_text,
 )
+from ..runtime._values import StopRequest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -73,6 +74,16 @@ class RunningCall:
         record = self.record
         return self.ended.is_set() and (record is None or record.settled)
 
+    def workers(self) -> list[str]:
+        """Lines naming this call's tool if stopped calls' workers of it still run."""
+        record = self.record
+        if record is None:
+            return []
+        head = f"{record.tool}: "
+        return [
+            line for line in self.session.executor.outliving() if line.startswith(head)
+        ]
+
     def result_text(self) -> str:
         """What the call gives the model when it ends: its output, or why not."""
         outcome = self.outcome
@@ -97,7 +108,11 @@ class RunningCall:
                 )
             return f"{head} it ran to its end anyway: {outcome.output}"
         if outcome is None or isinstance(outcome, ToolAborted):
-            return f"{head} {tool_result_text(record, outcome)}"
+            text = f"{head} {tool_result_text(record, outcome)}"
+            workers = self.workers()
+            # A read-only call's worker that ignores the stop: the call has ended, its
+            # work has not, and the model is told so.
+            return text + (f" {'; '.join(workers)}." if workers else "")
         return f"{head} it failed: {outcome.code}: {outcome}"
 
     async def wait_settled(self) -> None:
@@ -127,13 +142,19 @@ class CallRunner:
         """How many of `stopped` `wait_aborted()` has handed out."""
 
     async def call(
-        self, tool: str, arguments: Mapping[str, Any], *, tag: tuple[str, ...] = ()
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        tag: tuple[str, ...] = (),
+        refuse: str | None = None,
     ) -> RunningCall:
         """Run one call and return it once it has its outcome.
 
-        Cancelled from outside (the framework's cancel): the call's session is aborted,
-        within the abort bound, and the cancellation goes on; the call's task goes on to
-        the call's real end.
+        With `refuse` (why: a stop came before it), the call is not started and the
+        ledger records it so (S10). Cancelled from outside (the framework's cancel): the
+        call's session is aborted, within the abort bound, and the cancellation goes on;
+        the call's task goes on to the call's real end.
         """
         session = self.runtime.session()
         running = RunningCall(tool, dict(arguments), session, tag)
@@ -143,6 +164,12 @@ class CallRunner:
                 if running.cancelled:  # the cancel came before this task ran
                     return
                 async with session.turn() as turn:
+                    if refuse is not None:
+                        turn.refuse_new_calls(
+                            StopRequest(
+                                source="user", reason=refuse, at=anyio.current_time()
+                            )
+                        )
                     try:
                         running.outcome = await turn.call(tool, running.arguments)
                     except ToolError as exc:
@@ -165,6 +192,31 @@ class CallRunner:
             self.in_flight.remove(running)
             running.answered.set()
         return running
+
+    async def settle(self, running: RunningCall) -> None:
+        """Wait until a cancelled call has settled, bounded as closing a runtime is.
+
+        A process tree is killed when its grace window closes, so within `grace` and two
+        abort bounds everything but a slow write or extension has settled; those are
+        then stopped as a second stop does (an extension whose server does not answer
+        ends with its outcome unknown). A started write is never cut (spec 01): its
+        real end is awaited, as closing a runtime awaits it. A stopped read-only call's
+        worker is given one abort bound to end (S14: cooperative ones end within 100
+        ms); one still running after it is named by `after_cancel_text()`.
+        """
+        runtime = self.runtime
+        with anyio.move_on_after(runtime.grace + 2 * runtime.abort_bound) as scope:
+            await running.wait_settled()
+        if not scope.cancelled_caught:
+            with anyio.move_on_after(runtime.abort_bound):
+                # Looked at every 5 ms: the host announces no worker's end.
+                while running.workers():  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+            return
+        with anyio.move_on_after(2 * runtime.abort_bound):
+            await running.session.abort(source="user", reason=self.reason, kill=True)
+            await running.wait_settled()
+        await running.wait_settled()  # only a started write is left: it runs to its end
 
     async def abort(self, *, kill: bool = False) -> tuple[AbortReport, ...]:
         """Stop every call that has not settled, as a stop would; their reports.
