@@ -132,8 +132,12 @@ def _folder_passes(
     if route.judge_fs and mounts.whys.get(seen[12]) != "":
         return False  # untrusted, or a mount the table does not list
     alone = memo.alone
+    # A table changed by a mount elsewhere plans the same names to skip: the listing
+    # is then judged as a full read would judge it again.
     return not route.scan or (
-        alone is not None and alone[0] == seen and alone[1] == mounts.generation
+        alone is not None
+        and alone[0] == seen
+        and (alone[1] is mounts.skip or alone[1] == mounts.skip)
     )
 
 

@@ -294,7 +294,7 @@ def _read_now(
             if memo is not None and mounts is not None:
                 mine = str(place.person_uid)
                 if all(name == mine or name in skip for name in names):
-                    memo.mark_alone(seen, mounts.generation)
+                    memo.mark_alone(seen, skip)
         uid_fd, uid_id = open_uid(place.route, folder_fd, place.person_uid, progress)
         fds.append(uid_fd)
         if pins[1] is not None and uid_id != pins[1]:
