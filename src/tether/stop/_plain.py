@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import os
 from ctypes import get_errno
+from enum import Enum
 from errno import ENOENT
 from threading import get_ident
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ._folder import DIR_FLAGS
 from ._judge import chain_fails, stop_fault, stop_key, uid_dir_fails
@@ -87,7 +88,7 @@ def read_plain(
             through = _anchored(route, pins, mounts, memo, anchors)
         except OSError:
             through = _MOVED
-        if not isinstance(through, _Moved):
+        if through is not _MOVED:  # no call: the read's hot path
             return through
         memo.let_go()  # a level is not the one held: walk again, opening each
     root_mount = memo.root_mount
@@ -141,11 +142,13 @@ def _folder_passes(
     )
 
 
-class _Moved:
+class _Moved(Enum):
     """The anchored pass's answer when a level is not the directory held."""
 
+    MOVED = 0
 
-_MOVED = _Moved()
+
+_MOVED = _Moved.MOVED
 
 
 def _anchored(
@@ -154,7 +157,7 @@ def _anchored(
     mounts: MountPlan,
     memo: ReadMemo,
     anchors: Anchors,
-) -> RawRead | _Moved | None:
+) -> RawRead | Literal[_Moved.MOVED] | None:
     """The pass through the anchors: `_MOVED` when a name leads elsewhere now.
 
     Each level is looked up by name below the anchor above it and judged on what the
@@ -216,7 +219,8 @@ def _anchored(
     if fn(uid_fd, _STOP, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
         if get_errno() != ENOENT:
             return None  # only "not there" is no stop: the full read says the rest
-        anchors.let_stop_go()
+        if anchors.stop is not None:
+            anchors.let_stop_go()
         clear = anchors.clear
         if clear is None:
             if memo.clear is None:
