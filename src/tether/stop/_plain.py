@@ -232,7 +232,7 @@ def _anchored(
     seen = LOOK.unpack_from(buf)
     stop = anchors.stop
     if stop is None or (seen[4], seen[10], seen[11]) != stop[1]:
-        return _judge_stop(
+        return _open_stop(
             route, memo, uid_fd, anchors.folder_id, anchors.uid_id, anchors
         )
     stopped = anchors.stopped
@@ -244,7 +244,7 @@ def _anchored(
     return found
 
 
-def _judge_stop(
+def _open_stop(
     route: Route,
     memo: ReadMemo,
     uid_fd: int,
@@ -360,7 +360,7 @@ def _through(
     uid_id = (os.makedev(major, minor), ino)
     if pins[1] is not None and uid_id != pins[1]:
         return None
-    return _judge_stop(route, memo, fd, folder_id, uid_id)
+    return _open_stop(route, memo, fd, folder_id, uid_id)
 
 
 def _passes(
