@@ -244,6 +244,7 @@ SESSION_ATTACKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", sorted(SESSION_ATTACKS))
 def test_S16_a_takeover_carries_a_session_file_only_as_data(
     tmp_path: Path, attack: str

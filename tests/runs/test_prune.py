@@ -20,6 +20,7 @@ from .support import (
 BUILD = "echo 'build/' > .gitignore; mkdir -p build; echo object > build/out.o; "
 
 
+@pytest.mark.slow
 @pytest.mark.rule("lanes-prune")
 def test_a_done_lane_keeps_its_ignored_files_until_prune_lists_and_deletes_them(
     tmp_path: Path,
@@ -100,6 +101,7 @@ def test_prune_keeps_a_done_lane_whose_branch_never_reached_the_repository(
     assert [(row["kind"], row["item"]) for row in shown] == [("done-lane", "a")]
 
 
+@pytest.mark.slow
 @pytest.mark.rule("lanes-prune")
 def test_prune_deletes_a_done_lanes_agent_folder_and_nothing_it_links_to(
     tmp_path: Path,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .support import make_repo, tether, write_plan
 
 
@@ -52,6 +54,7 @@ def test_an_agent_command_that_is_not_found_is_refused_before_any_run(
     assert _no_runs()
 
 
+@pytest.mark.slow
 def test_a_failed_item_is_queued_again_by_retry_and_done_by_the_next_run(
     tmp_path: Path,
 ) -> None:

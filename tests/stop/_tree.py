@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from tether.stop import ReadOutcome, StopStore, StopWatch
 from tether.stop._read import Place, RawRead, read_place
+from tether.stop._statx import root_mount
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+T = TypeVar("T")
 
 PERSON = 1001 if os.geteuid() == 0 else os.geteuid()
 """The person honoured in these tests (uid 1001 when the tests run as root)."""
@@ -68,13 +75,41 @@ def make_tree(base: Path) -> Tree:
     return tree
 
 
-def read_within(place: Place, seconds: float = 5.0, **kw: Any) -> RawRead:
-    """Read in a thread and fail if the read blocks (a FIFO must never block)."""
-    box: list[RawRead] = []
-    worker = threading.Thread(
-        target=lambda: box.append(read_place(place, **kw)), daemon=True
-    )
+def within(fn: Callable[[], T], seconds: float = 5.0) -> T:
+    """Call `fn` in a thread of its own; fail if it blocks (a FIFO must never block)."""
+    box: list[tuple[T] | BaseException] = []
+
+    def call() -> None:
+        try:
+            box.append((fn(),))
+        except BaseException as exc:
+            box.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
     worker.start()
     worker.join(seconds)
     assert box, f"the read blocked for more than {seconds} s"
-    return box[0]
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0][0]
+
+
+def read_within(place: Place, seconds: float = 5.0, **kw: Any) -> RawRead:
+    """Read in a thread and fail if the read blocks (a FIFO must never block)."""
+    return within(lambda: read_place(place, **kw), seconds)
+
+
+def watch_after_clear(tree: Tree) -> StopWatch:
+    """A watch of `tree`'s place after CLEAR reads, its next read through the chain
+    it holds (`_memo.Anchors`): the path of almost every read a run makes.
+
+    The anchors are the calling thread's: read the watch in this thread.
+    """
+    watch = StopStore(place=tree.place()).watch()
+    memo = watch._views[0].memo
+    memo._clock = lambda: 10**20  # the folder was made long before
+    for _ in range(2):
+        assert watch.read().outcome is ReadOutcome.CLEAR
+    if root_mount() is not None:  # else every read is a full one
+        assert memo.anchors is not None, "the reads do not go through anchors"
+    return watch

@@ -16,9 +16,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tether.stop import ReadOutcome
+from tether.stop import ReadOutcome, StopReading
 
-from ._tree import OTHER, PERSON, Tree, make_tree, read_within
+from ._tree import (
+    OTHER,
+    PERSON,
+    Tree,
+    make_tree,
+    read_within,
+    watch_after_clear,
+    within,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -274,14 +282,35 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("build", "expected"), CASES)
-def test_folder_rule_and_read_outcomes_table(
-    tmp_path: Path, build: Build, expected: str
-) -> None:
-    """Each bad input, made for real, reads as its expected outcome and never blocks."""
-    tree = make_tree(tmp_path)
+def _fresh_read(tree: Tree, build: Build) -> StopReading:
     build(tree)
-    reading = read_within(tree.place()).reading
+    return read_within(tree.place()).reading
+
+
+def _watch_read(tree: Tree, build: Build) -> StopReading:
+    def read() -> StopReading:
+        watch = watch_after_clear(tree)
+        build(tree)
+        return watch.read()
+
+    return within(read)  # one thread: the anchors are the thread's that made them
+
+
+@pytest.mark.parametrize(("build", "expected"), CASES)
+@pytest.mark.parametrize(
+    "read", [_fresh_read, _watch_read], ids=["fresh-read", "watch-after-clear"]
+)
+def test_folder_rule_and_read_outcomes_table(
+    tmp_path: Path,
+    read: Callable[[Tree, Build], StopReading],
+    build: Build,
+    expected: str,
+) -> None:
+    """Each bad input, made for real, reads as its expected outcome and never blocks:
+    in a fresh read, and in a watch's next read after clear ones, which goes through
+    the chain the watch holds open (the read that answers almost every move)."""
+    tree = make_tree(tmp_path)
+    reading = read(tree, build)
     if expected == "IGNORED":
         assert reading.outcome is ReadOutcome.CLEAR, reading
         assert reading.not_honoured, reading

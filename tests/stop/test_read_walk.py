@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,6 @@ import pytest
 import tether.stop._read as reader
 from tether.stop import ReadOutcome, StopStore
 from tether.stop._memo import SETTLED_NS, ReadMemo
-from tether.stop._mounts import _TABLE as _mount_table
 from tether.stop._mounts import Mount, MountPlan, plan, untrusted_fs_why
 from tether.stop._read import _fs_why, read_place
 from tether.stop._statx import look, root_mount
@@ -113,9 +113,6 @@ class _Run:
         self.memo = ReadMemo(clock=_later, root_mount=root_mount())
         self.pins: tuple[Identity | None, Identity | None] = (None, None)
         self.full = 0
-        self.tables: set[int] = set()
-        """The mount tables the reads were judged on (their generations): a mount
-        anywhere on the machine (another test's) makes the next read a full one."""
         full = reader._read_now
 
         def counted(*args: object) -> RawRead:
@@ -126,7 +123,6 @@ class _Run:
 
     def read(self) -> RawRead:
         raw = read_place(self.place, pins=self.pins, memo=self.memo)
-        self.tables.add(_mount_table.current()[1])
         if raw.reading.outcome is not ReadOutcome.HOLD and self.pins == (None, None):
             self.pins = (raw.folder_id, raw.uid_dir_id)
         return raw
@@ -235,7 +231,8 @@ def test_folder_rule_a_change_after_plain_reads_is_seen_by_the_next_read(
     run = _Run(tree, monkeypatch)
     for _ in range(4):
         assert run.read().reading.outcome is ReadOutcome.STOPPED
-    assert run.full == len(run.tables)  # the later reads took the plain pass
+    # The later reads took the plain pass, whatever another test mounts meanwhile.
+    assert run.full == 1
     assert run.memo.anchors is not None  # the third and fourth through its anchors
     make, outcome, said = _CHANGES[change]
     make(tree)
@@ -255,7 +252,7 @@ def test_folder_rule_a_mount_the_table_no_longer_trusts_holds_a_plain_read(
     run = _Run(tree, monkeypatch)
     for _ in range(3):
         assert run.read().reading.outcome is ReadOutcome.CLEAR
-    assert run.full == len(run.tables)
+    assert run.full == 1
     mounts = plan(run.place.route.store_text, run.place.route.uid_text)
     assert mounts is not None
     fd = os.open(tree.folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -273,3 +270,46 @@ def test_folder_rule_a_mount_the_table_no_longer_trusts_holds_a_plain_read(
         mounts.whys[mount_id] = was
     assert reading.outcome is ReadOutcome.HOLD
     assert "network filesystem" in (reading.reason or "")
+
+
+@pytest.mark.root
+@pytest.mark.rule("folder-rule")
+def test_folder_rule_a_mount_elsewhere_leaves_a_run_on_the_plain_pass_and_an_unmount_in_the_folder_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mounted: list[Path]
+) -> None:
+    """A regression and a rule. A mount or unmount anywhere else changes the mount
+    table but not what it says of the place: the next read still takes the plain pass
+    (it took a full read while any test elsewhere mounted something). A mount point in
+    the folder hides what is below it from the scan; once it is unmounted, the next
+    read reports the stop of another account that it hid, though the folder's own look
+    did not change."""
+    tree = make_tree(tmp_path)
+    hidden = tree.folder / str(OTHER)
+    hidden.mkdir(mode=0o755)
+    (hidden / "stop").touch()
+    os.chown(hidden / "stop", OTHER, OTHER)
+    os.chown(hidden, OTHER, OTHER)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(hidden)], check=True)
+    mounted.append(hidden)
+    run = _Run(tree, monkeypatch)
+    for _ in range(3):
+        reading = run.read().reading
+        assert reading.outcome is ReadOutcome.CLEAR, reading
+        assert reading.not_honoured == ()  # the stop below the mount is hidden
+    assert run.memo.anchors is not None
+    anchors = run.memo.anchors
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for _ in range(2):
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(elsewhere)], check=True)
+        assert run.read().reading.not_honoured == ()
+        subprocess.run(["umount", str(elsewhere)], check=True)
+        assert run.read().reading.not_honoured == ()
+    assert run.full == 1
+    assert run.memo.anchors is anchors
+    subprocess.run(["umount", str(hidden)], check=True)
+    mounted.remove(hidden)
+    reading = run.read().reading
+    assert reading.outcome is ReadOutcome.CLEAR, reading
+    assert [n.owner_uid for n in reading.not_honoured] == [OTHER]
+    assert run.full == 2

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._accounts import who
+from ._judge import OTHERS_WRITE, chain_fails
 from ._mounts import untrusted_fs_why
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ DIR_FLAGS = (
 """Flags for every directory of the walk: no symlink, no read permission needed."""
 
 _READ_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
 class RuleBroken(Exception):
@@ -79,7 +79,7 @@ def _judge_dir(st: os.stat_result, path: Path, person_uid: int) -> str:
             f"{path} is owned by uid {st.st_uid}, not by root or uid {person_uid}; "
             "choose a folder whose every parent is owned by root or the person"
         )
-    if st.st_mode & _OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
+    if st.st_mode & OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
         return (
             f"{path} is writable by group or others without the sticky bit; "
             f"run: chmod +t {path} (or chmod go-w {path})"
@@ -97,13 +97,6 @@ def _open_failed(exc: OSError, path: Path, what: str) -> RuleBroken:
     else:
         why = f"cannot open {path}: {os.strerror(exc.errno or 0)} ({_errname(exc)})"
     return RuleBroken(why)
-
-
-def _passes(mode: int) -> bool:
-    """A directory others cannot write, or one with the sticky bit."""
-    return stat.S_ISDIR(mode) and (
-        not mode & _OTHERS_WRITE or bool(mode & stat.S_ISVTX)
-    )
 
 
 def _errname(exc: OSError) -> str:
@@ -180,12 +173,7 @@ def open_folder_with_stat(
                 os.close(fd)
                 fd = nfd
             st = os.fstat(fd)
-            if (
-                st.st_uid in (0, person_uid)
-                and stat.S_ISDIR(st.st_mode)
-                and (not st.st_mode & _OTHERS_WRITE or st.st_mode & stat.S_ISVTX)
-                and record is None
-            ):
+            if record is None and not chain_fails(st.st_uid, st.st_mode, person_uid):
                 continue  # the fast path of every read: nothing to say
             path = Path("/", *names[: index + 1])
             why = _judge_dir(st, path, person_uid)
@@ -241,7 +229,7 @@ def open_uid_dir_with_stat(
                 f"{folder / name} is owned by uid {st.st_uid}, not by uid {person_uid} "
                 "(squatted); root must remove it, then run tether setup"
             )
-        if st.st_mode & _OTHERS_WRITE:
+        if st.st_mode & OTHERS_WRITE:
             raise RuleBroken(
                 f"{folder / name} is writable by group or others; "
                 f"run: chmod 0755 {folder / name}"

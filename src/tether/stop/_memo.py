@@ -11,7 +11,9 @@ sign instead of deriving the finding again:
   lag by one tick, so only a ctime older than that tick tells a later change from the
   listed state;
 - that the listing names no other account's entry, so the scan has nothing to open
-  (`alone`), for the same listing and mount table;
+  (`alone`), for the same listing and the same names of mount points the scan skips:
+  a mount or unmount elsewhere (a new mount table, the same names skipped here) leaves
+  the finding as a full read would make it again;
 - the reading itself, a value made from the place and the stop's `fstat` alone;
 - the directories of the chain, held open (`O_PATH`) as anchors (`Anchors`), and the
   stop last seen: the next read looks each name up again below the directory above it
@@ -194,10 +196,11 @@ class ReadMemo:
         """How many times the folder was listed (a test reads it)."""
         self.anchors: Anchors | None = None
         """The chain held open by the last plain pass; None: none held."""
-        self.alone: tuple[tuple[int, ...], int] | None = None
+        self.alone: tuple[tuple[int, ...], frozenset[str]] | None = None
         """The stamp of a kept listing in which no name is another account's (only
-        the person's own and mount points the scan never enters), and the mount
-        table's generation it was judged on; None: not known to be so."""
+        the person's own and mount points the scan never enters), and the names of
+        those mount points it was judged with (`MountPlan.skip`); None: not known to
+        be so."""
 
     def let_go(self) -> None:
         """Close the anchors held, if any."""
@@ -205,10 +208,10 @@ class ReadMemo:
         if anchors is not None:
             anchors.close()
 
-    def mark_alone(self, stamp: tuple[int, ...], generation: int) -> None:
-        """Note that the listing kept for `stamp` names no other account's entry."""
+    def mark_alone(self, stamp: tuple[int, ...], skip: frozenset[str]) -> None:
+        """Note that the listing kept for `stamp` names no other's but mounts `skip`."""
         if self._listing is not None and self._listing[0] == stamp:
-            self.alone = (stamp, generation)
+            self.alone = (stamp, skip)
 
     def names(
         self, folder_fd: int, stamp: tuple[int, ...], ctime_ns: int

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import os
 from ctypes import get_errno
+from enum import Enum
 from errno import ENOENT
-from stat import S_ISDIR, S_ISREG, S_ISVTX
 from threading import get_ident
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from ._folder import _OTHERS_WRITE, DIR_FLAGS
+from ._folder import DIR_FLAGS
+from ._judge import chain_fails, stop_fault, stop_key, uid_dir_fails
 from ._memo import Anchors
 from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
@@ -54,6 +55,8 @@ from ._statx import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._memo import ReadMemo
     from ._mounts import MountPlan
     from ._walk import Route
@@ -85,14 +88,14 @@ def read_plain(
             through = _anchored(route, pins, mounts, memo, anchors)
         except OSError:
             through = _MOVED
-        if not isinstance(through, _Moved):
+        if through is not _MOVED:  # no call: the read's hot path
             return through
         memo.let_go()  # a level is not the one held: walk again, opening each
     root_mount = memo.root_mount
     if root_mount is None or not route.names:
         return None
     seen = judge_root()
-    if seen is None or seen[2] != root_mount or _fails(seen[0], seen[1], 0):
+    if seen is None or seen[2] != root_mount or chain_fails(seen[0], seen[1], 0):
         return None  # `/` is root's, as each directory of the chain is root's or ours
     held: list[int] = []  # the chain's, the uid directory's, then the stop's
     ids: list[tuple[int, int, int]] = []
@@ -117,15 +120,6 @@ def read_plain(
     return answer
 
 
-def _fails(uid: int, mode: int, person: int) -> bool:
-    """Whether a directory of the chain fails the folder rule (the full read says how)."""
-    return (
-        (uid != 0 and uid != person)
-        or not S_ISDIR(mode)
-        or bool(mode & _OTHERS_WRITE and not mode & S_ISVTX)
-    )
-
-
 def _folder_passes(
     route: Route, mounts: MountPlan, memo: ReadMemo, seen: tuple[int, ...]
 ) -> bool:
@@ -134,21 +128,27 @@ def _folder_passes(
     The rule of the chain, a file system the table trusts, and a listing kept that
     names no other account (when they are reported).
     """
-    if _fails(seen[2], seen[3], route.person):
+    if chain_fails(seen[2], seen[3], route.person):
         return False
     if route.judge_fs and mounts.whys.get(seen[12]) != "":
         return False  # untrusted, or a mount the table does not list
     alone = memo.alone
+    # A table changed by a mount elsewhere plans the same names to skip: the listing
+    # is then judged as a full read would judge it again.
     return not route.scan or (
-        alone is not None and alone[0] == seen and alone[1] == mounts.generation
+        alone is not None
+        and alone[0] == seen
+        and (alone[1] is mounts.skip or alone[1] == mounts.skip)
     )
 
 
-class _Moved:
+class _Moved(Enum):
     """The anchored pass's answer when a level is not the directory held."""
 
+    MOVED = 0
 
-_MOVED = _Moved()
+
+_MOVED = _Moved.MOVED
 
 
 def _anchored(
@@ -157,7 +157,7 @@ def _anchored(
     mounts: MountPlan,
     memo: ReadMemo,
     anchors: Anchors,
-) -> RawRead | _Moved | None:
+) -> RawRead | Literal[_Moved.MOVED] | None:
     """The pass through the anchors: `_MOVED` when a name leads elsewhere now.
 
     Each level is looked up by name below the anchor above it and judged on what the
@@ -175,7 +175,11 @@ def _anchored(
     if fn(AT_FDCWD, b"/", 0, ROOT_MASK, buf):
         return None
     mask, uid, mode, mount = ROOT.unpack_from(buf)
-    if not mask & MNT_ID_UNIQUE or mount != memo.root_mount or _fails(uid, mode, 0):
+    if (
+        not mask & MNT_ID_UNIQUE
+        or mount != memo.root_mount
+        or chain_fails(uid, mode, 0)
+    ):
         return None
     person = route.person
     (above, name, ident), (uid_above, uid_name, uid_ident) = anchors.ends
@@ -185,7 +189,7 @@ def _anchored(
         uid, mode, ino, major, minor = LEVEL.unpack_from(buf)
         if (ino, major, minor) != want:
             return _MOVED
-        if _fails(uid, mode, person):
+        if chain_fails(uid, mode, person):
             return None  # the full read says why
     if fn(above, name, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
         return _MOVED
@@ -207,7 +211,7 @@ def _anchored(
     uid, mode, ino, major, minor = LEVEL.unpack_from(buf)
     if (ino, major, minor) != uid_ident:
         return _MOVED
-    if uid != person or mode & _OTHERS_WRITE or not S_ISDIR(mode):
+    if uid_dir_fails(uid, mode, person):
         return None
     if pins is not anchors.pins and pins[1] is not None and anchors.uid_id != pins[1]:
         return _MOVED
@@ -215,7 +219,8 @@ def _anchored(
     if fn(uid_fd, _STOP, AT_SYMLINK_NOFOLLOW, LOOK_MASK, buf):
         if get_errno() != ENOENT:
             return None  # only "not there" is no stop: the full read says the rest
-        anchors.let_stop_go()
+        if anchors.stop is not None:
+            anchors.let_stop_go()
         clear = anchors.clear
         if clear is None:
             if memo.clear is None:
@@ -227,7 +232,9 @@ def _anchored(
     seen = LOOK.unpack_from(buf)
     stop = anchors.stop
     if stop is None or (seen[4], seen[10], seen[11]) != stop[1]:
-        return _hold_stop(route, memo, anchors, uid_fd)
+        return _open_stop(
+            route, memo, uid_fd, anchors.folder_id, anchors.uid_id, anchors
+        )
     stopped = anchors.stopped
     if stopped is not None and stopped[0] == seen:
         return stopped[1]  # the look the answer was made from, field for field
@@ -237,33 +244,43 @@ def _anchored(
     return found
 
 
-def _hold_stop(
-    route: Route, memo: ReadMemo, anchors: Anchors, uid_fd: int
+def _open_stop(
+    route: Route,
+    memo: ReadMemo,
+    uid_fd: int,
+    folder_id: Identity,
+    uid_id: Identity,
+    keep: Anchors | None = None,
 ) -> RawRead | None:
-    """A stop the anchors do not hold yet: judged on a descriptor, then held.
+    """The stop below the uid directory `uid_fd` that passed, as the memo knows it.
+
+    Judged on one descriptor, opened with `O_PATH`: the stop's type gate and its open
+    at once (spec 02: on Linux prefer `O_PATH`, which opens nothing). With `keep`, the
+    anchors a read went through: a stop they do not hold yet, which answers, is held
+    by them from then on; a stop that is not there is then not this pass's to say.
 
     Raises:
         OSError: the look at the descriptor failed.
     """
-    anchors.let_stop_go()
-    # One descriptor, opened with `O_PATH`: the stop's type gate and its open at once
-    # (spec 02: on Linux prefer `O_PATH`, which opens nothing).
+    if keep is not None:
+        keep.let_stop_go()
     fd = open_path(uid_fd, _STOP)
     if fd < 0:
-        return None
+        clear = memo.clear
+        if fd != -ENOENT or clear is None or keep is not None:
+            return None
+        return RawRead(clear, folder_id, uid_id, None)
     try:
         seen = look(fd)
     except OSError:
         os.close(fd)
         raise
-    found = None
-    if seen is not None:
-        found = _stopped(route, memo, seen, anchors.folder_id, anchors.uid_id)
-    if seen is None or found is None:
+    found = None if seen is None else _stopped(route, memo, seen, folder_id, uid_id)
+    if seen is None or found is None or keep is None:
         os.close(fd)
-        return None
-    anchors.stop = (fd, (seen[4], seen[10], seen[11]))
-    anchors.stopped = (seen, found)
+    else:
+        keep.stop = (fd, (seen[4], seen[10], seen[11]))
+        keep.stopped = (seen, found)
     return found
 
 
@@ -276,14 +293,22 @@ def _stopped(
 ) -> RawRead | None:
     """The STOPPED answer for the stop's look `seen`, when the memo's reading is it."""
     mode = seen[3]
-    if not S_ISREG(mode) or seen[2] != route.person or seen[5] > route.max_size:
+    uid = seen[2]
+    if stop_fault(mode, uid, seen[5], route.person, route.max_size):
         return None
     stopped = memo.stopped
-    stop_id = (os.makedev(seen[10], seen[11]), seen[4], seen[8] * _NS + seen[9])
-    key = (*stop_id, seen[6] * _NS + seen[7], seen[1], mode, seen[2])
+    key = stop_key(
+        os.makedev(seen[10], seen[11]),
+        seen[4],
+        seen[8] * _NS + seen[9],
+        seen[6] * _NS + seen[7],
+        seen[1],
+        mode,
+        uid,
+    )
     if stopped is None or stopped[0] != key:
         return None
-    return RawRead(stopped[1], folder_id, uid_id, stop_id)
+    return RawRead(stopped[1], folder_id, uid_id, key[:3])
 
 
 _NS = 1_000_000_000
@@ -314,13 +339,8 @@ def _through(
     fd = os.open(route.first, DIR_FLAGS)
     held.append(fd)
     for index in range(last):
-        judged = level(fd)
-        if judged is None:
+        if not _passes(fd, chain_fails, person, ids):
             return None
-        uid, mode, ino, major, minor = judged
-        if _fails(uid, mode, person):
-            return None
-        ids.append((ino, major, minor))
         fd = os.open(names[index + 1], DIR_FLAGS, dir_fd=fd)
         held.append(fd)
     seen = look(fd)  # fields by index: `_statx.Look`
@@ -334,52 +354,31 @@ def _through(
         return None
     fd = os.open(route.uid_name, DIR_FLAGS, dir_fd=fd)
     held.append(fd)
-    judged = level(fd)
-    if judged is None:
+    if not _passes(fd, uid_dir_fails, person, ids):
         return None
-    uid, mode, ino, major, minor = judged
-    if uid != person or mode & _OTHERS_WRITE:
-        return None
-    ids.append((ino, major, minor))
+    ino, major, minor = ids[-1]
     uid_id = (os.makedev(major, minor), ino)
     if pins[1] is not None and uid_id != pins[1]:
         return None
-    return _judge_stop(route, memo, fd, folder_id, uid_id)
+    return _open_stop(route, memo, fd, folder_id, uid_id)
 
 
-def _judge_stop(
-    route: Route,
-    memo: ReadMemo,
-    uid_fd: int,
-    folder_id: Identity,
-    uid_id: Identity,
-) -> RawRead | None:
-    """The stop below the uid directory `uid_fd` that passed, as the memo knows it.
+def _passes(
+    fd: int,
+    fails: Callable[[int, int, int], bool],
+    person: int,
+    ids: list[tuple[int, int, int]],
+) -> bool:
+    """Whether the directory `fd` passes the rule `fails`; `ids` then gets its identity.
 
     Raises:
-        OSError: the stop's `fstat` failed.
+        OSError: the look failed.
     """
-    # One descriptor, opened with `O_PATH`: the stop's type gate and its open at once
-    # (spec 02: on Linux prefer `O_PATH`, which opens nothing).
-    fd = open_path(uid_fd, _STOP)
-    if fd < 0:
-        clear = memo.clear
-        if fd != -ENOENT or clear is None:
-            return None
-        return RawRead(clear, folder_id, uid_id, None)
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    if (
-        not S_ISREG(st.st_mode)
-        or st.st_uid != route.person
-        or st.st_size > route.max_size
-    ):
-        return None
-    stopped = memo.stopped
-    stop_id = (st.st_dev, st.st_ino, st.st_mtime_ns)
-    key = (*stop_id, st.st_ctime_ns, st.st_nlink, st.st_mode, st.st_uid)
-    if stopped is None or stopped[0] != key:
-        return None
-    return RawRead(stopped[1], folder_id, uid_id, stop_id)
+    judged = level(fd)
+    if judged is None:
+        return False
+    uid, mode, ino, major, minor = judged
+    if fails(uid, mode, person):
+        return False
+    ids.append((ino, major, minor))
+    return True

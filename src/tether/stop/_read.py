@@ -20,13 +20,14 @@ import stat
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, assert_never
 
 import attrs
 
 from ._bounded import Hung, Progress, run_bounded
 from ._folder import DIR_FLAGS, RuleBroken, fs_type
 from ._folder import untrusted_fs_why as _untrusted_fs_why
+from ._judge import stop_fault, stop_key
 from ._mounts import MountPlan, Table, plan
 from ._plain import read_plain
 from ._reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
@@ -293,7 +294,7 @@ def _read_now(
             if memo is not None and mounts is not None:
                 mine = str(place.person_uid)
                 if all(name == mine or name in skip for name in names):
-                    memo.mark_alone(seen, mounts.generation)
+                    memo.mark_alone(seen, skip)
         uid_fd, uid_id = open_uid(place.route, folder_fd, place.person_uid, progress)
         fds.append(uid_fd)
         if pins[1] is not None and uid_id != pins[1]:
@@ -356,10 +357,6 @@ def _fs_why(fd: int, mount_id: int, mounts: MountPlan | None) -> str:
     return "" if found is None else _untrusted_fs_why(*found)
 
 
-_OVERFLOW_UIDS = frozenset({65534, 4294967294})
-"""The overflow uid (`/proc/sys/kernel/overflowuid`, 65534 by default) and `(uid_t)-2`."""
-
-
 def _judge_stop(
     place: Place,
     uid_fd: int,
@@ -393,31 +390,43 @@ def _judge_stop(
     if after_open is not None:
         after_open(fd)
     st = os.fstat(fd)  # the only judgement: the descriptor, never the name
-    if not stat.S_ISREG(st.st_mode):
-        raise _Hold(f"{path} became {_kind(st.st_mode)} while it was read; remove it")
-    if st.st_uid in _OVERFLOW_UIDS and place.person_uid not in _OVERFLOW_UIDS:
-        # The kernel shows an owner it cannot map (user namespaces, idmapped or network
-        # mounts) as the overflow uid: the real owner is unknown, so neither honoured
-        # nor ignored.
-        raise _Hold(
-            f"{path} is owned by uid {st.st_uid}, the kernel's stand-in for an owner it "
-            "cannot map: who set it cannot be told"
-        )
-    if st.st_uid != place.person_uid:
-        foreign = NotHonoured(
-            path,
-            st.st_uid,
-            f"it is owned by uid {st.st_uid}; this account honours uid {place.person_uid}",
-        )
-        return _reading(place, ReadOutcome.CLEAR, not_honoured=(foreign,)), None
-    if st.st_size > place.max_size:
-        raise _Hold(
-            f"{path} is {st.st_size} bytes, more than a stop's {place.max_size}; "
-            "a malformed stop holds: remove it and set the stop again"
-        )
-    stop_id = (st.st_dev, st.st_ino, st.st_mtime_ns)
-    # Everything the reading says comes from these fields (the owner was judged above).
-    key = (*stop_id, st.st_ctime_ns, st.st_nlink, st.st_mode, st.st_uid)
+    uid = st.st_uid
+    match stop_fault(st.st_mode, uid, st.st_size, place.person_uid, place.max_size):
+        case "":
+            pass
+        case "type":
+            raise _Hold(
+                f"{path} became {_kind(st.st_mode)} while it was read; remove it"
+            )
+        case "unmapped":
+            raise _Hold(
+                f"{path} is owned by uid {uid}, the kernel's stand-in for an owner it "
+                "cannot map: who set it cannot be told"
+            )
+        case "foreign":
+            foreign = NotHonoured(
+                path,
+                uid,
+                f"it is owned by uid {uid}; this account honours uid {place.person_uid}",
+            )
+            return _reading(place, ReadOutcome.CLEAR, not_honoured=(foreign,)), None
+        case "size":
+            raise _Hold(
+                f"{path} is {st.st_size} bytes, more than a stop's {place.max_size}; "
+                "a malformed stop holds: remove it and set the stop again"
+            )
+        case unexpected:
+            assert_never(unexpected)
+    key = stop_key(
+        st.st_dev,
+        st.st_ino,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_nlink,
+        st.st_mode,
+        uid,
+    )
+    stop_id = key[:3]
     if memo is not None and memo.stopped is not None and memo.stopped[0] == key:
         return memo.stopped[1], stop_id
     notes: list[str] = []

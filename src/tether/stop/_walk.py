@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from stat import S_ISDIR, S_ISVTX
 from typing import TYPE_CHECKING, final
 
 from ._folder import (
-    _OTHERS_WRITE,
     _READ_DIR_FLAGS,
     DIR_FLAGS,
     RuleBroken,
     _judge_dir,
     _open_failed,
-    _passes,
     open_uid_dir_with_stat,
 )
+from ._judge import chain_fails, uid_dir_fails
 from ._statx import Look, judge_root, look
 
 if TYPE_CHECKING:
@@ -105,7 +103,7 @@ class Route:
 def _open_root(person_uid: int, flags: int = DIR_FLAGS) -> int:
     fd = os.open(b"/", flags)
     st = os.fstat(fd)
-    if st.st_uid not in (0, person_uid) or not _passes(st.st_mode):
+    if chain_fails(st.st_uid, st.st_mode, person_uid):
         os.close(fd)
         raise RuleBroken(_judge_dir(st, Path("/"), person_uid))
     return fd
@@ -167,7 +165,7 @@ def walk(
         seen = judge_root()
         if seen is None or seen[2] != root_mount:
             raise RuleBroken(NAMESPACE_CHANGED)  # row D9
-        if seen[0] != 0 or not _passes(seen[1]):
+        if chain_fails(seen[0], seen[1], 0):
             fd = _open_root(person_uid)  # the person's root: judged as any directory
     if fd < 0 and (root_mount is None or last < 0):
         fd = _open_root(
@@ -191,16 +189,11 @@ def walk(
             fd = nfd
             if index < last:
                 st = os.fstat(fd)
-                mode = st.st_mode
-                if (
-                    (st.st_uid != 0 and st.st_uid != person_uid)
-                    or not S_ISDIR(mode)
-                    or (mode & _OTHERS_WRITE and not mode & S_ISVTX)
-                ):
+                if chain_fails(st.st_uid, st.st_mode, person_uid):
                     where = Path(route.texts[index])
                     raise RuleBroken(_judge_dir(st, where, person_uid))
         seen_folder = _look_at(fd)
-        if seen_folder[2] not in (0, person_uid) or not _passes(seen_folder[3]):
+        if chain_fails(seen_folder[2], seen_folder[3], person_uid):
             where = Path(route.texts[-1]) if names else Path("/")
             why = _judge_dir(os.fstat(fd), where, person_uid)
             raise RuleBroken(why or f"{where} changed while it was judged")
@@ -231,7 +224,7 @@ def open_uid(
         except BaseException:
             os.close(fd)
             raise
-        if st.st_uid == person_uid and not st.st_mode & _OTHERS_WRITE:
+        if not uid_dir_fails(st.st_uid, st.st_mode, person_uid):
             return fd, (st.st_dev, st.st_ino)
         os.close(fd)
     # Something is wrong: the board's judgement looks again and says what.
