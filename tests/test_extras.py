@@ -44,6 +44,7 @@ IMPORTERS = {
     "PIL": {"tether/host/tools/_render_png.py"},
     "mcp": {"tether/host/_mcp.py"},
     "acp": {
+        "tether/acp/_elicit.py",
         "tether/acp/_mcp_servers.py",
         "tether/acp/_permissions.py",
         "tether/acp/_server.py",

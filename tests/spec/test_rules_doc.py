@@ -6,6 +6,7 @@ checklist row and style point that a comment, docstring or test names.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ._citations import citations, cited, defined
@@ -87,3 +88,24 @@ def test_every_id_cited_in_src_and_tests_is_defined() -> None:
         "_requires.py, _chapters.py, _checklist.py or _style.py), then run "
         f"`{COMMAND}`: {undefined}"
     )
+
+
+# Built in two pieces, so that this file does not cite what it looks for.
+_WORK_ITEM = re.compile(r"\bissues? #?\d+\b|\bissue" + "'s\\b", re.IGNORECASE)
+_TEXT = {".py", ".md", ".toml", ".txt", ".sh", ".json"}
+
+
+def test_no_text_cites_a_work_item_in_place_of_a_rule() -> None:
+    """Code, tests, docs and benchmarks cite the rule they hold (`S13`, `spec 02`, a
+    checklist row), never the work item that asked for it: a reader has the spec, not
+    the tracker."""
+    roots = [ROOT / "src", ROOT / "tests", ROOT / "docs", ROOT / "benchmarks"]
+    files = [ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    files += [p for r in roots for p in sorted(r.rglob("*")) if p.suffix in _TEXT]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {m.group(0)}"
+        for p in files
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if (m := _WORK_ITEM.search(line))
+    ]
+    assert not found, "cite the spec's rule instead: " + "; ".join(found)

@@ -102,7 +102,7 @@ def test_bounded_read_an_untrusted_mount_on_the_way_holds_without_touching_it(
 def test_bounded_read_the_scan_never_follows_a_link_nor_enters_a_mount(
     tmp_path: Path,
 ) -> None:
-    """Issue 12: a link in the sticky folder pointing into a mount that never answers,
+    """A link in the sticky folder pointing into a mount that never answers,
     and such a mount on another account's directory in the folder, do not block the
     reading; a link to a directory holding a stop is not reported either."""
     tree = make_tree(tmp_path)

@@ -193,7 +193,7 @@ def test_folder_rule_untrusted_filesystems(
     kind: str, options: str, untrusted: bool
 ) -> None:
     """Filesystems whose owners are made up or remote are untrusted (spec 02 list);
-    FUSE is judged by type, whatever its options (issue 12)."""
+    FUSE is judged by type, whatever its options."""
     assert bool(untrusted_fs_why(kind, options)) is untrusted
 
 

@@ -130,7 +130,7 @@ def untrusted_fs_why(kind: str, options: str) -> str:
         return f"the folder is on {kind}, where file owners are made up at mount time"
     if kind == "fuse" or kind.startswith("fuse."):
         # Judged by type: the owners a FUSE daemon reports are whatever it chooses
-        # (bindfs maps them; `uid=` never reaches the mount table), issue 12.
+        # (bindfs maps them; `uid=` never reaches the mount table).
         return (
             f"the folder is on {kind}, a FUSE file system: its daemon reports "
             "whatever owners it chooses"

@@ -303,7 +303,7 @@ def _read_now(
                 "started; restart the run"
             )
         if judge_fs and mounts is None:
-            # issue 12: a mount on the uid dir too; the table, when it can be read,
+            # A mount on the uid dir too (spec 02); the table, when it can be read,
             # judged every mount at or under the uid dir already.
             _judge_fs(uid_fd, place.uid_dir, -1, None)
         reading, stop_id = _judge_stop(place, uid_fd, hooks, fds, memo, progress)
@@ -323,7 +323,7 @@ def _read_now(
             os.close(fd)
         except OSError as exc:
             # A close that fails (EIO from a FUSE daemon's flush) leaves the reading
-            # unconfirmed: it holds, and never escapes (issue 12).
+            # unconfirmed: it holds, and never escapes (spec 02: HOLD).
             if reading.outcome is not ReadOutcome.HOLD:
                 reading = _reading(
                     place,
@@ -477,8 +477,8 @@ def _scan_others(
 ) -> tuple[NotHonoured, ...]:
     """Report stops other accounts left in the folder; never honours one, never raises.
 
-    Never follows a link (issue 12: a link in the sticky folder may point into a mount
-    that never answers) and never enters a mount point: each entry is looked at with
+    Never follows a link (a link in the sticky folder may point into a mount that
+    never answers) and never enters a mount point: each entry is looked at with
     `fstatat(AT_SYMLINK_NOFOLLOW)`, and only a real directory is opened (`O_PATH`,
     `O_NOFOLLOW`) to look for its `stop`.
     """
