@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from tether import _dirs
 
+pytestmark = pytest.mark.slow
+
+
 _PARTS = st.sampled_from(["", ".", "..", "a", "b c", "~", "tether", "x.y"])
 _TEXT = st.builds(
     lambda lead, parts, tail: lead + "/".join(parts) + tail,

@@ -23,6 +23,9 @@ from tether.errors import UsageError
 from tether.host.tools import default_tools, standard_tools
 from tether.runs import open_store
 
+pytestmark = pytest.mark.slow
+
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "tether"
 

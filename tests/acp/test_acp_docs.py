@@ -14,7 +14,7 @@ from tests.docs._blocks import ROOT, blocks
 from tether.acp._early import initialize_result
 from tether.testing import ModelServer, error_reply, text_reply
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TETHER = Path(sys.executable).with_name("tether")
 

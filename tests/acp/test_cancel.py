@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from acp.schema import ToolCallUpdate
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ABORT_BOUND = 1.0
 """The account's default bound on `Session.abort()`, seconds."""

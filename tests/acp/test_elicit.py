@@ -22,7 +22,7 @@ from tests.acp.support import Embedded, embedded, write_script
 
 from tether.acp._elicit import takes_forms
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 FIXTURE = Path(__file__).parents[1] / "host" / "mcp_server_fixture.py"
 FX = McpServerStdio(name="fx", command=sys.executable, args=[str(FIXTURE)], env=[])

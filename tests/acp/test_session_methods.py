@@ -25,7 +25,7 @@ from tests.acp.support import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def _kinds(ed: Embedded, sid: str) -> list[str]:

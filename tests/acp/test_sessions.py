@@ -15,7 +15,7 @@ from tests.acp.support import details, editor, embedded, write_script
 from tether.runtime import default_system
 from tether.testing import ModelServer, text_reply
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
 

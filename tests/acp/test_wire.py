@@ -13,7 +13,7 @@ from tests.acp.support import editor, write_script
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def _errors(frames: list[dict[str, Any]]) -> list[tuple[Any, int]]:

@@ -35,10 +35,13 @@ CHROMEDRIVER = shutil.which("chromedriver")
 LINE_BOUND = 1.0
 """Seconds from a line written to the lane log to the line on screen (spec 05)."""
 
-pytestmark = pytest.mark.skipif(
-    (CHROMIUM is None or CHROMEDRIVER is None) and os.environ.get("CI") != "true",
-    reason="needs Debian's chromium and chromium-driver (CI installs them)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        (CHROMIUM is None or CHROMEDRIVER is None) and os.environ.get("CI") != "true",
+        reason="needs Debian's chromium and chromium-driver (CI installs them)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+pytestmark = pytest.mark.slow
+
+
 def test_the_token_is_written_owner_only_in_a_private_folder() -> None:
     token, where = write_token(4321)
     assert where.parent == paths().board_dir

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
     from prompt_toolkit.input import PipeInput
 
+pytestmark = pytest.mark.slow
+
+
 _FIXTURE = Path(__file__).parents[1] / "host" / "mcp_server_fixture.py"
 
 SCRIPT = "\n".join(

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from tests.cli._pty import Pty
 
+pytestmark = pytest.mark.slow
+
+
 _FIXTURE = Path(__file__).parents[1] / "host" / "mcp_server_fixture.py"
 
 SCRIPT = "\n".join(

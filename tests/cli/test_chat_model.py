@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 MODEL = "openai:stub"
 
 

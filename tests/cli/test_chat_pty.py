@@ -14,6 +14,9 @@ from tests.cli._run import tether
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 SCRIPT = "\n".join(
     [
         '{"tether_script": 1}',

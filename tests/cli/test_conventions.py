@@ -11,6 +11,9 @@ import subprocess
 import pytest
 from tests.cli._run import TETHER, person_env, tether, tether_in_pty
 
+pytestmark = pytest.mark.slow
+
+
 _ESC = "\x1b["
 
 

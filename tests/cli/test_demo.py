@@ -9,6 +9,8 @@ import sys
 import pytest
 from tests.cli._run import tether
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("host", ["inprocess", "stdio"])
 def test_demo_stops_a_turn_and_reports_the_truth(host: str) -> None:

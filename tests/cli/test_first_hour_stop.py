@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+pytestmark = pytest.mark.slow
+
+
 def _tether(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     """`tether ARGS` as a person's shell runs it, with no terminal, in `home`."""
     return tether(

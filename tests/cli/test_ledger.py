@@ -19,7 +19,7 @@ from tether.tools import default_tools
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def _a_stopped_turn(ledger: Path, workspace: Path) -> str:

@@ -22,6 +22,9 @@ from tether.runtime._ledger import read_ledger_file
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+pytestmark = pytest.mark.slow
+
+
 WRITER = """
 import sys
 import anyio

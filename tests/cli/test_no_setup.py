@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture
 def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A `TETHER_HOME` that does not exist yet: an account that never ran tether."""

@@ -15,6 +15,9 @@ from tether.cli._app import COMMANDS
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 PRINTING = [
     ["demo"],
     ["--help"],

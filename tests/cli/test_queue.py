@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tests.cli._run import tether as _tether
+
+pytestmark = pytest.mark.slow
 
 
 def test_queue_add_then_list_shows_the_item_and_a_repeat_is_refused() -> None:

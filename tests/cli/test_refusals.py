@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from tests.cli._run import tether
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,9 @@ from tests.waiting import wait_until
 from tether.runs import LaneState
 from tether.runs._lane_life import lossless_save
 
+pytestmark = pytest.mark.slow
+
+
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

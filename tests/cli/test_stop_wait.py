@@ -27,7 +27,7 @@ from tether.stop import bind_accounts
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 AGENTS = 1002
 RUN = "run_0123456789ab-1"

@@ -7,7 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from tests.cli._run import tether
+
+pytestmark = pytest.mark.slow
+
 
 _FIXTURE = Path(__file__).parents[1] / "host" / "mcp_server_fixture.py"
 

@@ -18,6 +18,9 @@ from tether.stop._setup import save_setup
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 _env = person_env
 _in_pty = tether_in_pty
 

@@ -21,6 +21,9 @@ import pytest
 from tests.cli._run import tether
 from tests.docs._blocks import Block, all_blocks, blocks, documents
 
+pytestmark = pytest.mark.slow
+
+
 _RUN_TOP_LEVEL_AWAIT = """\
 import ast, inspect, sys, anyio
 path = sys.argv[1]

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(params=["openat2", "walk"])
 def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test runs with the kernel's `openat2` and with the fallback walk."""

@@ -31,6 +31,9 @@ from tether.testing._trees import ESCAPE_TREES, make_gate, open_gate
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 GRACE = 0.3
 
 

@@ -20,6 +20,9 @@ from tether.host._mcp import McpTool, McpTools
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
+pytestmark = pytest.mark.slow
+
+
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 STDIO = {"command": sys.executable, "args": [str(FIXTURE)]}
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
     from tether.runtime import Session
 
+pytestmark = pytest.mark.slow
+
+
 HERE = Path(__file__).parent
 FIXTURE = HERE / "mcp_server_fixture.py"
 RELAY = HERE / "mcp_relay.py"

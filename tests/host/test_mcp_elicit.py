@@ -29,6 +29,9 @@ from tether.runtime import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+pytestmark = pytest.mark.slow
+
+
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 ABORT_BOUND = 0.5
 

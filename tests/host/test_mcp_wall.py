@@ -31,7 +31,7 @@ from tether.host._mcp import McpTool, McpTools
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-pytestmark = pytest.mark.rule("S15")
+pytestmark = [pytest.mark.rule("S15"), pytest.mark.slow]
 
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 

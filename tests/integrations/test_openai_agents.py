@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from tether.host import Tool
     from tether.runtime import AbortReport
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 set_tracing_disabled(True)
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from tether.host import Tool
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 GRACE = 0.3
 ABORT_BOUND = 0.2

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from tether._mcpserve import McpHttp
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 GRACE = 0.3
 

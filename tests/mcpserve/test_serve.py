@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from tether.runtime import CallRecord
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 GRACE = 0.3
 

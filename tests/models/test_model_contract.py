@@ -26,7 +26,7 @@ from tether.testing import ModelServer, text_reply, tool_call_reply
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 STEPS: list[tuple[str, list[str], list[tuple[str, str, dict[str, Any]]]]] = [
     ("plain text", ["Hello", ", world"], []),

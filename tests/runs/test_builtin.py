@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
     from tether.runs._agents import AgentOutcome
 
+pytestmark = pytest.mark.slow
+
+
 COMMIT_ALL = (
     "git add -A && { git diff --cached --quiet || "
     "git -c user.email=a@b -c user.name=agent commit -qm 'review {item}'; }"

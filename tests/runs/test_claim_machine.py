@@ -34,6 +34,9 @@ from . import pg
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 ITEMS = ("a", "b", "c")
 RUNS = ("r1", "r2", "r3")
 

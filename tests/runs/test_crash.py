@@ -34,6 +34,9 @@ from .support import (
     write_plan,
 )
 
+pytestmark = pytest.mark.slow
+
+
 ITEMS = ["one", "two"]
 
 WORK = (

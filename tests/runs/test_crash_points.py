@@ -25,6 +25,9 @@ from .test_crash import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 RUN_POINTS = {
     # point: (a stop is set while the agents are busy, the agents are let go at once)
     "claimed": (False, True),

@@ -29,6 +29,9 @@ from .support import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 BIG = 8 << 20
 """Bytes of uncommitted work the lane leaves: its view must read them all."""
 HALT_BOUND = 2.0

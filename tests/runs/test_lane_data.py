@@ -39,7 +39,7 @@ from .support import make_repo
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = [pytest.mark.anyio, pytest.mark.rule("S16")]
+pytestmark = [pytest.mark.anyio, pytest.mark.rule("S16"), pytest.mark.slow]
 
 OTHER_UID = 1000
 BOUND = 20.0

@@ -18,7 +18,7 @@ from tether.runs._tail import LogTail
 
 from .support import make_repo, tether, write_plan
 
-pytestmark = pytest.mark.rule("S16")
+pytestmark = [pytest.mark.rule("S16"), pytest.mark.slow]
 
 BOUND = 64 * 1024
 

@@ -16,7 +16,7 @@ from .support import make_repo
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_many_lanes_open_at_once_each_a_repository_of_its_own(

@@ -7,12 +7,16 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import pytest
 from tests.runs.support import make_repo, run_id_of, start, write_plan
 from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
+
+pytestmark = pytest.mark.slow
+
 
 _CHATTY = (
     'echo step one; sleep 0.5; touch "$MARKS/one"; '

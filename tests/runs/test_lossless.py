@@ -26,6 +26,9 @@ from .support import (
     write_plan,
 )
 
+pytestmark = pytest.mark.slow
+
+
 CONTENT = Path(__file__).with_name("lane_content.sh")
 
 

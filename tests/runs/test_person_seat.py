@@ -30,7 +30,7 @@ from tether.stop import AGENT_MARKERS
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture

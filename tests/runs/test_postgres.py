@@ -14,6 +14,8 @@ from tether.runs._postgres import SCHEMA_VERSION, PostgresStore, redact
 
 from . import pg
 
+pytestmark = pytest.mark.slow
+
 
 def _with_password(url: str, password: str) -> str:
     return re.sub(r"^(postgresql://[^:/@]+):[^@]*@", rf"\1:{password}@", url)

@@ -25,7 +25,7 @@ from tether.stop import lift_stop, set_stop
 
 from .support import git, make_repo, open_default_store, run_id_of, start, tether
 
-pytestmark = pytest.mark.rule("S16")
+pytestmark = [pytest.mark.rule("S16"), pytest.mark.slow]
 
 SESSION = "0f0e0d0c-aaaa-bbbb-cccc-000000000001"
 STOP_WAIT = 2.0

@@ -37,6 +37,9 @@ from .support import git, make_repo, open_default_store, run_id_of, start, tethe
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 SLEEP = 3.0
 """Seconds the long tool call in flight runs."""
 STOP_WAIT = 6.0

@@ -17,6 +17,9 @@ from .support import (
     write_plan,
 )
 
+pytestmark = pytest.mark.slow
+
+
 BUILD = "echo 'build/' > .gitignore; mkdir -p build; echo object > build/out.o; "
 
 

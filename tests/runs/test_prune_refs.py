@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.mark.rule("lanes-prune")
 def test_prune_refs_lists_and_deletes_the_saves_a_finished_item_went_on_from(
     tmp_path: Path,

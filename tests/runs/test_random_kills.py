@@ -24,6 +24,9 @@ from tether.runs._takeover import effective_state
 from .support import git, make_repo, open_default_store, start, tether, write_plan
 from .test_crash import _wait_tree_gone
 
+pytestmark = pytest.mark.slow
+
+
 WORK = (
     "grep -q changed README.md || echo changed >> README.md; "
     '[ -e notes.txt ] || echo "first $$ $TETHER_ITEM" > notes.txt; sleep 0.2'

@@ -31,6 +31,9 @@ from .support import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+pytestmark = pytest.mark.slow
+
+
 COMMIT = (
     "echo {brief} > work.txt; git add work.txt; "
     'git -c user.email=a@b -c user.name=agent commit -qm "work on {item}"'

@@ -12,8 +12,8 @@ import os
 import pwd
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import pytest
 from rich.console import Console
 from tests.cli._run import invoke
 
@@ -26,8 +26,8 @@ from tether.runs._values import LaneStatistics, RunStatistics
 
 from .support import git, make_repo, open_default_store, tether, write_plan
 
-if TYPE_CHECKING:
-    import pytest
+pytestmark = pytest.mark.slow
+
 
 STREAMS = Path(__file__).parent / "streams"
 NO_KEY = "Not logged in · Please run /login"

@@ -38,7 +38,7 @@ from .support import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.rule("S16")
+pytestmark = [pytest.mark.rule("S16"), pytest.mark.slow]
 
 RUN_BOUND = 25.0
 """Seconds a one-item run may take here, whatever its lane holds."""

@@ -37,6 +37,9 @@ from .support import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 COMMIT = (
     'echo "$TETHER_ITEM by $TETHER_RUN" > out.txt && git add out.txt && '
     "git -c user.email=a@b -c user.name=agent commit -qm {item}"

@@ -22,7 +22,7 @@ from .support import git, make_repo
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = [pytest.mark.anyio, pytest.mark.rule("S16")]
+pytestmark = [pytest.mark.anyio, pytest.mark.rule("S16"), pytest.mark.slow]
 
 _PAST = 1_500_000_000  # a time far before the index is written: no entry is racy
 

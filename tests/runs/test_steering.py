@@ -10,6 +10,8 @@ import pytest
 
 from .support import make_repo, tether, write_plan
 
+pytestmark = pytest.mark.slow
+
 
 def _no_runs() -> bool:
     return json.loads(tether("runs", "--json").stdout or "[]") == []

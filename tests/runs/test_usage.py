@@ -18,6 +18,9 @@ from tether.testing import ModelServer, text_reply
 
 from .support import git, make_repo, open_default_store
 
+pytestmark = pytest.mark.slow
+
+
 CLOCKED_RUN = Path(__file__).with_name("clocked_run.py")
 
 LIMITED_ONCE = (

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.mark.rule("digest")
 def test_a_halted_run_shows_its_lanes_and_writes_the_day_s_digest(
     tmp_path: Path,

@@ -28,7 +28,7 @@ from .attacks import ATTACKS, attack_script, outcomes, repo_state, secrets
 from .presets_support import need_cli, preset_env, serving, shell_call
 from .support import git, make_repo, open_default_store, tether, write_plan
 
-pytestmark = pytest.mark.rule("S15")
+pytestmark = [pytest.mark.rule("S15"), pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)

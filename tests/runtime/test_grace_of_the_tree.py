@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from tether import Runtime, Session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 HANDLER = 0.6
 """Seconds the TERM handler takes to clean up."""

@@ -14,7 +14,7 @@ from tether.stop import protected_paths
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.mark.rule("guard-table")

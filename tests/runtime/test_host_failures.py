@@ -22,7 +22,7 @@ from tether.testing import alive, announce, event_log
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_calls_end_and_settle_when_the_stdio_host_dies(workspace: Path) -> None:

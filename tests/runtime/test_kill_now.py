@@ -17,7 +17,7 @@ from tether.testing import event_log
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.mark.rule("S5")

@@ -17,7 +17,7 @@ from tether.testing import Echo
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CALLS = 300
 

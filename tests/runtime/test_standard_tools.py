@@ -12,7 +12,7 @@ import pytest
 from tether import ErrorCode, Runtime, StopClass
 from tether._config import load_config
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 FIXTURE = Path(__file__).parent.parent / "host" / "mcp_server_fixture.py"
 

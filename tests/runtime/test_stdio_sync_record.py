@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from tether.runtime import AbortReport, CallRecord
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CASES = [
     pytest.param("inprocess", "ThreadLookup", id="inprocess-thread-lookup"),

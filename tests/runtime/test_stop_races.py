@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
@@ -22,7 +23,9 @@ from tether.testing import event_log
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import pytest
+
+pytestmark = pytest.mark.slow
+
 
 TOOLS: dict[str, dict[str, Any]] = {
     "Stuck": {"seconds": 0.2},

@@ -15,6 +15,9 @@ from tether.testing import alive, event_log, stop_once_started
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+pytestmark = pytest.mark.slow
+
+
 ABORT_BOUND = 0.5
 MARGIN = 1.0
 """Scheduling slack on a loaded 2-core machine, on top of the abort bound."""

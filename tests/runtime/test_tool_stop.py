@@ -23,7 +23,7 @@ from tether.runtime import (
 )
 from tether.testing import event_log, stop_once_started
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 MARGIN = 0.25
 """Scheduling slack past a bound on a loaded 2-core machine."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOOLS = [*TEST_TOOLS, *MISBEHAVING]
 PERMISSIONS = {"allow": [*ALLOW_ALL["allow"], *(t.name for t in MISBEHAVING), "Bash"]}

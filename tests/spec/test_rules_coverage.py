@@ -9,7 +9,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from ._rules import RULES
+
+pytestmark = pytest.mark.slow
+
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -9,10 +9,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from ._citations import citations, cited, defined
 from ._rules import RULES
 from .render import COMMAND, PAGE, render
 from .test_rules_coverage import marked_rules
+
+pytestmark = pytest.mark.slow
+
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -44,7 +44,7 @@ PERSON = 1001
 AGENT = 1002
 """The account the agents run as."""
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_DUMPABLE = 4

@@ -18,7 +18,7 @@ from tether.stop._sysboard import bind_accounts, run_check_reason
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = [pytest.mark.root, pytest.mark.rule("system-binding")]
+pytestmark = [pytest.mark.root, pytest.mark.rule("system-binding"), pytest.mark.slow]
 
 PERSON = 1001
 AGENT = 1002

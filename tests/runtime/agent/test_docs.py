@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
 DOC = Path(__file__).resolve().parents[3] / "docs" / "agent.md"
 
 

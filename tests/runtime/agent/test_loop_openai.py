@@ -15,7 +15,7 @@ from tether.testing import ModelServer, text_reply, tool_call_reply
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def model_for(server: ModelServer) -> OpenAIModel:

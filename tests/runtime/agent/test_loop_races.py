@@ -26,6 +26,9 @@ from tether.runtime import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
+
 CALLS = [
     ("Echo", {"text": "quick"}),
     ("SlowWrite", {"path": "out.txt", "seconds": 0.05}),

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 WHILE_RUNNING = (
     "TOOL_ABORTED: stopped while running; it was ended (the user stopped the turn)."
