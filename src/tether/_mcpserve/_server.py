@@ -123,6 +123,8 @@ class McpServe:
         self.closing = False
         """Set when the server closes: a call cancelled then is stopped as a
         shutdown."""
+        self.closing_reason = "the MCP server is closing"
+        """The ledger's reason for a call stopped because the server closes."""
 
     def list_tools(self) -> list[types.Tool]:
         """The runtime's tools as MCP tools, with the hints of their stop classes."""
@@ -344,7 +346,7 @@ class McpServe:
                 f"the MCP client cancelled request {request_id} (closed its stream)",
             )
         if self.closing:
-            return "shutdown", "the MCP server is closing"
+            return "shutdown", self.closing_reason
         return "shutdown", "the MCP client left"
 
 
@@ -413,25 +415,52 @@ def mcp_server(
 async def serve_stdio(
     runtime: Runtime, *, watch: StopWatch | None = None, hold: str | None = None
 ) -> None:
-    """Serve `runtime`'s tools over MCP on stdin/stdout until the client leaves."""
+    """Serve `runtime`'s tools over MCP on stdin/stdout until the client leaves.
+
+    SIGINT and SIGTERM (a client such as Claude Code signals its servers when it is
+    interrupted) stop every running call as a shutdown, then the server ends its
+    serving; it exits once its stdin closes (the SDK's reader waits for it).
+    """
+    import signal
+
     from mcp.server.stdio import stdio_server
 
-    async with runtime, anyio.create_task_group() as tg:
-        serve = McpServe(runtime, tg, watch=watch, hold=hold)
-        server = mcp_server(lambda ctx: serve)
+    left = "the MCP client left"
+    # The receiver stays open until every call has settled and the runtime has
+    # closed: the signals a client sends after the first (Claude Code sends SIGINT,
+    # then SIGTERM) do not cut a grace window or a write short.
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with runtime, anyio.create_task_group() as tg:
+            serve = McpServe(runtime, tg, watch=watch, hold=hold)
+            server = mcp_server(lambda ctx: serve)
 
-        async with stdio_server() as (read, write):
-            await server.run(
-                _NotingReader(read, serve.peer_cancelled),
-                write,
-                server.create_initialization_options(),
-            )
-        # The client left: what still runs is stopped as a stop would (a process gets
-        # its grace window, a started write runs to its end), then the runtime closes.
-        for session in runtime.sessions:
-            if session.unsettled_turns():
-                await session.abort(source="shutdown", reason="the MCP client left")
-        serve.pump.cancel()
+            async def stop_on_signal(serving: anyio.CancelScope) -> None:
+                async for signum in signals:
+                    serve.closing = True
+                    serve.closing_reason = (
+                        f"the MCP server got {signal.Signals(signum).name}"
+                    )
+                    serving.cancel()
+                    return
+
+            async with anyio.create_task_group() as serving:
+                serving.start_soon(stop_on_signal, serving.cancel_scope)
+                async with stdio_server() as (read, write):
+                    await server.run(
+                        _NotingReader(read, serve.peer_cancelled),
+                        write,
+                        server.create_initialization_options(),
+                    )
+                serving.cancel_scope.cancel()
+            if serve.closing:
+                left = serve.closing_reason
+            # The client left (or signalled): what still runs is stopped as a stop
+            # would (a process gets its grace window, a started write runs to its
+            # end), then the runtime closes.
+            for session in runtime.sessions:
+                if session.unsettled_turns():
+                    await session.abort(source="shutdown", reason=left)
+            serve.pump.cancel()
 
 
 class _NotingReader:
