@@ -6,8 +6,8 @@ tether's tools (tests/mcpserve/_claude.py). Interrupted, Claude Code signals its
 `notifications/cancelled` for the call in flight: the server stops every running call
 at the first signal, so a Bash tree gets its grace window and is ended, a started write
 runs to its end, and the ledger says so. Skipped with the install line where `claude`
-is not installed, except in CI. benchmarks/mcp_serve_cancel.py `--client claude`
-repeats the interrupts.
+is not installed, except in CI; benchmarks/mcp_serve_claude.py repeats the
+interrupts.
 """
 
 from __future__ import annotations
