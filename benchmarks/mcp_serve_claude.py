@@ -9,8 +9,9 @@ the call has started, and sends SIGINT to the CLI. `--scenario`:
 
 - `bash`: a hung shell that ignores SIGTERM, with a `sleep` child and a `setsid`
   grandchild. Counted: a process of the tree alive 10 s after the interrupt, a ledger
-  row that does not say `aborted` with the reason (a false report); timed: from the
-  interrupt to the whole tree gone.
+  row that says neither `aborted` with the reason nor `end_unknown` (where Claude Code's
+  SIGKILL cut the server first): a false report; timed: from the interrupt to the whole
+  tree gone.
 - `write`: a write in two steps (`--write-seconds` apart), interrupted between them.
   Counted: a file left with one step, a ledger row that does not say how the write
   ended (`succeeded` with both steps; `end_unknown` where Claude Code's SIGKILL cut
@@ -95,12 +96,25 @@ def trial(root: Path, scenario: str, grace: float, seconds: float) -> Trial:
             wait_until(started.exists, what="the write's first step", bound=90)
         interrupted = time.monotonic()
         claude.send_signal(signal.SIGINT)
-        if scenario == "bash":
-            gone = _until(lambda: not any(alive(p) for p in tree), 10.0)
-        else:
-            gone = _until(lambda: out.read_text() == STEPS, 3.0)
+
+        def settled() -> bool:
+            if scenario == "bash":
+                return not any(alive(p) for p in tree)
+            return out.read_text() == STEPS
+
+        bound = 10.0 if scenario == "bash" else seconds + 2
+        # Both watched at once: the end of the work, and the CLI's exit.
+        gone: float | None = None
+        cli: float | None = None
+        while time.monotonic() - interrupted < bound and (gone is None or cli is None):
+            now = time.monotonic() - interrupted
+            if gone is None and settled():
+                gone = now
+            if cli is None and claude.poll() is not None:
+                cli = now
+            time.sleep(0.005)
         claude.wait(timeout=30)
-        cli = time.monotonic() - interrupted
+        cli = cli if cli is not None else time.monotonic() - interrupted
         _until(lambda: not served_by(ledger), 30.0)
         server = time.monotonic() - interrupted
     (call,) = read_ledger_file(ledger)
@@ -108,7 +122,9 @@ def trial(root: Path, scenario: str, grace: float, seconds: float) -> Trial:
     reason = (call.abort_reason or "").split(" request ")[0]
     if scenario == "bash":
         left = bool(marked(mark))
-        false = state != "aborted" or not reason
+        # True to what happened: stopped, with who stopped it, or not known to have
+        # ended (the server killed before the tree's end was recorded).
+        false = not ((state == "aborted" and reason) or state == "end_unknown")
     else:
         left = out.read_text() != STEPS
         # True to what happened: succeeded with both steps, or not known to have ended.
