@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 import attrs
 
 from ..errors import ToolAborted, ToolError
@@ -17,7 +19,7 @@ from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
@@ -418,8 +420,8 @@ async def serve_stdio(
     """Serve `runtime`'s tools over MCP on stdin/stdout until the client leaves.
 
     SIGINT and SIGTERM (a client such as Claude Code signals its servers when it is
-    interrupted) stop every running call as a shutdown, then the server ends its
-    serving; it exits once its stdin closes (the SDK's reader waits for it).
+    interrupted) stop every running call as a shutdown; the server exits once they have
+    settled.
     """
     import signal
 
@@ -445,7 +447,10 @@ async def serve_stdio(
 
             async with anyio.create_task_group() as serving:
                 serving.start_soon(stop_on_signal, serving.cancel_scope)
-                async with stdio_server() as (read, write):
+                async with (
+                    _stdin_lines() as lines,
+                    stdio_server(lines) as (read, write),
+                ):
                     await server.run(
                         _NotingReader(read, serve.peer_cancelled),
                         write,
@@ -461,6 +466,43 @@ async def serve_stdio(
                 if session.unsettled_turns():
                     await session.abort(source="shutdown", reason=left)
             serve.pump.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _stdin_lines() -> AsyncIterator[Any]:
+    """The lines of stdin for the SDK's `stdio_server`, read by a daemon thread.
+
+    The SDK's own reader waits for its blocked read when cancelled, so a signalled
+    server would wait for the client's next line or EOF to exit; a daemon thread is
+    left blocked instead. As the SDK does, fd 0 points at the null device while
+    serving (what the calls start reads EOF), and is restored after.
+    """
+    import os
+    import threading
+
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    send, receive = anyio.create_memory_object_stream[str](64)
+    token = anyio.lowlevel.current_token()
+
+    def pump() -> None:
+        with open(wire, encoding="utf-8", errors="replace", closefd=False) as lines:
+            for line in lines:
+                try:
+                    anyio.from_thread.run(send.send, line, token=token)
+                except Exception:  # the server has closed
+                    return
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run_sync(send.close, token=token)
+
+    threading.Thread(target=pump, name="tether-mcp-stdin", daemon=True).start()
+    try:
+        async with receive:
+            yield receive
+    finally:
+        os.dup2(wire, 0)
 
 
 class _NotingReader:
