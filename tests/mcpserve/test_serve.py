@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -231,6 +232,21 @@ async def test_a_cancelled_write_runs_to_its_end_and_the_next_result_says_so(
     assert str(record.state) == "succeeded"
 
 
+def _calling(tool: str, arguments: dict[str, object]) -> list[dict[str, object]]:
+    """The lines of a client that starts a session and calls `tool`."""
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    }
+    call = {"name": tool, "arguments": arguments}
+    return [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+    ]
+
+
 def _ledger_has(ledger: Path, state: str) -> bool:
     try:
         return any(str(c.state) == state for c in read_ledger_file(ledger))
@@ -269,25 +285,7 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
     ledger = tmp_path / "ledger.sqlite"
     mark = new_mark()
     command = hung_command(mark)
-    lines = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "Bash", "arguments": {"command": command}},
-        },
-    ]
+    lines = _calling("Bash", {"command": command})
     argv = [*TETHER, "mcp", "serve", "--grace", str(GRACE), "--ledger", str(ledger)]
     async with await anyio.open_process(argv, cwd=workspace) as server:
         assert server.stdin is not None
@@ -306,6 +304,39 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
     (record,) = [c for c in _ledger(ledger) if "trap" in (c.input or "")]
     assert str(record.state) == "aborted"
     assert record.abort_source == "shutdown"
+
+
+async def test_a_signalled_server_stops_its_calls_before_it_exits(
+    workspace: Path, tmp_path: Path, allowed: Path
+) -> None:
+    """A client that signals its server (Claude Code interrupted: SIGINT, then
+    SIGTERM): the running Bash is stopped at the first signal as a shutdown, the later
+    signals do not cut its grace window, and the server exits once it has settled,
+    its stdin still open."""
+    ledger = tmp_path / "ledger.sqlite"
+    mark = new_mark()
+    argv = [*TETHER, "mcp", "serve", "--grace", str(GRACE), "--ledger", str(ledger)]
+    async with await anyio.open_process(argv, cwd=workspace) as server:
+        assert server.stdin is not None
+        for line in _calling("Bash", {"command": hung_command(mark)}):
+            await server.stdin.send(json.dumps(line).encode() + b"\n")
+        with anyio.fail_after(20):
+            while len(sleeps(tree := marked(mark))) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        signalled_at = time.monotonic()
+        server.send_signal(signal.SIGINT)
+        with anyio.fail_after(20):
+            while not _ledger_has(ledger, "aborted"):
+                server.send_signal(signal.SIGTERM)
+                await anyio.sleep(0.02)
+        gone = time.monotonic() - signalled_at
+        with anyio.fail_after(10):
+            await server.wait()
+    assert not any(alive(p) for p in tree)
+    assert gone >= GRACE * 0.5, "the tree was killed before its grace window"
+    (record,) = _ledger(ledger)
+    assert record.abort_source == "shutdown"
+    assert record.abort_reason == "the MCP server got SIGINT"
 
 
 async def test_a_cancel_stops_only_its_own_call(

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 import attrs
 
 from ..errors import ToolAborted, ToolError
@@ -17,7 +19,7 @@ from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
@@ -123,6 +125,8 @@ class McpServe:
         self.closing = False
         """Set when the server closes: a call cancelled then is stopped as a
         shutdown."""
+        self.closing_reason = "the MCP server is closing"
+        """The ledger's reason for a call stopped because the server closes."""
 
     def list_tools(self) -> list[types.Tool]:
         """The runtime's tools as MCP tools, with the hints of their stop classes."""
@@ -344,7 +348,7 @@ class McpServe:
                 f"the MCP client cancelled request {request_id} (closed its stream)",
             )
         if self.closing:
-            return "shutdown", "the MCP server is closing"
+            return "shutdown", self.closing_reason
         return "shutdown", "the MCP client left"
 
 
@@ -413,25 +417,92 @@ def mcp_server(
 async def serve_stdio(
     runtime: Runtime, *, watch: StopWatch | None = None, hold: str | None = None
 ) -> None:
-    """Serve `runtime`'s tools over MCP on stdin/stdout until the client leaves."""
+    """Serve `runtime`'s tools over MCP on stdin/stdout until the client leaves.
+
+    SIGINT and SIGTERM (a client such as Claude Code signals its servers when it is
+    interrupted) stop every running call as a shutdown; the server exits once they have
+    settled.
+    """
+    import signal
+
     from mcp.server.stdio import stdio_server
 
-    async with runtime, anyio.create_task_group() as tg:
-        serve = McpServe(runtime, tg, watch=watch, hold=hold)
-        server = mcp_server(lambda ctx: serve)
+    left = "the MCP client left"
+    # The receiver stays open until every call has settled and the runtime has
+    # closed: the signals a client sends after the first (Claude Code sends SIGINT,
+    # then SIGTERM) do not cut a grace window or a write short.
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with runtime, anyio.create_task_group() as tg:
+            serve = McpServe(runtime, tg, watch=watch, hold=hold)
+            server = mcp_server(lambda ctx: serve)
 
-        async with stdio_server() as (read, write):
-            await server.run(
-                _NotingReader(read, serve.peer_cancelled),
-                write,
-                server.create_initialization_options(),
-            )
-        # The client left: what still runs is stopped as a stop would (a process gets
-        # its grace window, a started write runs to its end), then the runtime closes.
-        for session in runtime.sessions:
-            if session.unsettled_turns():
-                await session.abort(source="shutdown", reason="the MCP client left")
-        serve.pump.cancel()
+            async def stop_on_signal(serving: anyio.CancelScope) -> None:
+                async for signum in signals:
+                    serve.closing = True
+                    serve.closing_reason = (
+                        f"the MCP server got {signal.Signals(signum).name}"
+                    )
+                    serving.cancel()
+                    return
+
+            async with anyio.create_task_group() as serving:
+                serving.start_soon(stop_on_signal, serving.cancel_scope)
+                async with (
+                    _stdin_lines() as lines,
+                    stdio_server(lines) as (read, write),
+                ):
+                    await server.run(
+                        _NotingReader(read, serve.peer_cancelled),
+                        write,
+                        server.create_initialization_options(),
+                    )
+                serving.cancel_scope.cancel()
+            if serve.closing:
+                left = serve.closing_reason
+            # The client left (or signalled): what still runs is stopped as a stop
+            # would (a process gets its grace window, a started write runs to its
+            # end), then the runtime closes.
+            for session in runtime.sessions:
+                if session.unsettled_turns():
+                    await session.abort(source="shutdown", reason=left)
+            serve.pump.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _stdin_lines() -> AsyncIterator[Any]:
+    """The lines of stdin for the SDK's `stdio_server`, read by a daemon thread.
+
+    The SDK's own reader waits for its blocked read when cancelled, so a signalled
+    server would wait for the client's next line or EOF to exit; a daemon thread is
+    left blocked instead. As the SDK does, fd 0 points at the null device while
+    serving (what the calls start reads EOF), and is restored after.
+    """
+    import os
+    import threading
+
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    send, receive = anyio.create_memory_object_stream[str](64)
+    token = anyio.lowlevel.current_token()
+
+    def pump() -> None:
+        with open(wire, encoding="utf-8", errors="replace", closefd=False) as lines:
+            for line in lines:
+                try:
+                    anyio.from_thread.run(send.send, line, token=token)
+                except Exception:  # the server has closed
+                    return
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run_sync(send.close, token=token)
+
+    threading.Thread(target=pump, name="tether-mcp-stdin", daemon=True).start()
+    try:
+        async with receive:
+            yield receive
+    finally:
+        os.dup2(wire, 0)
 
 
 class _NotingReader:
