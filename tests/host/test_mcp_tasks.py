@@ -4,14 +4,18 @@ The server is tether's own `tether mcp serve --http` (`McpHttp`) in the test's e
 loop, speaking `io.modelcontextprotocol/tasks`; its tools are the test's own, held at a
 gate the test opens, so no step waits on a clock. tether's client (`McpTools`) makes
 each call a task: a stop sends `tasks/cancel` and follows the task to its real end.
+A server without tasks (the SDK's own `MCPServer`, in this loop too) behind a loopback
+relay the test can cut shows a plain call's broken response stream.
 """
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.abc
 import pytest
 from tests.mcpserve._http import served_http, wait_state
 from tests.waiting import await_until
@@ -195,3 +199,115 @@ async def test_a_stream_that_breaks_mid_call_leaves_it_end_unknown_never_resent(
     assert result.is_error
     assert "whether the call took effect is unknown" in result.output
     assert runs == ["out.txt"]  # sent once, never again
+
+
+@asynccontextmanager
+async def _plain_server(gate: anyio.Event, runs: list[str]) -> AsyncIterator[str]:
+    """The SDK's own `MCPServer` (no tasks) on loopback, in this loop: its URL.
+
+    Its one tool notes each run and waits for `gate`."""
+    from mcp.server.mcpserver import MCPServer
+
+    from tether._loopback import listen_loopback, quiet_uvicorn
+
+    server = MCPServer("plain")
+
+    @server.tool()
+    async def gated(text: str) -> str:
+        runs.append(text)
+        await gate.wait()
+        return text
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    sock = listen_loopback(0)
+    uv = quiet_uvicorn(app, signals=False)
+    async with server.session_manager.run(), anyio.create_task_group() as tg:
+        tg.start_soon(uv.serve, [sock])
+        with anyio.fail_after(10):
+            while not uv.started:  # noqa: ASYNC110 (uvicorn sets a flag)
+                await anyio.sleep(0.005)
+        try:
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        finally:
+            gate.set()
+            uv.should_exit = True
+
+
+@asynccontextmanager
+async def _cuttable(port_of: str) -> AsyncIterator[tuple[str, anyio.Event]]:
+    """A loopback relay to `port_of`'s server: its URL, and an event that, once set,
+    closes every connection it carries (a stream broken mid-call)."""
+    upstream = int(port_of.rsplit(":", 1)[1].split("/")[0])
+    cut = anyio.Event()
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as relay,
+        anyio.create_task_group() as tg,
+    ):
+        port = relay.extra(anyio.abc.SocketAttribute.local_port)
+
+        async def carry(client: anyio.abc.SocketStream) -> None:
+            async with (
+                client,
+                await anyio.connect_tcp("127.0.0.1", upstream) as server,
+                anyio.create_task_group() as pipes,
+            ):
+
+                async def pump(
+                    a: anyio.abc.SocketStream, b: anyio.abc.SocketStream
+                ) -> None:
+                    with contextlib.suppress(
+                        anyio.EndOfStream,
+                        anyio.BrokenResourceError,
+                        anyio.ClosedResourceError,
+                    ):
+                        async for chunk in a:
+                            await b.send(chunk)
+
+                pipes.start_soon(pump, client, server)
+                pipes.start_soon(pump, server, client)
+                await cut.wait()
+                pipes.cancel_scope.cancel()
+
+        tg.start_soon(relay.serve, carry)
+        try:
+            yield f"http://127.0.0.1:{port}/mcp", cut
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def test_a_plain_call_whose_stream_breaks_ends_end_unknown_and_is_not_resent(
+    workspace: Path,
+) -> None:
+    """A server without tasks (the SDK's own): the connection carrying a call's
+    response stream is closed mid-call; the call ends `end_unknown`, and the server
+    ran it once."""
+    gate, runs = anyio.Event(), list[str]()
+    async with (
+        _plain_server(gate, runs) as url,
+        _cuttable(url) as (relayed, cut),
+    ):
+        config = Config(mcp_servers={"plain": {"url": relayed}})
+        async with McpTools.open(config, workspace=workspace) as mcp:
+            assert mcp.problems == []
+            async with Runtime(
+                workspace=workspace,
+                tools=mcp.tools,
+                permissions={"allow": ["mcp__plain__*"]},
+                guard=False,
+            ) as runtime:
+                session = runtime.session()
+                async with session.turn() as turn, anyio.create_task_group() as tg:
+                    outcome: list[ToolResult] = []
+
+                    async def call() -> None:
+                        args = {"text": "once"}
+                        outcome.append(await turn.call("mcp__plain__gated", args))
+
+                    tg.start_soon(call)
+                    await await_until(lambda: runs == ["once"], what="the call running")
+                    cut.set()
+                (record,) = session.ledger_calls()
+    assert record.state is CallState.END_UNKNOWN, record
+    (result,) = outcome
+    assert "whether the call took effect is unknown" in result.output
+    assert runs == ["once"]

@@ -40,6 +40,12 @@ server annotates `readOnlyHint` become `READ_ONLY`: a stop cancels the waiting t
 and the SDK then sends `notifications/cancelled` before the cancellation goes on.
 Progress notifications become `ctx.progress(...)`.
 
+A server that offers the MCP tasks extension gets each call as a task (`_mcptask.py`):
+a stop sends `tasks/cancel` instead of `notifications/cancelled`, and the task is
+followed to its real end, read through `tether._mcptasks`. A call whose answer is lost
+with its connection (a broken response stream, a task that can no longer be read)
+ends `end_unknown` (`ToolFailed(end_unknown=True)`) and is never sent again.
+
 Elicitation (`elicitation/create`, a server asking the person during a call) goes to
 the elicitor given to `McpTools.open` (`Runtime(elicitor=...)`), named with the call
 that was running on that server; the capability is advertised only when there is
