@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
 
-    from tether._mcpserve import McpHttp
     from tether.host import Tool
     from tether.runtime import Session
 
@@ -58,10 +57,13 @@ def _gated(gate: anyio.Event, runs: list[str]) -> list[Tool]:
 
 
 @asynccontextmanager
-async def _client_of(http: McpHttp, workspace: Path) -> AsyncIterator[Runtime]:
-    """A runtime whose tools are the server's, through tether's MCP client."""
-    entry = {"url": http.url, "headers": {"Authorization": f"Bearer {http.token}"}}
-    config = Config(mcp_servers={"srv": entry})
+async def _client_of(
+    url: str, workspace: Path, *, token: str = ""
+) -> AsyncIterator[Runtime]:
+    """A runtime whose tools are the server's at `url` (`mcp__srv__*`), through
+    tether's MCP client."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    config = Config(mcp_servers={"srv": {"url": url, "headers": headers}})
     async with McpTools.open(config, workspace=workspace) as mcp:
         assert mcp.problems == []
         async with Runtime(
@@ -114,7 +116,7 @@ async def test_a_cancelled_task_that_completes_is_recorded_succeeded_with_its_re
         served_http(
             workspace, _gated(gate, runs), allow=["GatedWrite"], abort_bound=0.1
         ) as (http, events),
-        _client_of(http, workspace) as runtime,
+        _client_of(http.url, workspace, token=http.token) as runtime,
     ):
         session = runtime.session()
 
@@ -152,7 +154,7 @@ async def test_a_cancelled_read_only_task_ends_cancelled_and_is_reported_so(
     gate, runs = anyio.Event(), list[str]()
     async with (
         served_http(workspace, _gated(gate, runs), abort_bound=0.1) as (http, events),
-        _client_of(http, workspace) as runtime,
+        _client_of(http.url, workspace, token=http.token) as runtime,
     ):
         session = runtime.session()
         outcome, whys = await _stopped_call(session, events, "GatedRead", {"key": "k"})
@@ -179,7 +181,7 @@ async def test_a_stream_that_breaks_mid_call_leaves_it_end_unknown_never_resent(
             http,
             events,
         ),
-        _client_of(http, workspace) as runtime,
+        _client_of(http.url, workspace, token=http.token) as runtime,
     ):
         session = runtime.session()
         outcome: list[ToolResult] = []
@@ -285,28 +287,19 @@ async def test_a_plain_call_whose_stream_breaks_ends_end_unknown_and_is_not_rese
     async with (
         _plain_server(gate, runs) as url,
         _cuttable(url) as (relayed, cut),
+        _client_of(relayed, workspace) as runtime,
     ):
-        config = Config(mcp_servers={"plain": {"url": relayed}})
-        async with McpTools.open(config, workspace=workspace) as mcp:
-            assert mcp.problems == []
-            async with Runtime(
-                workspace=workspace,
-                tools=mcp.tools,
-                permissions={"allow": ["mcp__plain__*"]},
-                guard=False,
-            ) as runtime:
-                session = runtime.session()
-                async with session.turn() as turn, anyio.create_task_group() as tg:
-                    outcome: list[ToolResult] = []
+        session = runtime.session()
+        async with session.turn() as turn, anyio.create_task_group() as tg:
+            outcome: list[ToolResult] = []
 
-                    async def call() -> None:
-                        args = {"text": "once"}
-                        outcome.append(await turn.call("mcp__plain__gated", args))
+            async def call() -> None:
+                outcome.append(await turn.call("mcp__srv__gated", {"text": "once"}))
 
-                    tg.start_soon(call)
-                    await await_until(lambda: runs == ["once"], what="the call running")
-                    cut.set()
-                (record,) = session.ledger_calls()
+            tg.start_soon(call)
+            await await_until(lambda: runs == ["once"], what="the call running")
+            cut.set()
+        (record,) = session.ledger_calls()
     assert record.state is CallState.END_UNKNOWN, record
     (result,) = outcome
     assert "whether the call took effect is unknown" in result.output
