@@ -124,9 +124,23 @@ class ToolAborted(ToolError):
 
 
 class ToolFailed(ToolError):
-    """The tool failed; raised by tools to report an error result."""
+    """The tool failed; raised by tools to report an error result.
+
+    Args:
+        message: what went wrong; kept as `.message`.
+        code: why, as `.code` (`TOOL_FAILED` when not given).
+        end_unknown: whether the operation may have taken effect all the same (its
+            answer was lost on the way, such as a server's broken stream): the
+            ledger then records the call `end_unknown`, not `failed`.
+    """
 
     code = ErrorCode.TOOL_FAILED
+
+    def __init__(
+        self, message: str, *, code: ErrorCode | None = None, end_unknown: bool = False
+    ) -> None:
+        super().__init__(message, code=code)
+        self.end_unknown = end_unknown
 
 
 class PermissionDenied(ToolError, PermissionError):

@@ -4,35 +4,41 @@ The server is `McpHttp` on an ephemeral loopback port; the clients are the MCP S
 (`mcp.Client` over `streamable_http_client`, with the token in an `httpx2` client's
 headers): by default a 2026-07-28 client (no MCP session; closing a request's stream is
 its cancel), with `mode="legacy"` a 2025 one (an MCP session; `notifications/cancelled`).
-The tasks extension has no client in the SDK: `TasksClient` is a small one, made of the
-SDK's own extension points (a `ClientExtension` claiming `resultType: "task"`, requests
-sent through the session).
+The tasks extension has no client in the SDK: `TasksClient` is tether's own
+(`tether.host._mcptask`), the one its MCP client uses.
 """
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-import mcp_types as types
 from mcp import Client
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import TypeAdapter
 
 from tether._loopback import listen_loopback
 from tether._mcpserve import McpHttp
-from tether._mcptasks import TASKS_EXTENSION, TERMINAL_STATUSES
+from tether.host._mcptask import (
+    CreatedTask as CreatedTask,
+)
+from tether.host._mcptask import (
+    TasksClient as TasksClient,
+)
+from tether.host._mcptask import cancel_task as cancel_task
+from tether.host._mcptask import follow_task
+from tether.host._mcptask import get_task as get_task
 from tether.runtime import Runtime
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from pathlib import Path
 
+    import mcp_types as types
     from anyio.streams.memory import MemoryObjectReceiveStream
     from mcp.client.client import ConnectMode
+    from mcp.client.extension import ClientExtension
 
     from tether.host import Tool
     from tether.runtime import CallChanged, RuntimeEvent
@@ -55,6 +61,7 @@ async def served_http(
     *,
     allow: Sequence[str] = (),
     ledger: Path | None = None,
+    abort_bound: float = 1.0,
 ) -> AsyncIterator[tuple[McpHttp, MemoryObjectReceiveStream[RuntimeEvent]]]:
     """`McpHttp` serving `tools` (None: the built-ins) until the block ends, and the
     runtime's events from its start."""
@@ -64,6 +71,7 @@ async def served_http(
         permissions={"allow": list(allow)},
         grace=GRACE,
         ledger=ledger,
+        abort_bound=abort_bound,
     )
     http = McpHttp(runtime, listen_loopback(0))
     async with anyio.create_task_group() as tg:
@@ -117,73 +125,8 @@ async def wait_state(
     raise AssertionError(f"the event stream ended before {tool} was {state}")
 
 
-class _TaskParams(types.RequestParams):
-    task_id: str
-
-
-class _GetTask(types.Request[_TaskParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: _TaskParams
-    name_param: ClassVar[str | None] = "taskId"
-
-
-class _CancelTask(types.Request[_TaskParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: _TaskParams
-    name_param: ClassVar[str | None] = "taskId"
-
-
-class CreatedTask(types.Result):
-    """A `tools/call` answered with a task (`resultType: "task"`)."""
-
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-
-
-_ANY = TypeAdapter(dict[str, Any])
-
-
-class TasksClient(ClientExtension):
-    """The tasks extension on the SDK's client: declared, and a task followed to its end."""
-
-    identifier = TASKS_EXTENSION
-
-    def claims(self) -> Sequence[ResultClaim[Any]]:
-        return [
-            ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)
-        ]
-
-    async def _resolve(
-        self, created: CreatedTask, ctx: ClaimContext
-    ) -> types.CallToolResult:
-        task = await follow(ctx.session, created.task_id)
-        return types.CallToolResult.model_validate(task["result"])
-
-
-async def get_task(session: Any, task_id: str) -> dict[str, Any]:
-    """`tasks/get`: the task as the server says it is now."""
-    request = _GetTask(params=_TaskParams(task_id=task_id))
-    answer: dict[str, Any] = await session.send_request(request, _ANY)
-    return answer
-
-
-async def cancel_task(session: Any, task_id: str) -> None:
-    """`tasks/cancel`, acknowledged."""
-    await session.send_request(_CancelTask(params=_TaskParams(task_id=task_id)), _ANY)
-
-
 async def follow(
     session: Any, task_id: str, *, bound: float = 10.0, poll: float | None = None
 ) -> dict[str, Any]:
-    """Poll `tasks/get` until the task's status is terminal; the last answer.
-
-    Between two polls: `poll` seconds, or the interval the server suggests.
-    """
-    with anyio.fail_after(bound):
-        while True:
-            task = await get_task(session, task_id)
-            if task["status"] in TERMINAL_STATUSES:
-                return task
-            wait = task.get("pollIntervalMilliseconds", 50) / 1000
-            await anyio.sleep(wait if poll is None else poll)
+    """Poll `tasks/get` until the task's status is terminal; the last answer."""
+    return await follow_task(session, task_id, bound=bound, poll=poll)

@@ -14,7 +14,8 @@ import pytest
 from tests.clocks import Clock
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
-from tether import ErrorCode
+from tether import ErrorCode, Runtime, StopClass, ToolContext, tool
+from tether.errors import ToolFailed
 from tether.host._broker import Broker
 from tether.host._core import HostCore
 from tether.host._inprocess import InProcessHost
@@ -28,6 +29,8 @@ from tether.host._protocol import (
     ResultEvent,
 )
 from tether.host._stdio import StdioHostClient
+from tether.host._wire import event_from_wire, event_to_wire
+from tether.runtime import CallState
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -332,3 +335,34 @@ def test_s7_tombstone_lives_exactly_its_ttl_on_the_host_clock(workspace: Path) -
     now[0] += 10
     assert core.calls.take_tombstone(CallKey("s", "c2", "Echo"))
     assert not core.calls.take_tombstone(CallKey("s", "c2", "Echo"))
+
+
+async def test_a_tool_whose_answer_was_lost_ends_end_unknown(workspace: Path) -> None:
+    """`ToolFailed(end_unknown=True)`: the tool cannot know whether its operation took
+    effect; the ledger says `end_unknown` (not `failed`), the caller gets the error,
+    and the stdio wire carries the mark."""
+
+    @tool(stop_class=StopClass.EXTENSION)
+    async def Lost(ctx: ToolContext) -> str:
+        raise ToolFailed("the stream broke before the answer", end_unknown=True)
+
+    async with Runtime(
+        workspace=workspace, tools=[Lost], permissions={"allow": ["Lost"]}
+    ) as rt:
+        session = rt.session()
+        async with session.turn() as turn:
+            result = await turn.call("Lost", {})
+        (record,) = session.ledger_calls()
+    assert record.state is CallState.END_UNKNOWN
+    assert (result.is_error, result.code) == (True, ErrorCode.TOOL_FAILED)
+    assert result.output == "the stream broke before the answer"
+    event = ResultEvent(
+        CallKey("s", "c", "Lost"),
+        "",
+        code=ErrorCode.TOOL_FAILED,
+        message="lost",
+        end_unknown=True,
+    )
+    assert event_from_wire(*event_to_wire(event)) == event
+    plain = ResultEvent(CallKey("s", "c", "Lost"), "", code=ErrorCode.TOOL_FAILED)
+    assert "end_unknown" not in event_to_wire(plain)[1]["error"]

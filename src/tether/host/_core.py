@@ -28,6 +28,7 @@ from ..errors import (
     InvalidInput,
     PermissionDenied,
     ToolError,
+    ToolFailed,
     UnknownTool,
 )
 from ._admission import Admission
@@ -456,7 +457,15 @@ def _raised(exc: BaseException) -> ToolError:
 
 def _result(key: CallKey, output: str, exc: ToolError) -> ResultEvent:
     path = exc.path if isinstance(exc, InvalidInput) else ""
-    return ResultEvent(key, output, code=exc.code, message=exc.message, field_path=path)
+    unknown = isinstance(exc, ToolFailed) and exc.end_unknown
+    return ResultEvent(
+        key,
+        output,
+        code=exc.code,
+        message=exc.message,
+        field_path=path,
+        end_unknown=unknown,
+    )
 
 
 def _aborted(key: CallKey, message: str, partial: str = "") -> ResultEvent:

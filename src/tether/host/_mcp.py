@@ -40,6 +40,12 @@ server annotates `readOnlyHint` become `READ_ONLY`: a stop cancels the waiting t
 and the SDK then sends `notifications/cancelled` before the cancellation goes on.
 Progress notifications become `ctx.progress(...)`.
 
+A server that offers the MCP tasks extension gets each call as a task (`_mcptask.py`):
+a stop sends `tasks/cancel` instead of `notifications/cancelled`, and the task is
+followed to its real end, read through `tether._mcptasks`. A call whose answer is lost
+with its connection (a broken response stream, a task that can no longer be read)
+ends `end_unknown` (`ToolFailed(end_unknown=True)`) and is never sent again.
+
 Elicitation (`elicitation/create`, a server asking the person during a call) goes to
 the elicitor given to `McpTools.open` (`Runtime(elicitor=...)`), named with the call
 that was running on that server; the capability is advertised only when there is
@@ -85,11 +91,15 @@ try:  # the SDK is an extra: without it, the line that says how to install it
     from mcp.client.stdio import get_default_environment
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.message import SessionMessage
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    from ._mcptask import CreatedTask, TaskLost, TasksClient, follow_task, offers_tasks
 except ImportError as error:
     raise ImportError(_extras.missing("mcp", "tether's MCP tools")) from error
 
 from .._env import TetherEnv
-from ..errors import InvalidInput, ToolFailed, UsageError
+from .._mcptasks import call_state
+from ..errors import InvalidInput, ToolAborted, ToolFailed, UsageError
 from ._contain import Network, containment_now, supervisor_argv, tree_env
 from ._proctree import namespace_wall, resolve_command
 from ._protocol import ElicitationAnswer, ElicitationRequest, Elicitor
@@ -99,6 +109,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from mcp.client._transport import TransportStreams, WriteStream
+    from mcp.client.extension import ClaimContext
     from mcp.client.session import ClientRequestContext
 
     from .._config import Config
@@ -564,7 +575,9 @@ class McpTool(Tool):
         result: mcp_types.CallToolResult | Exception
         try:
             async with anyio.create_task_group() as tg:
-                if self.stop_class is StopClass.EXTENSION:
+                # A task's cancel is `tasks/cancel` (`_follow_task`); a cancel of its
+                # `tools/call` would close the request's stream before the task is told.
+                if self.stop_class is StopClass.EXTENSION and not _as_task(client):
                     tg.start_soon(_cancel_at_stop, client, ctx, sent)
                 try:
                     result = await client.call_tool(
@@ -585,6 +598,14 @@ class McpTool(Tool):
         finally:
             _SENDING.reset(token)
             server.running.remove(sent)
+        if isinstance(result, Exception) and sent.written.is_set() and _lost(result):
+            # Sent, and its answer lost with the stream: never sent again, and whether
+            # it took effect is unknown.
+            raise ToolFailed(
+                f"{self.name}: the server's connection broke before it answered "
+                f"({_describe(result)}); whether the call took effect is unknown",
+                end_unknown=True,
+            ) from None
         if isinstance(result, MCPError):
             raise ToolFailed(f"{self.name}: {result.error.message}") from None
         if isinstance(result, anyio.BrokenResourceError | anyio.ClosedResourceError):
@@ -595,6 +616,67 @@ class McpTool(Tool):
         if result.is_error:
             raise ToolFailed(text or f"{self.name} reported an error")
         return text
+
+
+def _as_task(client: Client) -> bool:
+    """Whether the client's calls to this server are made as tasks (it offers them)."""
+    session = client.session
+    return session.protocol_version in MODERN_PROTOCOL_VERSIONS and offers_tasks(
+        session.server_capabilities
+    )
+
+
+def _lost(result: Exception) -> bool:
+    """Whether a call's answer was lost with its connection (its end is unknown)."""
+    if isinstance(result, MCPError):
+        return result.error.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(
+        result,
+        anyio.BrokenResourceError | anyio.ClosedResourceError | httpx2.TransportError,
+    )
+
+
+async def _follow_task(
+    created: CreatedTask, claim: ClaimContext
+) -> mcp_types.CallToolResult:
+    """Follow a call's task to its real end; a stop sends `tasks/cancel` and waits on.
+
+    The end is read through `tether._mcptasks`: `completed` is the result (a
+    cancelled write that ran to its end included), `cancelled` ends the call
+    aborted, `failed` failed, and a status that can no longer be read unknown.
+    """
+    sent = _SENDING.get()
+    stop = sent.ctx.cancelled if sent is not None else None
+    name = sent.tool if sent is not None else claim.tool_name
+    try:
+        task = await follow_task(claim.session, created.task_id, stop=stop)
+    except TaskLost as exc:
+        raise ToolFailed(
+            f"{name}: task {created.task_id} can no longer be read ({exc}); whether "
+            "the call took effect is unknown",
+            end_unknown=True,
+        ) from None
+    status, message = task["status"], task.get("statusMessage") or ""
+    result = task.get("result")
+    is_error = isinstance(result, dict) and result.get("isError") is True
+    state = call_state(status, is_error=is_error)
+    match state:
+        case "succeeded" | "failed" if status == "completed":
+            if not isinstance(result, dict):
+                raise ToolFailed(
+                    f"{name}: task {created.task_id} completed with no result; "
+                    "what it did is unknown",
+                    end_unknown=True,
+                )
+            return mcp_types.CallToolResult.model_validate(result)
+        case "aborted":
+            raise ToolAborted(f"{name}: the server ended its task cancelled: {message}")
+        case "failed":
+            error = task.get("error") or {}
+            why = error.get("message") if isinstance(error, dict) else None
+            raise ToolFailed(f"{name}: its task failed: {why or message or status}")
+        case _:  # terminal statuses only reach here
+            raise ToolFailed(f"{name}: task ended {status!r}", end_unknown=True)
 
 
 async def _cancel_at_stop(client: Client, ctx: ToolContext, sent: _Sent) -> None:
@@ -875,6 +957,7 @@ async def _client_for(
             client_info=info,
             cache=None,
             elicitation_callback=asks,
+            extensions=[TasksClient(_follow_task)],
         )
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
@@ -883,7 +966,11 @@ async def _client_for(
     )
     transport = streamable_http_client(spec.url, http_client=http)
     return Client(
-        _tapped(transport), client_info=info, cache=None, elicitation_callback=asks
+        _tapped(transport),
+        client_info=info,
+        cache=None,
+        elicitation_callback=asks,
+        extensions=[TasksClient(_follow_task)],
     )
 
 

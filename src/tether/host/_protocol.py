@@ -147,6 +147,8 @@ class ResultEvent:
     code: ErrorCode | None = None
     message: str = ""
     field_path: str = ""
+    end_unknown: bool = False
+    """The call's end cannot be known (its answer was lost: `ToolFailed(end_unknown=True)`)."""
 
     @property
     def is_error(self) -> bool:

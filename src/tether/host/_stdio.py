@@ -91,6 +91,7 @@ def _too_large(event: ResultEvent, exc: FrameTooLarge) -> ResultEvent:
         code=event.code or ErrorCode.TOOL_FAILED,
         message=f"{event.message or 'the call ended'}; its {what} was not sent: "
         f"{exc.message}",
+        end_unknown=event.end_unknown,
     )
 
 

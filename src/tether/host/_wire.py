@@ -193,6 +193,7 @@ class _Error(pydantic.BaseModel):
     code: ErrorCode
     message: str = ""
     path: str = ""
+    end_unknown: bool = False
 
 
 class _Result(_Key):
@@ -293,13 +294,15 @@ def event_to_wire(event: HostEvent) -> tuple[str, dict[str, Any]]:
         case OutputEvent(text=text):
             return "tools.progress", {**base, "kind": "output", "text": text}
         case ResultEvent():
-            error = None
+            error: dict[str, Any] | None = None
             if event.code is not None:
                 error = {
                     "code": event.code,
                     "message": event.message,
                     "path": event.field_path,
                 }
+                if event.end_unknown:
+                    error["end_unknown"] = True
             return "tools.result", {**base, "output": event.output, "error": error}
 
 
@@ -315,6 +318,7 @@ def event_from_wire(method: str, params: dict[str, Any]) -> HostEvent:
             code=r.error.code,
             message=r.error.message,
             field_path=r.error.path,
+            end_unknown=r.error.end_unknown,
         )
     p = _parse(_Progress, params)
     if p.kind == "phase":

@@ -362,6 +362,19 @@ class Executor:
                 call.stop is not None and call.policy.abandons
             ):
                 self._finish_aborted(call, partial=event.output or call.streamed())
+            elif (
+                event.end_unknown
+            ):  # its answer was lost: whether it took effect is not known
+                result = ToolResult(
+                    output=event.message or event.output,
+                    is_error=True,
+                    code=event.code or ErrorCode.TOOL_FAILED,
+                    call_id=call.key.call_id,
+                    tool=call.key.tool,
+                )
+                self._finish(
+                    call, CallState.END_UNKNOWN, result, result.code, settled=True
+                )
             elif event.code is not None:
                 result = ToolResult(
                     output=event.message or event.output,
