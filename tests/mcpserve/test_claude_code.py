@@ -29,7 +29,7 @@ from tether.testing._agent_server import tool_results
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 GRACE = 0.2
 """The served calls' grace window: under Claude Code's half second before SIGKILL."""
