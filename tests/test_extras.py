@@ -45,7 +45,7 @@ DISTRIBUTIONS = {
 IMPORTERS = {
     "psycopg": {"tether/runs/_postgres.py"},
     "PIL": {"tether/host/tools/_render_png.py"},
-    "mcp": {"tether/host/_mcp.py"},
+    "mcp": {"tether/host/_mcp.py", "tether/host/_mcptask.py"},
     "acp": {
         "tether/acp/_elicit.py",
         "tether/acp/_mcp_servers.py",
