@@ -336,7 +336,12 @@ async def test_a_signalled_server_stops_its_calls_before_it_exits(
     assert gone >= GRACE * 0.5, "the tree was killed before its grace window"
     (record,) = _ledger(ledger)
     assert record.abort_source == "shutdown"
-    assert record.abort_reason == "the MCP server got SIGINT"
+    # The signal seen first names the stop. Sent back to back, SIGINT and the first
+    # SIGTERM may reach two threads of the server at once and be seen in either order.
+    assert record.abort_reason in (
+        "the MCP server got SIGINT",
+        "the MCP server got SIGTERM",
+    )
 
 
 async def test_a_cancel_stops_only_its_own_call(
