@@ -120,6 +120,9 @@ def serve(
       "mcpServers": {"tether": {"command": "tether", "args": ["mcp", "serve"]}}
       "mcpServers": {"tether": {"type": "http", "url": "http://127.0.0.1:8766/mcp",
                      "headers": {"Authorization": "Bearer TOKEN"}}}
+    Claude Code kills its stdio servers about 0.5 s after an interrupt: give it
+    `"args": ["mcp", "serve", "--grace", "0.3"]` so a stopped tree's grace window
+    ends first (docs/mcp-serve.md, "With Claude Code").
     """
     from .. import _extras
     from ..errors import StoreError, UsageError
