@@ -1,8 +1,7 @@
 """The supervisor of one process tree: a standalone program, run by path.
 
 `python -I -S _supervise.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
-(`_supervise.py` imports this module from its cached bytecode and calls `main()`; running
-this file by path works too)
+(`_supervise.py` imports this module from its cached bytecode and calls `main()`)
 
 The options say what a `namespace` tree may write and reach (S15, the wall; the host's
 `_contain.py` decides them): `--rw=P` a writable path (repeatable), `--see=P` a path the
@@ -16,7 +15,14 @@ tree dies with the host (`--parent=PID`: this program's parent-death signal is a
 for that pid) or when the command exits.
 
 It imports nothing but the standard library (so it starts in milliseconds, whatever the
-host's environment) and is started by `tether.host._proctree.ProcessTree`. It spawns
+host's environment) and is started by `tether.host._proctree.ProcessTree`. What it
+decides without a system call (its command line, which copies, in which order, with
+which attributes, the seccomp filter's bytes, the pipeline readers a stop spares, the
+report lines) is `_wall_plan.py`, tested in process; this module makes the system calls.
+They stay one file, not split further, because they are one program: the wall is built
+and the tree supervised by the same processes across `fork` (the supervisor, the
+namespace's first process, the starter), each step handing the next its descriptors,
+and every module more is another file to find and load at each tree's start. It spawns
 the command with stdin `/dev/null` and stdout and stderr merged into its own stdout,
 and obeys one-byte orders on its stdin:
 
@@ -108,30 +114,21 @@ import select
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (a tree's start)
+if TYPE_CHECKING or __package__:
+    from . import _wall_plan as plan
+else:  # run by `_supervise.py`: this folder is on `sys.path`
+    import _wall_plan as plan
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-MS_RDONLY = 0x1
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_NOEXEC = 0x8
-MS_REMOUNT = 0x20
-MS_NOATIME = 0x400
-MS_NODIRATIME = 0x800
-MS_BIND = 0x1000
-MS_REC = 0x4000
-MS_PRIVATE = 0x40000
-MS_STRICTATIME = 0x1000000
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-TREE_UID = 2147483646
-"""The unprivileged outer uid (and gid) a root caller's tree runs as: its root inside."""
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 SYS_OPEN_TREE = 428
 SYS_MOVE_MOUNT = 429
 SYS_MOUNT_SETATTR = 442
@@ -142,23 +139,9 @@ AT_RECURSIVE = 0x8000
 OPEN_TREE_CLONE = 0x1
 OPEN_TREE_CLOEXEC = 0o2000000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
-MOUNT_ATTR_RDONLY = 0x1
-MOUNT_ATTR_NOSUID = 0x2
-MOUNT_ATTR_NODEV = 0x4
-MOUNT_ATTR_IDMAP = 0x100000
-WRITABLE_ATTRS = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
-"""Every writable copy: no set-uid, set-gid or file capability acts from it, no device
-opens through it (S16)."""
-PR_SET_NO_NEW_PRIVS = 38
-PR_SET_SECCOMP = 22
-SECCOMP_MODE_FILTER = 2
-SHM = "/dev/shm"
-"""Gets a private tmpfs in every tree; `--tmp=/dev/shm/<name>` is a folder of it."""
-READER_GRACE = 0.25
-"""Seconds a pipeline's reader spared by a stop gets, once its input ended, to finish
-(print what it holds) before it gets SIGTERM too."""
-PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-"""Kernel knobs under `/proc` bound read-only (container runtimes' read-only paths)."""
+TREE_UID = plan.TREE_UID
+"""The unprivileged outer uid (and gid) a root caller's tree runs as: its root inside."""
+_refusals = plan.refusals
 
 _RESET = (
     signal.SIGPIPE,
@@ -213,14 +196,9 @@ _QUIET = False
 
 def status(line: str) -> None:
     """Write one report line on stderr, the host's status channel."""
-    if _QUIET:
-        kind, _, rest = line.partition(" ")
-        if kind not in ("error", "refused"):
-            return
-        line = (
-            f"tether: the server could not start in its wall: {rest.partition(' ')[2]}"
-        )
-    os.write(2, (line + "\n").encode())
+    said = plan.quiet_line(line) if _QUIET else line
+    if said is not None:
+        os.write(2, (said + "\n").encode())
 
 
 def write_file(path: str, text: str) -> None:
@@ -233,27 +211,9 @@ def write_file(path: str, text: str) -> None:
 
 
 def bind_read_only(path: str) -> None:
-    """Bind `path` onto itself and make that bind read-only, keeping its other flags.
-
-    A remount may not clear flags the kernel locked on the mount below (nosuid, nodev,
-    noexec, the atime mode), so they are read back and passed again.
-    """
-    mount(path, path, None, MS_BIND | MS_REC)
-    found = os.statvfs(path).f_flag
-    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
-    for st, ms in (
-        (os.ST_NOSUID, MS_NOSUID),
-        (os.ST_NODEV, MS_NODEV),
-        (os.ST_NOEXEC, MS_NOEXEC),
-        (os.ST_NODIRATIME, MS_NODIRATIME),
-    ):
-        if found & st:
-            flags |= ms
-    if found & os.ST_NOATIME:
-        flags |= MS_NOATIME
-    elif not found & os.ST_RELATIME:
-        flags |= MS_STRICTATIME
-    mount(None, path, None, flags)
+    """Bind `path` onto itself and make that bind read-only, keeping its other flags."""
+    mount(path, path, None, plan.MS_BIND | plan.MS_REC)
+    mount(None, path, None, plan.remount_flags(os.statvfs(path).f_flag))
 
 
 def _syscall(what: str, number: int, *args: object) -> int:
@@ -326,126 +286,6 @@ def loopback_up() -> None:
         fcntl.ioctl(sock.fileno(), 0x8914, request)  # SIOCSIFFLAGS
 
 
-# What no tree may make (S16): a set-uid or set-gid file, a device node, a file
-# capability. The kernel's own checks let a tree's root do all three on its writable
-# copies (they are idmapped to the caller's ids), so a seccomp filter refuses the system
-# calls that would: any mode with S_ISUID or S_ISGID (`chmod`, `fchmod`, `fchmodat`,
-# `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat`), a character or block
-# device (`mknod`, `mknodat`; even 0:0, the overlay whiteout a user namespace may make),
-# and every extended attribute write (`setxattr` and kin; `security.capability` cannot be
-# told apart by a filter), with EPERM, EPERM and EOPNOTSUPP. Calls whose mode a filter
-# cannot see are refused with ENOSYS, as if the kernel had none, so programs fall back:
-# `openat2` (its mode is behind a pointer) and `io_uring_setup` (its ring opens files
-# unseen). Per architecture: x86-64 (its i386 calls by their own numbers, x32 refused),
-# i386, aarch64; any other (arm32 on aarch64) is refused whole.
-_MODE = "mode"  # refused when argument N (the mode) has S_ISUID or S_ISGID
-_MKNOD = "mknod"  # that, or a character or block device
-_NOSYS = "nosys"  # always refused: ENOSYS
-_NOXATTR = "noxattr"  # always refused: EOPNOTSUPP
-_CALLS: dict[int, tuple[tuple[int, str, int], ...]] = {
-    # AUDIT_ARCH_X86_64
-    0xC000003E: (
-        (2, _MODE, 2),  # open
-        (85, _MODE, 1),  # creat
-        (90, _MODE, 1),  # chmod
-        (91, _MODE, 1),  # fchmod
-        (133, _MKNOD, 1),  # mknod
-        (257, _MODE, 3),  # openat
-        (259, _MKNOD, 2),  # mknodat
-        (268, _MODE, 2),  # fchmodat
-        (452, _MODE, 2),  # fchmodat2
-        (188, _NOXATTR, 0),  # setxattr
-        (189, _NOXATTR, 0),  # lsetxattr
-        (190, _NOXATTR, 0),  # fsetxattr
-        (463, _NOXATTR, 0),  # setxattrat
-        (437, _NOSYS, 0),  # openat2
-        (425, _NOSYS, 0),  # io_uring_setup
-    ),
-    # AUDIT_ARCH_I386
-    0x40000003: (
-        (5, _MODE, 2),
-        (8, _MODE, 1),
-        (15, _MODE, 1),
-        (94, _MODE, 1),
-        (14, _MKNOD, 1),
-        (295, _MODE, 3),
-        (297, _MKNOD, 2),
-        (306, _MODE, 2),
-        (452, _MODE, 2),
-        (226, _NOXATTR, 0),
-        (227, _NOXATTR, 0),
-        (228, _NOXATTR, 0),
-        (463, _NOXATTR, 0),
-        (437, _NOSYS, 0),
-        (425, _NOSYS, 0),
-    ),
-    # AUDIT_ARCH_AARCH64
-    0xC00000B7: (
-        (56, _MODE, 3),  # openat
-        (52, _MODE, 1),  # fchmod
-        (53, _MODE, 2),  # fchmodat
-        (452, _MODE, 2),
-        (33, _MKNOD, 2),  # mknodat
-        (5, _NOXATTR, 0),
-        (6, _NOXATTR, 0),
-        (7, _NOXATTR, 0),
-        (463, _NOXATTR, 0),
-        (437, _NOSYS, 0),
-        (425, _NOSYS, 0),
-    ),
-}
-_X86_64 = 0xC000003E
-_X32_BIT = 0x40000000
-_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
-_JGE = 0x35
-_JSET = 0x45
-_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
-_RET = 0x06  # BPF_RET | BPF_K
-_ALLOW = 0x7FFF0000
-_ERRNO = 0x00050000
-_SET_ID_BITS = 0o6000
-
-
-def _refusals() -> bytes:
-    """The tree's seccomp filter (classic BPF), as the kernel takes it."""
-
-    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
-        return (code, jt, jf, k)
-
-    deny = op(_RET, _ERRNO | errno.EPERM)
-    nosys = op(_RET, _ERRNO | errno.ENOSYS)
-    allow = op(_RET, _ALLOW)
-    program: list[tuple[int, int, int, int]] = [op(_LD_ABS, 4)]  # arch
-    for arch, calls in _CALLS.items():
-        block = [op(_LD_ABS, 0)]  # nr
-        if arch == _X86_64:
-            block += [op(_JGE, _X32_BIT, 0, 1), nosys]
-        for number, rule, arg in calls:
-            if rule == _NOSYS:
-                body = [nosys]
-            elif rule == _NOXATTR:
-                body = [op(_RET, _ERRNO | errno.EOPNOTSUPP)]
-            else:
-                body = [op(_LD_ABS, 16 + 8 * arg), op(_JSET, _SET_ID_BITS, 0, 1), deny]
-                if rule == _MKNOD:
-                    body += [
-                        op(_AND, 0o170000),
-                        op(_JEQ, 0o020000, 0, 1),
-                        deny,
-                        op(_JEQ, 0o060000, 0, 1),
-                        deny,
-                    ]
-                body.append(allow)
-            block += [op(_JEQ, number, 0, len(body)), *body]
-        block.append(allow)
-        program += [op(_JEQ, arch, 0, len(block)), *block]
-    program.append(nosys)  # an architecture not named: nothing runs
-    import struct
-
-    return b"".join(struct.pack("=HBBI", *insn) for insn in program)
-
-
 def refuse_set_ids() -> None:
     """Install the filter that refuses set-uid, set-gid, devices and xattr writes.
 
@@ -454,7 +294,7 @@ def refuse_set_ids() -> None:
     """
     import struct
 
-    raw = _refusals()
+    raw = plan.refusals()
     program = ctypes.create_string_buffer(raw, len(raw))
     # struct sock_fprog: the count of instructions, then a pointer to them.
     fprog = ctypes.create_string_buffer(
@@ -469,110 +309,31 @@ def refuse_set_ids() -> None:
     _call("seccomp", _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, arg, 0, 0))
 
 
-class Wall:
-    """What a `namespace` tree may write and reach (S15), from the command line.
-
-    Everything is read-only inside but the `writable` paths, a private temporary
-    directory (`tmp`, a tmpfs) and a private `/dev/shm`; the `protect` paths are
-    read-only even below a writable path; each `mask` (the session's sockets) is
-    hidden under an empty read-only tmpfs; `network` `none` is loopback only.
-    """
-
-    def __init__(self) -> None:
-        self.protect: list[str] = []
-        self.writable: list[str] = []
-        self.see: list[str] = []
-        self.masks: list[str] = []
-        self.tmp: str | None = None
-        self.network = "host"
-        self.stdio = False
-        self.parent = 0
-        self.cwd = os.getcwd()
-        # Detached copies of the writable paths (and, for a root caller, of the
-        # ancestors only root may traverse), taken before `/` is made read-only.
-        # Each: (path, copy, read-only, a copy without submounts or -1).
-        self.clones: list[tuple[str, int, bool, int]] = []
-
-    def take(self, token: str) -> None:
-        """Take one option or a protect path.
-
-        The options are `--rw=P`, `--see=P`, `--mask=P`, `--tmp=P`, `--net=none`,
-        `--stdio` and `--parent=PID`.
-        """
-        name, _, value = token.partition("=")
-        if name == "--rw":
-            self.writable.append(value)
-        elif name == "--see":
-            self.see.append(value)
-        elif name == "--mask":
-            self.masks.append(value)
-        elif name == "--tmp":
-            self.tmp = value
-        elif name == "--net":
-            self.network = value
-        elif token == "--stdio":
-            self.stdio = True
-        elif name == "--parent":
-            self.parent = int(value)
-        elif token.startswith("--"):
-            raise SystemExit(f"unknown wall option {token!r}")
-        else:
-            self.protect.append(token)
-
-
-def _closed_ancestor(path: str, *, itself: bool) -> str | None:
-    """The highest folder on the way to `path` that others may not traverse (no `o+x`).
-
-    With `itself`, `path` counts as on the way.
-    """
-    parts = path.strip("/").split("/")
-    for n in range(1, len(parts) + (1 if itself else 0)):
-        here = "/" + "/".join(parts[:n])
-        try:
-            if not os.stat(here).st_mode & 0o001:
-                return here
-        except OSError:
-            return None
-    return None
-
-
-def _inside(outer: str, inner: str) -> bool:
-    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+Clone = tuple[str, int, bool, int]
+"""A detached copy taken before `/` is made read-only: (path, copy, read-only, a copy
+of the path without its submounts or -1)."""
 
 
 def _mount_points() -> list[str]:
     """Every mount point of this mount namespace (`/proc/self/mountinfo`)."""
     with open("/proc/self/mountinfo", "rb") as f:
-        lines = f.read().splitlines()
-    found = []
-    for line in lines:
-        raw = line.split(b" ", 5)[4]
-        # The kernel writes a space, tab, newline or backslash as an octal escape.
-        parts = raw.split(b"\\")
-        point = parts[0] + b"".join(
-            bytes([int(p[:3], 8)]) + p[3:] if p[:3].isdigit() else b"\\" + p
-            for p in parts[1:]
-        )
-        found.append(os.fsdecode(point))
-    return found
+        return plan.mount_points(f.read())
 
 
-def _copies(
-    path: str, read_only: bool, points: Sequence[str]
-) -> tuple[str, int, bool, int]:
+def _copies(path: str, read_only: bool, points: Sequence[str]) -> Clone:
     """A root caller's copies of `path`: with its submounts, or alone when it has none.
 
     With submounts there is also a copy without them, for idmapping where a
     submount's file system cannot.
     """
-    if any(p != path and _inside(path, p) for p in points):
+    if plan.has_submounts(path, points):
         whole = open_tree(path, recursive=True)
         return (path, whole, read_only, open_tree(path, recursive=False))
     return (path, open_tree(path, recursive=False), read_only, -1)
 
 
 def _tmpfs(target: str, options: str, flags: int = 0) -> None:
-    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, options)
+    mount("tmpfs", target, "tmpfs", plan.MS_NOSUID | plan.MS_NODEV | flags, options)
 
 
 def machine_root() -> bool:
@@ -585,95 +346,81 @@ def machine_root() -> bool:
         return False
     try:
         with open("/proc/self/uid_map", "rb") as f:
-            return f.read().split() == [b"0", b"0", b"4294967295"]
+            return plan.initial_uid_map(f.read())
     except OSError:
         return False
 
 
-def build_wall(wall: Wall, root: bool) -> None:
+def build_wall(wall: plan.Wall, root: bool) -> list[Clone]:
     """In the namespace's first process: everything read-only but what `wall` opens.
 
     The writable paths are copied (detached) first, `/` is then made read-only
     recursively, a fresh `/proc` gets its kernel knobs read-only, and private
     tmpfs mounts take `/dev/shm`, the temporary directory and the masks. The copies
-    are attached later, by `attach_writable()`, once the starter's user namespace
-    exists (a root caller's copies are idmapped through it).
+    (returned) are attached later, by `attach_writable()`, once the starter's user
+    namespace exists (a root caller's copies are idmapped through it).
     """
     ancestors: list[str] = []
     if root:
-        # The tree's uid is not root's: a folder only root may traverse on the way to
-        # a writable path, the command or `PATH` (typically `/root`) is shown
-        # read-only, idmapped so that root's files there look like the tree's own.
-        wanted = [(p, False) for p in wall.writable]
-        wanted += [(os.path.realpath(p), True) for p in wall.see]
-        wanted += [(p, True) for p in wall.see]
-        for path, itself in wanted:
-            closed = _closed_ancestor(path, itself=itself)
-            if closed is None or any(_inside(w, closed) for w in wall.writable):
-                continue
-            if not any(_inside(a, closed) for a in ancestors):
-                ancestors = [a for a in ancestors if not _inside(closed, a)]
-                ancestors.append(closed)
+        ancestors = plan.closed_on_the_way(
+            wall,
+            real_see=[os.path.realpath(p) for p in wall.see],
+            mode_of=lambda p: os.stat(p).st_mode,
+        )
     # A root caller's copies are idmapped: with their submounts where those allow it,
     # else without (a copy of the path alone is kept for that).
     below = _mount_points() if root else []
-    for path in sorted(ancestors, key=len):
-        wall.clones.append(_copies(path, True, below))
-    for path in wall.writable:
-        if root:
-            wall.clones.append(_copies(path, False, below))
-        else:
-            wall.clones.append((path, open_tree(path, recursive=True), False, -1))
-    mount_setattr(AT_FDCWD, "/", recursive=True, set_=MOUNT_ATTR_RDONLY)
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in PROC_READ_ONLY:
+    clones = [
+        _copies(path, read_only, below)
+        if root
+        else (path, open_tree(path, recursive=True), False, -1)
+        for path, read_only in plan.copies(ancestors, wall.writable)
+    ]
+    mount_setattr(AT_FDCWD, "/", recursive=True, set_=plan.MOUNT_ATTR_RDONLY)
+    mount("proc", "/proc", "proc", plan.MS_NOSUID | plan.MS_NODEV | plan.MS_NOEXEC)
+    for name in plan.PROC_READ_ONLY:
         if os.path.exists(f"/proc/{name}"):
             bind_read_only(f"/proc/{name}")
     if wall.network == "none":
         loopback_up()
+    return clones
 
 
-def _submounts_on_the_way(wall: Wall, path: str, userns: int) -> list[tuple[str, int]]:
+def _submounts_on_the_way(
+    wall: plan.Wall, path: str, userns: int
+) -> list[tuple[str, int]]:
     """Read-only copies of the mounts below `path` that hold a writable or seen path.
 
-    Shortest first: attached over a copy of `path` made without its submounts, they
-    keep the way to those paths (a writable path on a file system mounted below a
-    folder only root may traverse). Each is idmapped where its file system allows.
+    Each is idmapped where its file system allows (`plan.submounts_on_the_way()`).
     """
-    wanted = [*wall.writable, *wall.see]
     found: list[tuple[str, int]] = []
-    for point in sorted(set(_mount_points()), key=len):
-        if point == path or not _inside(path, point):
-            continue
-        if not any(_inside(point, w) for w in wanted):
-            continue
+    wanted = [*wall.writable, *wall.see]
+    for point in plan.submounts_on_the_way(path, _mount_points(), wanted):
         copy = open_tree(point, recursive=False)
         try:
             mount_setattr(
                 copy,
                 "",
                 recursive=False,
-                set_=MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY,
+                set_=plan.MOUNT_ATTR_IDMAP | plan.MOUNT_ATTR_RDONLY,
                 userns=userns,
             )
         except OSError:
-            mount_setattr(copy, "", recursive=False, set_=MOUNT_ATTR_RDONLY)
+            mount_setattr(copy, "", recursive=False, set_=plan.MOUNT_ATTR_RDONLY)
         found.append((point, copy))
     return found
 
 
-def attach_writable(wall: Wall, userns: int | None) -> None:
-    """Attach the writable copies, mount the private tmpfs mounts and the masks.
+def attach_writable(wall: plan.Wall, clones: list[Clone], userns: int | None) -> None:
+    """Attach the copies, mount the private tmpfs mounts and the masks.
 
-    The writable copies are idmapped through `userns` for a root caller (the tree's
-    root writes files the caller owns). Last, the protect paths are walled.
+    The copies are idmapped through `userns` for a root caller (the tree's root
+    writes files the caller owns). Last, the protect paths are walled.
     """
-    for path, fd, read_only, alone in wall.clones:
+    for path, fd, read_only, alone in clones:
         on_way: list[tuple[str, int]] = []
+        attrs = plan.copy_attrs(read_only=read_only, idmapped=userns is not None)
         if userns is not None:
-            attrs = MOUNT_ATTR_IDMAP | (
-                MOUNT_ATTR_RDONLY if read_only else WRITABLE_ATTRS
-            )
             try:
                 try:
                     mount_setattr(
@@ -690,14 +437,10 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
                     fd, alone = alone, -1
                     mount_setattr(fd, "", recursive=False, set_=attrs, userns=userns)
             except OSError as exc:
-                raise OSError(
-                    exc.errno,
-                    f"{path} cannot be idmapped ({exc.strerror}): as root, the "
-                    "writable paths must be on a file system with idmapped mounts "
-                    "(ext4, xfs, btrfs, tmpfs); or run tether as an unprivileged user",
-                ) from None
-        elif not read_only:
-            mount_setattr(fd, "", recursive=True, set_=WRITABLE_ATTRS)
+                why = plan.not_idmapped(path, str(exc.strerror))
+                raise OSError(exc.errno, why) from None
+        elif attrs:
+            mount_setattr(fd, "", recursive=True, set_=attrs)
         move_mount(fd, path)
         os.close(fd)
         if alone >= 0:
@@ -705,28 +448,23 @@ def attach_writable(wall: Wall, userns: int | None) -> None:
         for point, copy in on_way:
             move_mount(copy, point)
             os.close(copy)
-    wall.clones.clear()
+    clones.clear()
     # Private tmpfs mounts last: nothing attached above may cover them.
-    owner = f",uid={TREE_UID},gid={TREE_UID}" if userns is not None else ""
-    private_shm = os.path.isdir(SHM) and not any(_inside(SHM, w) for w in wall.writable)
-    if private_shm:
-        _tmpfs(SHM, f"mode=1777{owner}")
-    if wall.tmp is not None and os.path.dirname(wall.tmp) == SHM:
-        # A folder of the private /dev/shm: nothing to make or remove outside.
-        if not private_shm:
-            raise OSError(errno.EBUSY, f"no private {SHM} for the temporary directory")
-        os.mkdir(wall.tmp, 0o700)
+    mounts, folder = plan.private_tmpfs(
+        wall, shm_is_dir=os.path.isdir(plan.SHM), idmapped=userns is not None
+    )
+    for target, options in mounts:
+        _tmpfs(target, options)
+    if folder is not None:
+        os.mkdir(folder, 0o700)
         if userns is not None:
-            os.chown(wall.tmp, TREE_UID, TREE_UID)
-    elif wall.tmp is not None:
-        mode = "1777" if wall.tmp == "/tmp" else "0700"
-        _tmpfs(wall.tmp, f"mode={mode}{owner}")
+            os.chown(folder, plan.TREE_UID, plan.TREE_UID)
     for path in wall.masks:
         if os.path.isdir(path):
-            _tmpfs(path, "mode=0755,size=4k", MS_RDONLY | MS_NOEXEC)
+            _tmpfs(path, "mode=0755,size=4k", plan.MS_RDONLY | plan.MS_NOEXEC)
         elif os.path.exists(path):
-            mount("/dev/null", path, None, MS_BIND)
-            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+            mount("/dev/null", path, None, plan.MS_BIND)
+            mount(None, path, None, plan.MS_BIND | plan.MS_REMOUNT | plan.MS_RDONLY)
     for path in wall.protect:
         # One the private `/tmp` hides needs no wall: the tree cannot reach it.
         if os.path.lexists(path):
@@ -737,9 +475,8 @@ def stat_of(pid: int) -> tuple[int, int] | None:
     """(ppid, pgrp) of `pid`, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[1]), int(fields[2])
-    except (OSError, IndexError, ValueError):
+            return plan.parse_stat(f.read())
+    except OSError:
         return None
 
 
@@ -767,10 +504,9 @@ def pipe_writers(pids: Sequence[int]) -> dict[str, set[int]]:
             try:
                 with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
                     info = f.read()
-                flags = int(info.split(b"flags:", 1)[1].split()[0], 8)
-            except (OSError, IndexError, ValueError):
+            except OSError:
                 continue
-            if flags & os.O_ACCMODE != os.O_RDONLY:
+            if plan.writes(info):
                 found.setdefault(pipe, set()).add(pid)
     return found
 
@@ -783,10 +519,7 @@ def pipeline_readers(pids: Sequence[int]) -> dict[int, str]:
     readers = {pid: pipe for pid in pids if (pipe := _pipe(pid, "0")) is not None}
     if not readers:
         return {}
-    writers = pipe_writers(pids)
-    return {
-        pid: pipe for pid, pipe in readers.items() if writers.get(pipe, set()) - {pid}
-    }
+    return plan.live_readers(readers, pipe_writers(pids))
 
 
 class Supervisor:
@@ -798,10 +531,7 @@ class Supervisor:
         self.me = os.getpid()
         self.child = 0
         self.code: int | None = None
-        self.spared: dict[int, str] = {}
-        """Pipeline readers the stop has not signalled yet, with their stdin pipe."""
-        self.input_ended: dict[int, float] = {}
-        """When each spared reader was first seen with no writer left."""
+        self.readers = plan.SparedReaders({})
 
     # What differs between containments.
 
@@ -862,15 +592,15 @@ class Supervisor:
         are gone and it has had `READER_GRACE` seconds to finish.
         """
         found = self.members()
-        self.spared = pipeline_readers(found)
-        if not self.spared:
+        self.readers = plan.SparedReaders(pipeline_readers(found))
+        if not self.readers.spared:
             self.signal_all(signal.SIGTERM)
             return
         # One pass over the tree as found: a process forked since is a TERM handler's
         # own work (its `sleep`, its `rm`) and must not be signalled.
         members = {*found, self.me}
         for pid in found:
-            if pid not in self.spared:
+            if pid not in self.readers.spared:
                 self.send_one(pid, signal.SIGTERM, members)
 
     def release_readers(self) -> float | None:
@@ -879,27 +609,13 @@ class Supervisor:
         Returns:
             Seconds until the next one is due, or None when none waits.
         """
-        if not self.spared:
+        if not self.readers.spared:
             return None
         found = self.members()
-        writers = pipe_writers(found)
-        now = time.monotonic()
-        due: float | None = None
-        for pid, pipe in list(self.spared.items()):
-            if pid not in found:
-                del self.spared[pid]
-                continue
-            if writers.get(pipe, set()) - {pid}:
-                self.input_ended.pop(pid, None)
-                continue
-            since = self.input_ended.setdefault(pid, now)
-            left = since + READER_GRACE - now
-            if left <= 0:
-                del self.spared[pid]
-                self.send_one(pid, signal.SIGTERM, {*found, self.me})
-            else:
-                due = left if due is None else min(due, left)
-        return due
+        due, wait = self.readers.release(found, pipe_writers(found), time.monotonic())
+        for pid in due:
+            self.send_one(pid, signal.SIGTERM, {*found, self.me})
+        return wait
 
     def run(self, *, orders: bool = True) -> None:
         """Spawn the command and supervise it until the tree is gone.
@@ -939,18 +655,17 @@ class Supervisor:
                     break
             left = self.reap(False)
             if 0 in ready:
-                order = os.read(0, 64)
-                if not order or b"K" in order:
+                said = plan.order(os.read(0, 64))
+                if said == "kill":
                     break
-                if b"T" in order and not terminated:
+                if said == "terminate" and not terminated:
                     terminated = True
                     self.terminate()
                     left = self.reap(False)
             if terminated:
                 wait = self.release_readers()
         self.kill_all()
-        code = self.code if self.code is not None else -signal.SIGKILL
-        status(f"exit {code}")
+        status(plan.exit_line(self.code))
 
     def quit_signals(self) -> tuple[int, ...]:
         """Signals that make the supervisor kill the tree and exit."""
@@ -1003,25 +718,14 @@ class SubreaperSupervisor(Supervisor):
     def descendants(self) -> list[int]:
         """Every descendant of the supervisor."""
         if self.have_children_file:
-            kids_of: Callable[[int], list[int]] = self.children
-        else:
-            parents: dict[int, list[int]] = {}
-            for name in os.listdir("/proc"):
-                if name.isdigit():
-                    st = stat_of(int(name))
-                    if st is not None:
-                        parents.setdefault(st[0], []).append(int(name))
-
-            def kids_of(pid: int) -> list[int]:
-                return parents.get(pid, [])
-
-        found: list[int] = []
-        todo = [self.me]
-        while todo:
-            kids = kids_of(todo.pop())
-            found.extend(kids)
-            todo.extend(kids)
-        return found
+            return plan.descendants(self.me, self.children)
+        parents: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                st = stat_of(int(name))
+                if st is not None:
+                    parents.setdefault(st[0], []).append(int(name))
+        return plan.descendants(self.me, lambda pid: parents.get(pid, []))
 
     def send(self, pid: int, sig: int, tree: set[int]) -> None:
         """Signal `pid` only if it is still a member of the tree (no recycled pid)."""
@@ -1079,16 +783,12 @@ class NamespaceSupervisor(Supervisor):
         executable: str,
         argv: Sequence[str],
         *,
-        uid: int,
-        gid: int,
-        root: bool,
-        wall: Wall,
+        wall: plan.Wall,
+        inside: Inside,
     ) -> None:
         super().__init__(executable, argv)
-        self.uid = uid
-        self.gid = gid
-        self.root = root
         self.wall = wall
+        self.inside = inside
 
     def quit_signals(self) -> tuple[int, ...]:
         """None: the host orders through the pipe, and the tree may not signal us."""
@@ -1127,32 +827,23 @@ class NamespaceSupervisor(Supervisor):
             os.close(fail_r)
         if said:
             os.waitpid(pid, 0)
-            number, _, text = said.decode(errors="replace").partition(" ")
-            raise OSError(int(number) if number.isdigit() else 0, text)
+            raise OSError(*plan.read_failure(said))
         return pid
 
     def map_ids(self, pid: int) -> None:
-        """Map the starter's ids: the caller's to themselves, unless it is root.
-
-        For a root caller, the tree's root maps to the unprivileged `TREE_UID` (S15:
-        never the machine's root).
-        """
-        if self.root:
-            write_file(f"/proc/{pid}/uid_map", f"0 {TREE_UID} 1\n")
-            write_file(f"/proc/{pid}/setgroups", "deny")
-            write_file(f"/proc/{pid}/gid_map", f"0 {TREE_UID} 1\n")
-        else:
-            write_file(f"/proc/{pid}/uid_map", f"{self.uid} {self.uid} 1\n")
-            write_file(f"/proc/{pid}/gid_map", f"{self.gid} {self.gid} 1\n")
+        """Map the starter's ids (`plan.starter_maps()`)."""
+        inside = self.inside
+        for name, text in plan.starter_maps(inside.root, inside.uid, inside.gid):
+            write_file(f"/proc/{pid}/{name}", text)
 
     def attach(self, pid: int) -> None:
         """Attach the writable paths while the starter still shares our mounts."""
-        if not self.root:
-            attach_writable(self.wall, None)
+        if not self.inside.root:
+            attach_writable(self.wall, self.inside.clones, None)
             return
         userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            attach_writable(self.wall, userns)
+            attach_writable(self.wall, self.inside.clones, userns)
         finally:
             os.close(userns)
 
@@ -1163,13 +854,13 @@ class NamespaceSupervisor(Supervisor):
                 # A server stays in the host's group: the MCP client's SIGTERM to
                 # that group at shutdown must reach it.
                 os.setpgid(0, 0)
-            if self.root:
+            if self.inside.root:
                 os.setgroups([])  # root's supplementary groups stay outside
-            for _, fd, _, alone in self.wall.clones:
+            for _, fd, _, alone in self.inside.clones:
                 os.close(fd)
                 if alone >= 0:
                     os.close(alone)
-            unshare(CLONE_NEWUSER)
+            unshare(plan.CLONE_NEWUSER)
             os.write(ready_w, b"u")
             os.close(ready_w)
             if os.read(go_r, 1) != b"g":
@@ -1177,11 +868,11 @@ class NamespaceSupervisor(Supervisor):
             os.close(go_r)
             # A mount namespace owned by the new user namespace: every mount copied
             # into it is locked, the read-only ones included.
-            unshare(CLONE_NEWNS)
-            if self.root:
+            unshare(plan.CLONE_NEWNS)
+            if self.inside.root:
                 os.setresgid(0, 0, 0)
                 os.setresuid(0, 0, 0)
-            os.chdir(self.wall.cwd)
+            os.chdir(self.inside.cwd)
             if not self.wall.stdio:
                 null = os.open("/dev/null", os.O_RDONLY)
                 os.dup2(null, 0)
@@ -1194,7 +885,7 @@ class NamespaceSupervisor(Supervisor):
             refuse_set_ids()
             os.execve(self.executable, self.argv, os.environ)
         except OSError as exc:
-            os.write(fail_w, f"{exc.errno or 0} {exc.strerror or exc}".encode())
+            os.write(fail_w, plan.failure(exc))
         finally:
             os._exit(127)
 
@@ -1221,28 +912,38 @@ class NamespaceSupervisor(Supervisor):
             os.kill(-1, signal.SIGKILL)
 
 
-def enter_namespace(wall: Wall) -> tuple[int, int, bool]:
+class Inside:
+    """What the namespace's first process knows once its wall is built."""
+
+    def __init__(
+        self, *, uid: int, gid: int, root: bool, cwd: str, clones: list[Clone]
+    ) -> None:
+        self.uid = uid
+        self.gid = gid
+        """The caller's (effective) ids."""
+        self.root = root
+        """Whether the caller is the machine's root (`machine_root()`)."""
+        self.cwd = cwd
+        """The command's working directory."""
+        self.clones = clones
+        """The detached copies `build_wall()` took, not attached yet."""
+
+
+def enter_namespace(wall: plan.Wall, cwd: str) -> Inside:
     """Move into new namespaces and fork the first process of the new PID namespace.
 
-    Returns in that first process only, with the caller's (uid, gid) and whether it
-    is the machine's root, once it has
-    built the wall; this process waits for it and exits with it. Raises OSError (in
-    this process) when the kernel refuses the namespaces.
+    Returns in that first process only, once it has built the wall; this process
+    waits for it and exits with it. Raises OSError (in this process) when the kernel
+    refuses the namespaces.
     """
     uid, gid = os.geteuid(), os.getegid()
     root = machine_root()
-    flags = CLONE_NEWNS | CLONE_NEWPID
+    unshare(plan.namespace_flags(uid, wall.network))
     if uid != 0:
-        flags |= CLONE_NEWUSER
-    if wall.network == "none":
-        flags |= CLONE_NEWNET
-    unshare(flags)
-    if uid != 0:
-        write_file("/proc/self/setgroups", "deny")
-        write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
-        write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+        for name, text in plan.own_maps(uid, gid):
+            write_file(f"/proc/self/{name}", text)
     # Nothing mounted here may reach the host's mount namespace.
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount(None, "/", None, plan.MS_REC | plan.MS_PRIVATE)
     alive_r, alive_w = os.pipe()
     fail_r, fail_w = os.pipe()
     pid = os.fork()
@@ -1255,12 +956,12 @@ def enter_namespace(wall: Wall) -> tuple[int, int, bool]:
             os._exit(1)  # this program died before the death signal was armed
         os.close(alive_r)
         try:
-            build_wall(wall, root)
+            clones = build_wall(wall, root)
         except OSError as exc:
-            os.write(fail_w, f"{exc.errno or 0} {exc.strerror or exc}".encode())
+            os.write(fail_w, plan.failure(exc))
             os._exit(1)
         os.close(fail_w)
-        return uid, gid, root
+        return Inside(uid=uid, gid=gid, root=root, cwd=cwd, clones=clones)
     os.close(alive_r)
     os.close(fail_w)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -1270,7 +971,7 @@ def enter_namespace(wall: Wall) -> tuple[int, int, bool]:
     if failed:
         # The wall could not be built: say why, as a start error.
         os.waitpid(pid, 0)
-        number, _, text = failed.decode(errors="replace").partition(" ")
+        number, text = plan.read_failure(failed)
         status(f"error {number} {text}")
         os._exit(1)
     while True:
@@ -1278,58 +979,21 @@ def enter_namespace(wall: Wall) -> tuple[int, int, bool]:
             _, st = os.waitpid(pid, 0)
         except InterruptedError:
             continue
-        code = os.waitstatus_to_exitcode(st)
-        os._exit(code if code >= 0 else 128 - code)
-
-
-def parse(args: Sequence[str]) -> tuple[str, Wall, str, list[str]]:
-    """MODE [PROTECT ...] [--rw=P ...] -- EXECUTABLE ARGV0 [ARG ...] -> its parts."""
-    usage = "usage: _supervisor.py MODE [PROTECT | --OPTION=VALUE ...] -- EXECUTABLE ARGV..."
-    if len(args) < 1:
-        raise SystemExit(usage)
-    mode, rest = args[0], list(args[1:])
-    wall = Wall()
-    if mode == "probe":
-        for token in rest:
-            wall.take(token)
-        wall.protect.append(os.path.abspath(__file__))
-        wall.see.append(sys.executable)
-        return mode, wall, sys.executable, _probe_argv()
-    if "--" not in rest or len(rest) < rest.index("--") + 3:
-        raise SystemExit(usage)
-    cut = rest.index("--")
-    for token in rest[:cut]:
-        wall.take(token)
-    return mode, wall, rest[cut + 1], rest[cut + 2 :]
-
-
-def _probe_argv() -> list[str]:
-    target = os.path.abspath(__file__)
-    code = (
-        "import errno, os, sys\n"
-        "try:\n"
-        f"    open({target!r}, 'ab')\n"
-        "except OSError as exc:\n"
-        "    if exc.errno not in (errno.EROFS, errno.EACCES):\n"
-        "        sys.exit(3)\n"
-        "else:\n"
-        "    sys.exit(4)\n"
-        "open('probe-written', 'w').close()\n"
-        "sys.exit(0)\n"
-    )
-    return [sys.executable, "-I", "-S", "-c", code]
+        os._exit(plan.exit_status(os.waitstatus_to_exitcode(st)))
 
 
 def main() -> None:
-    """Run one tree in the containment MODE names."""
-    mode, wall, executable, argv = parse(sys.argv[1:])
-    if mode == "subreaper":
-        SubreaperSupervisor(executable, argv).run()
+    """Run one tree in the containment its command line names."""
+    call = plan.parse(
+        sys.argv[1:], supervisor=os.path.abspath(__file__), python=sys.executable
+    )
+    cwd = os.getcwd()
+    if call.mode == "subreaper":
+        SubreaperSupervisor(call.executable, call.argv).run()
         # The tree is gone and reported: skip the interpreter's teardown (milliseconds
         # the host would wait for).
         os._exit(0)
-    if mode not in ("namespace", "probe"):
-        raise SystemExit(f"unknown containment {mode!r}: namespace, subreaper or probe")
+    wall = call.wall
     if wall.stdio:
         global _QUIET
         _QUIET = True
@@ -1339,15 +1003,13 @@ def main() -> None:
             if os.getppid() != wall.parent:
                 raise SystemExit(1)  # the host died before the signal was armed
     try:
-        uid, gid, root = enter_namespace(wall)
+        inside = enter_namespace(wall, cwd)
     except OSError as exc:
         status(f"refused {exc.errno or errno.EPERM} {exc.strerror or exc}")
         raise SystemExit(1) from None
-    supervisor = NamespaceSupervisor(
-        executable, argv, uid=uid, gid=gid, root=root, wall=wall
+    NamespaceSupervisor(call.executable, call.argv, wall=wall, inside=inside).run(
+        orders=call.orders
     )
-    # A probe has no host on its stdin to give orders; a server's stdin is its own.
-    supervisor.run(orders=mode != "probe" and not wall.stdio)
     os._exit(0)
 
 
