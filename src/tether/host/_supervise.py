@@ -4,8 +4,9 @@
 script run by path is compiled at every start (about 5-10 ms for the supervisor, more
 than the wall's system calls), while a module imported from its folder is read from
 `__pycache__` (written by the installer, or at the first start). The folder is appended
-to `sys.path`, after the standard library, and nothing but the supervisor is imported
-from it: the supervisor stays a standalone, stdlib-only program.
+to `sys.path`, after the standard library, and nothing but the supervisor and its plan
+(`_wall_plan.py`, imported by the supervisor by its bare name) is imported from it: the
+supervisor stays a standalone, stdlib-only program.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ OPEN_TREE_CLOEXEC = 0o2000000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
 TREE_UID = plan.TREE_UID
 """The unprivileged outer uid (and gid) a root caller's tree runs as: its root inside."""
-_refusals = plan.refusals
+_refusals = plan.refusals  # the filter, under the name the S16 tests read
 
 _RESET = (
     signal.SIGPIPE,
