@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 import anyio
 import httpx2
 import pytest
+from tests.cli._run import TETHER, invoke, person_env
 from tests.host.oauth_server import OAuthServers, oauth_servers
 
 from tether._config import Config, paths
 from tether._loopback import listen_loopback
+from tether.cli._mcpauth import list_servers, logout
 from tether.errors import TetherError, ToolFailed
 from tether.host import ToolContext
 from tether.host._mcpauth import LoginNeeded, TokenFile
@@ -265,3 +267,44 @@ async def test_a_walled_tree_cannot_read_the_tokens(
         output = await Bash().run(_ctx(workspace), {"command": command})
     assert output.split() == ["unread", "0"]  # an empty folder in its place
     assert file.path.read_text().count("secret-token") == 1  # the host still reads it
+
+
+@pytest.mark.anyio
+async def test_the_commands_login_by_paste_list_and_logout(tether_home: Path) -> None:
+    """`tether mcp login` as the person runs it (the URL on stderr, the answer pasted on
+    stdin), then `tether mcp list --json` and `tether mcp logout` on its file."""
+    async with oauth_servers() as servers:
+        config = paths().config_file
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f'[mcpServers.docs]\nurl = "{servers.mcp_url}"\n')
+        with anyio.fail_after(30):
+            async with await anyio.open_process(
+                [*TETHER, "mcp", "login", "docs", "--json"], env=person_env()
+            ) as proc:
+                assert proc.stdin is not None
+                assert proc.stdout is not None
+                assert proc.stderr is not None
+                shown = b""
+                async for chunk in proc.stderr:
+                    shown += chunk
+                    if b"press Enter" in shown:
+                        break
+                url = shown.split(b"open this URL\n", 1)[1].split()[0].decode()
+                async with httpx2.AsyncClient(timeout=10) as browser:
+                    answer = await browser.get(url)
+                await proc.stdin.send(answer.headers["location"].encode() + b"\n")
+                out = b"".join([chunk async for chunk in proc.stdout])
+                assert await proc.wait() == 0
+        view = json.loads(out)
+        assert view["server"] == "docs"
+        assert (view["authorised"], view["tools"]) == (True, 1)
+        listed = json.loads(invoke(list_servers, "--json").output)["servers"]
+        assert [(s["name"], s["auth"], s["refreshable"]) for s in listed] == [
+            ("docs", "authorised", True)
+        ]
+        assert invoke(logout, "docs").output == (
+            f"removed the tokens for MCP server 'docs' ({view['file']})\n"
+        )
+        assert not await anyio.Path(view["file"]).exists()
+        listed = json.loads(invoke(list_servers, "--json").output)["servers"]
+        assert listed[0]["auth"] == "not authorised"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -32,7 +31,7 @@ def _refuse_agent(verb: str) -> None:
     markers = [name for name in AGENT_MARKERS if os.environ.get(name)]
     if markers:
         raise Refused(
-            f"tether mcp {verb} refused: this runs inside an agent session "
+            f"mcp {verb} refused: this runs inside an agent session "
             f"({markers[0]} is set); authorising tether at a server is the person's "
             "act, run from their own terminal"
         )
@@ -44,12 +43,6 @@ def _needs_mcp(what: str) -> None:
 
     if not _extras.installed("mcp"):
         raise UsageError(_extras.missing("mcp", what))
-
-
-def _when(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def _stdin_lines() -> Callable[[], Awaitable[str]]:
@@ -138,7 +131,7 @@ def login(
     _refuse_agent("login")
     _needs_mcp("tether mcp login")
     from ..host._mcpauth import TokenFile
-    from ..host._mcplogin import callback_socket, http_server
+    from ..host._mcplogin import callback_socket, http_server, utc_text
     from ..host._mcplogin import login as run_login
 
     server, url = http_server(load_config(), name)
@@ -175,7 +168,7 @@ def login(
         "server": server,
         "authorised": result.asked,
         "tools": result.tools,
-        "expires_at": _when(result.expires_at),
+        "expires_at": utc_text(result.expires_at),
         "file": str(result.path) if result.asked else None,
     }
     if as_json:
@@ -256,7 +249,8 @@ def list_servers(as_json: bool) -> None:
         return
     width = max(len(row["name"]) for row in rows)
     for row in rows:
-        click.echo(f"{row['name']:<{width}}  {row['transport']:<5}  {_auth_text(row)}")
+        transport = row["transport"] or "-"
+        click.echo(f"{row['name']:<{width}}  {transport:<5}  {_auth_text(row)}")
 
 
 def _auth_text(row: dict[str, Any]) -> str:

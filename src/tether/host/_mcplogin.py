@@ -51,6 +51,7 @@ __all__ = (
     "login",
     "parse_answer",
     "server_status",
+    "utc_text",
 )
 
 _CALLBACK = "/callback"
@@ -273,14 +274,19 @@ async def _connect(server: str, url: str, auth: McpAuth) -> int:
             page = await client.list_tools()
             return len(page.tools)
     except Exception as exc:  # the SDK's errors come in task groups
-        raise TetherError(f"MCP server {server!r}: {_why(exc, auth)}") from None
+        raise TetherError(f"MCP server {server!r}: {_why(exc, auth, url)}") from None
 
 
-def _why(exc: BaseException, auth: McpAuth) -> str:
+def _why(exc: BaseException, auth: McpAuth, url: str) -> str:
     if auth.refused:
         return auth.refused
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    if isinstance(exc, httpx2.TransportError):
+        return (
+            f"cannot reach {url} ({type(exc).__name__}: {exc}); check the entry's "
+            "`url` and that the server runs"
+        )
     if isinstance(exc, MCPError):
         return f"MCP error {exc.error.code}: {exc.error.message}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -374,11 +380,13 @@ def server_status(key: str, entry: object) -> dict[str, Any]:
         row["auth"] = "not authorised"
         return row
     row["auth"] = "authorised"
-    expires = file.expires_at
-    row["expires_at"] = (
-        None
-        if expires is None
-        else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
-    )
+    row["expires_at"] = utc_text(file.expires_at)
     row["refreshable"] = file.can_refresh
     return row
+
+
+def utc_text(epoch: float | None) -> str | None:
+    """An expiry as `tether mcp list` and `login --json` show it (UTC, ISO 8601)."""
+    if epoch is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
