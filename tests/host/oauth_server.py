@@ -211,14 +211,15 @@ async def oauth_servers(issuer: Issuer | None = None) -> AsyncIterator[OAuthServ
         quiet_uvicorn(authorisation, signals=False),
         quiet_uvicorn(resource, signals=False),
     ]
-    async with mcp.session_manager.run(), anyio.create_task_group() as tg:
-        tg.start_soon(servers[0].serve, [as_sock])
-        tg.start_soon(servers[1].serve, [mcp_sock])
-        with anyio.fail_after(10):
-            while not all(s.started for s in servers):  # noqa: ASYNC110 (a flag)
-                await anyio.sleep(0.005)
-        try:
-            yield OAuthServers(issuer, issuer_url, mcp_url)
-        finally:
-            for s in servers:
-                s.should_exit = True
+    with as_sock, mcp_sock:
+        async with mcp.session_manager.run(), anyio.create_task_group() as tg:
+            tg.start_soon(servers[0].serve, [as_sock])
+            tg.start_soon(servers[1].serve, [mcp_sock])
+            with anyio.fail_after(10):
+                while not all(s.started for s in servers):  # noqa: ASYNC110 (a flag)
+                    await anyio.sleep(0.005)
+            try:
+                yield OAuthServers(issuer, issuer_url, mcp_url)
+            finally:
+                for s in servers:
+                    s.should_exit = True

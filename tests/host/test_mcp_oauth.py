@@ -128,11 +128,8 @@ async def test_an_expired_access_token_is_refreshed_and_saved(workspace: Path) -
     async with oauth_servers() as servers:
         result = await _login(servers)
         old = _record(result)["tokens"]
-        # Time passes: the access token's life ends, for the server and in the file.
         servers.issuer.expire_access()
-        record = _record(result)
-        record["expires_at"] = time.time() - 1
-        result.path.write_text(json.dumps(record))
+        _age(result)
         async with _tools(servers) as (problems, tools):
             assert problems == []
             echo = tools["mcp__docs__echo"]
@@ -146,6 +143,33 @@ async def test_an_expired_access_token_is_refreshed_and_saved(workspace: Path) -
         assert isinstance(new["expires_at"], float)
         assert new["expires_at"] > time.time()
         assert stat.S_IMODE(result.path.stat().st_mode) == 0o600
+
+
+def _age(result: LoginResult) -> None:
+    """Time passes: the access token's life ends, in the file (the server is told apart)."""
+    record = _record(result)
+    record["expires_at"] = time.time() - 1
+    result.path.write_text(json.dumps(record))
+
+
+@pytest.mark.anyio
+async def test_tokens_another_process_refreshed_are_used_at_once(
+    workspace: Path,
+) -> None:
+    """Two sessions on one server: one refreshes (the server retires the old refresh
+    token), the other's next call meets the refusal and uses the new tokens."""
+    async with oauth_servers() as servers:
+        result = await _login(servers)
+        async with _tools(servers) as (_problems, first):
+            echo = first["mcp__docs__echo"]
+            assert await echo.run(_ctx(workspace), {"text": "one"}) == "one"
+            servers.issuer.expire_access()
+            _age(result)
+            async with _tools(servers) as (_problems, second):
+                await second["mcp__docs__echo"].run(_ctx(workspace), {"text": "two"})
+            assert servers.issuer.refreshed == 1
+            assert await echo.run(_ctx(workspace), {"text": "three"}) == "three"
+        assert servers.issuer.refreshed == 1
 
 
 @pytest.mark.anyio

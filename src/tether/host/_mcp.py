@@ -12,7 +12,7 @@ network = "none"                      # loopback only
 
 [mcpServers.docs]                     # streamable HTTP
 url = "http://127.0.0.1:8000/mcp"
-headers = { Authorization = "Bearer ..." }
+headers = { Authorization = "Bearer ..." }   # or none: OAuth, if the server asks
 ```
 
 `McpTools.open(config)` starts every server at once inside its own task group, lists
@@ -52,6 +52,11 @@ that was running on that server; the capability is advertised only when there is
 one. A stop that reaches the call withdraws a pending question (the server is told
 `cancel`). With no elicitor, or a URL-mode question, the answer is `decline`, and the
 call's output and result say why.
+
+An HTTP server that answers 401 is authorised with OAuth (`_mcpauth.py`): the SDK's
+flow on the tokens `tether mcp login` saved in the account's state, refreshed when
+they expire. No one is asked here: a server that wants the person's authorisation is
+skipped at start, or fails the call, with one line naming `tether mcp login NAME`.
 
 The request id a cancel names is learnt from the client's own write of the
 `tools/call` message (`_Tap`): the SDK mints it and does not return it.

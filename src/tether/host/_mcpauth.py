@@ -223,6 +223,19 @@ class TokenFile:
         )
         self.save()
 
+    def written_elsewhere(self) -> bool:
+        """Whether the file now holds other tokens than this record (another process's)."""
+        try:
+            disk = _read(self.path, self.server)
+        except ValueError:
+            return False
+        tokens = disk.get("tokens")
+        return (
+            disk.get("url") == self.url
+            and isinstance(tokens, dict)
+            and tokens != self._record.get("tokens")
+        )
+
     def forget(self, *, client: bool) -> None:
         """Drop the tokens (and, with `client`, the registration) from this record.
 
@@ -294,16 +307,24 @@ class McpAuth(httpx2.Auth):
     the transport as the server's own refusal (sent once more without a token; the
     server runs nothing it refuses), so the request fails as an error response, not a
     broken connection; `refused` says why, in one line. After a refusal the record is
-    read again, so a `tether mcp login` in another terminal is used by the next request.
+    read again, so a `tether mcp login` in another terminal is used by the next request;
+    a refusal met just after another process saved new tokens (it refreshed first with
+    a refresh token the server then retired) is answered with those at once.
     """
 
     requires_response_body = True
 
     def __init__(
-        self, server: str, make: Callable[[], OAuthClientProvider | None]
+        self,
+        server: str,
+        make: Callable[[], OAuthClientProvider | None],
+        *,
+        shared: bool = True,
     ) -> None:
         self.server = server
         self._make = make
+        self._shared = shared
+        """Other processes use the same tokens (False: a login, which replaces them)."""
         self._provider: OAuthClientProvider | None = None
         self._made = False
         self.refused = ""
@@ -347,26 +368,33 @@ class McpAuth(httpx2.Auth):
             response = yield request
             self._note(response, unreadable or needs_login(self.server))
             return
-        flow = provider.async_auth_flow(request)
-        last: httpx2.Response | None = None
-        why = ""
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                response = yield outgoing
-                if outgoing is request:
-                    last = response
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            pass
-        except LoginNeeded as exc:
-            why = str(exc)
-        except _FLOW_ERRORS as exc:
-            why = f"authorisation failed ({type(exc).__name__}: {exc}); " + (
-                f"run `tether mcp login {self.server}`"
-            )
-        finally:
-            await flow.aclose()
+        why, last = "", None
+        for again in (False, True):
+            flow = provider.async_auth_flow(request)
+            why, last = "", None
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    if outgoing is request:
+                        last = response
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                pass
+            except LoginNeeded as exc:
+                why = str(exc)
+            except _FLOW_ERRORS as exc:
+                why = f"authorisation failed ({type(exc).__name__}: {exc}); " + (
+                    f"run `tether mcp login {self.server}`"
+                )
+            finally:
+                await flow.aclose()
+            # Another process saved new tokens (it refreshed first, or a login ran):
+            # this request is sent once more with them.
+            fresh = self._remade(provider) if why and not again else None
+            if fresh is None:
+                break
+            provider = fresh
         if why:
             self._made = False  # read the record again for the next request
             request.headers.pop("Authorization", None)
@@ -375,6 +403,19 @@ class McpAuth(httpx2.Auth):
             return
         if last is not None:
             self._note(last, needs_login(self.server))
+
+    def _remade(self, provider: OAuthClientProvider) -> OAuthClientProvider | None:
+        """A provider on the tokens another process saved since `provider` read them."""
+        storage = provider.context.storage
+        if not self._shared or not isinstance(storage, TokenFile):
+            return None
+        if not storage.written_elsewhere():
+            return None
+        try:
+            self._provider = self._make()
+        except ValueError:
+            return None
+        return self._provider
 
     def _note(self, response: httpx2.Response, why: str) -> None:
         if response.status_code == 401:

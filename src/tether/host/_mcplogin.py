@@ -218,7 +218,7 @@ async def login(
             callback_handler=callback_handler,
         )
 
-    auth = McpAuth(server, make)
+    auth = McpAuth(server, make, shared=False)
     receiver = quiet_uvicorn(_callback_app(send), signals=False)
     with send, receive:
         tools = await _serve_login(
