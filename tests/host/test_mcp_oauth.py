@@ -114,6 +114,11 @@ async def test_login_on_loopback_then_calls_carry_the_token(workspace: Path) -> 
         tokens = record["tokens"]
         assert isinstance(tokens, dict)
         assert tokens["access_token"] in servers.issuer.access
+        # Again, at once: the new tokens replace the old (and the new loopback port,
+        # most likely the old one's file descriptor, is served).
+        again = _record(await _login(servers))["tokens"]
+        assert isinstance(again, dict)
+        assert again["access_token"] != tokens["access_token"]
         async with _tools(servers) as (problems, tools):
             assert problems == []
             echo = tools["mcp__docs__echo"]
@@ -176,6 +181,8 @@ async def test_tokens_another_process_refreshed_are_used_at_once(
 async def test_revoked_tokens_fail_the_call_at_once_naming_login(
     workspace: Path,
 ) -> None:
+    """Then the login it names, run meanwhile, is used by the same session's next
+    call."""
     async with oauth_servers() as servers:
         await _login(servers)
         async with _tools(servers) as (_problems, tools):
@@ -184,12 +191,13 @@ async def test_revoked_tokens_fail_the_call_at_once_naming_login(
             servers.issuer.revoke_all()
             with anyio.fail_after(5), pytest.raises(ToolFailed) as caught:
                 await echo.run(_ctx(workspace), {"text": "refused"})
-        message = str(caught.value)
-        assert (
-            message
-            == f"mcp__docs__echo: MCP server 'docs' needs authorisation: {LOGIN}"
-        )
-        assert not caught.value.end_unknown  # refused before it ran: not unknown
+            message = str(caught.value)
+            assert message == (
+                f"mcp__docs__echo: MCP server 'docs' needs authorisation: {LOGIN}"
+            )
+            assert not caught.value.end_unknown  # refused before it ran: not unknown
+            await _login(servers)
+            assert await echo.run(_ctx(workspace), {"text": "back"}) == "back"
 
 
 @pytest.mark.anyio

@@ -242,18 +242,24 @@ async def _serve_login(
     pasted: Callable[[], Awaitable[str]] | None,
     read_pasted: Callable[[], Coroutine[Any, Any, None]],
 ) -> int:
-    """Connect with `auth` while the redirect's receiver and the paste reader run."""
+    """Connect with `auth` while the redirect's receiver and the paste reader run.
+
+    The receiver is ended by its own shutdown, not cancelled: it answers the browser's
+    request in flight, and a cancelled uvicorn was seen to leave the next loopback
+    socket of the same event loop (on the same file descriptor) unserved.
+    """
     async with anyio.create_task_group() as tg:
         tg.start_soon(receiver.serve, [sock])
-        if pasted is not None:
-            tg.start_soon(read_pasted)
-        try:
-            outcome: int | TetherError = await _connect(server, url, auth)
-        except TetherError as exc:  # raised below, not wrapped in a group
-            outcome = exc
-        finally:
-            receiver.should_exit = True
-            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as reader:
+            if pasted is not None:
+                reader.start_soon(read_pasted)
+            try:
+                outcome: int | TetherError = await _connect(server, url, auth)
+            except TetherError as exc:  # raised below, not wrapped in a group
+                outcome = exc
+            finally:
+                receiver.should_exit = True
+                reader.cancel_scope.cancel()
     if isinstance(outcome, TetherError):
         raise outcome
     return outcome
