@@ -398,7 +398,7 @@ class McpAuth(httpx2.Auth):
         if why:
             self._made = False  # read the record again for the next request
             request.headers.pop("Authorization", None)
-            last = yield request
+            yield request
             self.refused = why
             return
         if last is not None:
