@@ -207,7 +207,8 @@ async def test_a_server_never_authorised_is_a_problem_naming_login() -> None:
             async with _tools(servers) as (problems, tools):
                 assert tools == {}
         assert [str(p) for p in problems] == [
-            f"MCP server 'docs': needs authorisation: {LOGIN}"
+            f"MCP server 'docs': needs authorisation: {LOGIN}; "
+            "its tools come with the next start"
         ]
         assert servers.issuer.clients == {}  # nothing registered unattended
 

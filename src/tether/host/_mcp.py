@@ -908,7 +908,12 @@ class McpTools:
             return True
         except Exception as exc:
             server.client = None
-            why = server.refused() or _describe(exc) + _stderr_tail(errlog)
+            refused = server.refused()
+            why = (
+                f"{refused}; its tools come with the next start"
+                if refused and first
+                else refused or _describe(exc) + _stderr_tail(errlog)
+            )
             problem = McpProblem(spec.name, why)
             server.failure = problem.reason
             server.changed()
