@@ -45,7 +45,12 @@ DISTRIBUTIONS = {
 IMPORTERS = {
     "psycopg": {"tether/runs/_postgres.py"},
     "PIL": {"tether/host/tools/_render_png.py"},
-    "mcp": {"tether/host/_mcp.py", "tether/host/_mcptask.py"},
+    "mcp": {
+        "tether/host/_mcp.py",
+        "tether/host/_mcpauth.py",
+        "tether/host/_mcplogin.py",
+        "tether/host/_mcptask.py",
+    },
     "acp": {
         "tether/acp/_elicit.py",
         "tether/acp/_mcp_servers.py",

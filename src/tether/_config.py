@@ -40,6 +40,11 @@ class Paths:
         """Holds `tether board`'s token (0700; masked in every walled tree)."""
         return self.state_dir / "board"
 
+    @property
+    def mcp_auth_dir(self) -> Path:
+        """Holds MCP servers' OAuth tokens (0700; masked in every walled tree)."""
+        return self.state_dir / "mcp-auth"
+
 
 def paths() -> Paths:
     """Return the account's tether paths, honouring `TETHER_HOME`."""

@@ -1,6 +1,7 @@
 """`tether mcp serve`: tether's tools, stop-classed and walled, as an MCP server.
 
 On stdio by default; `--http` serves streamable HTTP on loopback, behind a token.
+`tether mcp login / logout / list` (OAuth at the person's servers) are in `_mcpauth.py`.
 
 `--tool` references load as `tether acp` loads them (`tether.host._stdio.load_tool_refs`).
 """
@@ -12,18 +13,23 @@ from pathlib import Path
 
 import click
 
+from ._mcpauth import list_servers, login, logout
+
 __all__ = ("mcp",)
 
 
 @click.group()
 def mcp() -> None:
-    """Serve tether's tools to other agents over MCP.
+    """Serve tether's tools over MCP; authorise tether at MCP servers (OAuth).
 
     \b
     Examples:
       tether mcp serve                      every tool, over stdio
       tether mcp serve --http               over HTTP on http://127.0.0.1:8766/mcp
       tether mcp serve --tool builtin:Read  one built-in tool only
+      tether mcp list                       the configured servers, authorised or not
+      tether mcp login docs                 authorise tether at the server `docs`
+      tether mcp logout docs                remove its tokens
     """
 
 
@@ -182,3 +188,8 @@ def serve(
             click.echo("serving over HTTP on loopback; Ctrl-C to end it", err=True)
 
     anyio.run(run)
+
+
+mcp.add_command(login)
+mcp.add_command(logout)
+mcp.add_command(list_servers)

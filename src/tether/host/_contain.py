@@ -364,14 +364,19 @@ def _socket_dir(path: str) -> str | None:
     return path if parent in _SHARED_DIRS or parent == home else parent
 
 
-def _board_dir() -> str:
-    """`tether board`'s token folder, made now (0700) so a tree never sees it appear."""
+def _secret_dirs() -> list[str]:
+    """The account's secret folders, made now (0700) so a tree never sees them appear.
+
+    `tether board`'s token and the MCP servers' OAuth tokens (`tether mcp login`).
+    """
     from .._config import paths
 
-    board = paths().board_dir
-    with contextlib.suppress(FileNotFoundError, FileExistsError):
-        board.mkdir(mode=0o700)
-    return str(board)
+    found = []
+    for folder in (paths().board_dir, paths().mcp_auth_dir):
+        with contextlib.suppress(FileNotFoundError, FileExistsError):
+            folder.mkdir(mode=0o700)
+        found.append(str(folder))
+    return found
 
 
 def session_masks(
@@ -382,10 +387,10 @@ def session_masks(
     The user's runtime folder (`/run/user/<uid>`, `$XDG_RUNTIME_DIR`: D-Bus, the
     systemd user manager, Wayland, keyrings), tmux's socket folder, and the folders of
     the sockets `TMUX`, `SSH_AUTH_SOCK` and the D-Bus session address name; and
-    `tether board`'s token folder. A path holding a writable path or below one is
+    `tether board`'s token folder and the MCP servers' OAuth tokens. A path holding a writable path or below one is
     left open.
     """
-    found = [f"/run/user/{uid}", _board_dir()]
+    found = [f"/run/user/{uid}", *_secret_dirs()]
     for env in envs:
         found.append(env.get("XDG_RUNTIME_DIR", ""))
         tmux_tmp = env.get("TMUX_TMPDIR") or "/tmp"

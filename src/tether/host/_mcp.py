@@ -12,7 +12,7 @@ network = "none"                      # loopback only
 
 [mcpServers.docs]                     # streamable HTTP
 url = "http://127.0.0.1:8000/mcp"
-headers = { Authorization = "Bearer ..." }
+headers = { Authorization = "Bearer ..." }   # or none: OAuth, if the server asks
 ```
 
 `McpTools.open(config)` starts every server at once inside its own task group, lists
@@ -52,6 +52,11 @@ that was running on that server; the capability is advertised only when there is
 one. A stop that reaches the call withdraws a pending question (the server is told
 `cancel`). With no elicitor, or a URL-mode question, the answer is `decline`, and the
 call's output and result say why.
+
+An HTTP server that answers 401 is authorised with OAuth (`_mcpauth.py`): the SDK's
+flow on the tokens `tether mcp login` saved in the account's state, refreshed when
+they expire. No one is asked here: a server that wants the person's authorisation is
+skipped at start, or fails the call, with one line naming `tether mcp login NAME`.
 
 The request id a cancel names is learnt from the client's own write of the
 `tools/call` message (`_Tap`): the SDK mints it and does not return it.
@@ -93,6 +98,7 @@ try:  # the SDK is an extra: without it, the line that says how to install it
     from mcp.shared.message import SessionMessage
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+    from ._mcpauth import McpAuth
     from ._mcptask import CreatedTask, TaskLost, TasksClient, follow_task, offers_tasks
 except ImportError as error:
     raise ImportError(_extras.missing("mcp", "tether's MCP tools")) from error
@@ -114,7 +120,14 @@ if TYPE_CHECKING:
 
     from .._config import Config
 
-__all__ = ("McpProblem", "McpTool", "McpTools")
+__all__ = (
+    "McpProblem",
+    "McpTool",
+    "McpTools",
+    "ServerSpec",
+    "parse_spec",
+    "server_name",
+)
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_PAGES = 100
@@ -139,7 +152,7 @@ class McpProblem:
 
 
 @attrs.frozen(kw_only=True)
-class _ServerSpec:
+class ServerSpec:
     name: str
     transport: Literal["stdio", "http"]
     command: str = ""
@@ -166,7 +179,12 @@ def _table(value: object, what: str) -> dict[str, str]:
     return dict(value)
 
 
-def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
+def server_name(name: object) -> str:
+    """A configured server's name as tether uses it (tool names, token files)."""
+    return _NAME_RE.sub("_", str(name))
+
+
+def parse_spec(name: str, raw: object) -> ServerSpec | None:
     """Return the server's spec, None when it is disabled.
 
     Raises:
@@ -197,7 +215,7 @@ def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
         network = raw.get("network", "host")
         if network not in ("host", "none"):
             raise ValueError('`network` must be "host" or "none"')
-        return _ServerSpec(
+        return ServerSpec(
             name=name,
             transport="stdio",
             command=command,
@@ -211,7 +229,7 @@ def _parse_spec(name: str, raw: object) -> _ServerSpec | None:
         url = raw["url"]
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError("`url` must be an http:// or https:// URL")
-        return _ServerSpec(
+        return ServerSpec(
             name=name,
             transport="http",
             url=url,
@@ -312,6 +330,12 @@ class _Server:
     """Who answers the server's questions (None: they are declined)."""
     running: list[_Sent] = attrs.field(factory=list)
     """The calls this server is running now, oldest first."""
+    auth: McpAuth | None = None
+    """An HTTP server's OAuth (`_mcpauth.py`), while connected; None for stdio."""
+
+    def refused(self) -> str:
+        """Why the server refused tether and no one here can authorise it ("" if not)."""
+        return self.auth.refused if self.auth is not None else ""
 
     def changed(self) -> None:
         """Wake every call waiting for the connection."""
@@ -606,6 +630,10 @@ class McpTool(Tool):
                 f"({_describe(result)}); whether the call took effect is unknown",
                 end_unknown=True,
             ) from None
+        if isinstance(result, MCPError) and server.refused():
+            raise ToolFailed(
+                f"{self.name}: MCP server {server.name!r} {server.refused()}"
+            ) from None
         if isinstance(result, MCPError):
             raise ToolFailed(f"{self.name}: {result.error.message}") from None
         if isinstance(result, anyio.BrokenResourceError | anyio.ClosedResourceError):
@@ -768,9 +796,9 @@ class McpTools:
         slots: list[_Slot] = []
         async with anyio.create_task_group() as tg:
             for name, raw in config.mcp_servers.items():
-                clean = _NAME_RE.sub("_", str(name))
+                clean = server_name(name)
                 try:
-                    spec = _parse_spec(clean, raw)
+                    spec = parse_spec(clean, raw)
                 except ValueError as exc:
                     mcp.problems.append(McpProblem(str(name), str(exc)))
                     continue
@@ -809,7 +837,7 @@ class McpTools:
 
     async def _serve(
         self,
-        spec: _ServerSpec,
+        spec: ServerSpec,
         slot: _Slot,
         read_only_hint: bool,
         startup_timeout: float,
@@ -842,7 +870,7 @@ class McpTools:
 
     async def _connect(
         self,
-        spec: _ServerSpec,
+        spec: ServerSpec,
         server: _Server,
         slot: _Slot,
         read_only_hint: bool,
@@ -880,7 +908,13 @@ class McpTools:
             return True
         except Exception as exc:
             server.client = None
-            problem = McpProblem(spec.name, _describe(exc) + _stderr_tail(errlog))
+            refused = server.refused()
+            why = (
+                f"{refused}; its tools come with the next start"
+                if refused and first
+                else refused or _describe(exc) + _stderr_tail(errlog)
+            )
+            problem = McpProblem(spec.name, why)
             server.failure = problem.reason
             server.changed()
             if slot.ready.is_set():
@@ -896,7 +930,7 @@ class McpTools:
             slot.done([], McpProblem(spec.name, "the session ended before it started"))
 
 
-async def _walled(spec: _ServerSpec, workspace: Path) -> StdioServerParameters:
+async def _walled(spec: ServerSpec, workspace: Path) -> StdioServerParameters:
     """The SDK's parameters for a stdio server, inside the wall (S15) if need be.
 
     The server starts inside the wall when the containment is `namespace`.
@@ -941,7 +975,7 @@ async def _walled(spec: _ServerSpec, workspace: Path) -> StdioServerParameters:
 
 
 async def _client_for(
-    spec: _ServerSpec,
+    spec: ServerSpec,
     stack: AsyncExitStack,
     errlog: TextIO,
     workspace: Path,
@@ -959,9 +993,14 @@ async def _client_for(
             elicitation_callback=asks,
             extensions=[TasksClient(_follow_task)],
         )
+    # A server given its own Authorization header is not one tether authorises.
+    own = any(key.lower() == "authorization" for key in spec.headers)
+    server.auth = None if own else McpAuth.unattended(spec.name, spec.url)
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
-            headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            headers=dict(spec.headers),
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            auth=server.auth,
         )
     )
     transport = streamable_http_client(spec.url, http_client=http)
