@@ -29,6 +29,7 @@ import anyio
 import attrs
 
 from .._accounts import who
+from ..errors import StoreError
 from ..stop import ReadOutcome, StopReading, StopWatch, stop_reason
 from ._clock import RunClock, WallClock
 from ._lane_life import Lane, LaneEnd
@@ -197,7 +198,20 @@ class Run:
             self.on_change()
 
     def _state(self, state: RunState) -> None:
-        self.store.set_run_state(self.id, state)
+        try:
+            self.store.set_run_state(self.id, state)
+        except StoreError as exc:
+            row = self.store.run(self.id)
+            if row is None or row.state not in (RunState.DEAD, RunState.TAKEN_OVER):
+                raise
+            # A peer found this run dead (its leases expired while it could not
+            # renew them): the store's word stands; its claims' epochs fence its lanes.
+            self.log("state-refused", detail=str(exc))
+            self.say(
+                f"run {self.id} is {row.state.value} in the store (a peer found it "
+                f"dead): it stays so; `tether runs show {self.id}` says what went on"
+            )
+            return
         if self.on_change is not None:
             self.on_change()
 
