@@ -24,7 +24,7 @@ from tether.models import (
     ToolCall,
 )
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
-from tether.runs._lane_life import lossless_save
+from tether.runs._lanes import lossless_save
 from tether.runs._values import AgentSession
 from tether.stop import lift_stop, set_stop
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tether.runs import RunState, Store
-from tether.runs._lane_life import lossless_save
+from tether.runs._lanes import lossless_save
 from tether.runs._takeover import effective_state
 
 from .support import git, make_repo, open_default_store, start, tether, write_plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import pytest
@@ -23,12 +23,15 @@ from tether.runs import (
     Store,
 )
 from tether.runs._sqlite import SqliteStore
-from tether.runs._values import LANE_MOVES_INTO
+from tether.runs._values import LANE_MOVES_INTO, RUN_MOVES_INTO
 
 if TYPE_CHECKING:
     from tests.clocks import Clock
 
     from .conftest import StoreFactory
+
+
+_S = TypeVar("_S", LaneState, RunState)
 
 
 def _take(
@@ -146,19 +149,10 @@ def test_take_claim_only_takes_items_of_the_plan(store: Store) -> None:
 
 def test_runs_lanes_receipts_and_the_ledger_round_trip(store: Store) -> None:
     """What is recorded is read back, in order."""
-    run = RunRow(
-        id="run1",
-        state=RunState.RUNNING,
-        host="h",
-        pid=5,
-        pid_start=1.5,
-        started_at=2.5,
-        plan="/p.toml",
-        repo="/r",
-    )
+    run = _running("run1")
     store.create_run(run)
-    store.set_run_state("run1", RunState.HALTED)
-    assert store.run("run1") == attrs.evolve(run, state=RunState.HALTED)
+    store.set_run_state("run1", RunState.HALTING)
+    assert store.run("run1") == attrs.evolve(run, state=RunState.HALTING)
     assert store.run("nope") is None
     lane = LaneRow(
         id="lane1",
@@ -220,14 +214,14 @@ def _lane(store: Store, lane: str) -> LaneRow:
     return next(row for row in store.lanes("run1") if row.id == lane)
 
 
-def _paths_to(state: LaneState) -> list[LaneState]:
-    """The shortest legal path from open to `state` (open itself: none)."""
-    reached: dict[LaneState, list[LaneState]] = {LaneState.OPEN: []}
+def _path_to(moves: dict[_S, frozenset[_S]], start: _S, state: _S) -> list[_S]:
+    """The shortest legal path from `start` to `state` (`start` itself: none)."""
+    reached: dict[_S, list[_S]] = {start: []}
     while state not in reached:
-        for to, froms in LANE_MOVES_INTO.items():
+        for to, froms in moves.items():
             for before in list(reached):
                 if before in froms and to not in reached:
-                    reached[to] = [*reached[before], to]
+                    reached[to] = reached[before] + [to]
     return reached[state]
 
 
@@ -238,7 +232,7 @@ def test_a_store_makes_exactly_the_lane_moves_lanestate_allows(store: Store) -> 
         for to in LaneState:
             n += 1
             lane = f"l{n}"
-            _lane_in(store, lane, _paths_to(before))
+            _lane_in(store, lane, _path_to(LANE_MOVES_INTO, LaneState.OPEN, before))
             if before in LANE_MOVES_INTO[to]:
                 store.update_lane(lane, state=to, note="moved")
                 assert _lane(store, lane).state is to
@@ -252,6 +246,54 @@ def test_a_store_makes_exactly_the_lane_moves_lanestate_allows(store: Store) -> 
     assert {LaneState.DONE, LaneState.HALTED}.isdisjoint(
         set().union(*LANE_MOVES_INTO.values())
     ), "done and halted are final"
+
+
+def test_a_store_makes_exactly_the_run_moves_runstate_allows(store: Store) -> None:
+    """Every (from, to) pair: the legal moves are made, the rest refused unchanged.
+
+    A tether choice, as for lanes: a run a peer found dead cannot come back by writing
+    its own state, and two take-overs of one run cannot both mark it taken over.
+    """
+    n = 0
+    for before in RunState:
+        for to in RunState:
+            n += 1
+            run = f"run{n}"
+            store.create_run(_running(run))
+            for state in _path_to(RUN_MOVES_INTO, RunState.RUNNING, before):
+                store.set_run_state(run, state)
+            if before in RUN_MOVES_INTO[to]:
+                store.set_run_state(run, to)
+                assert _state_of(store, run) is to
+            else:
+                with pytest.raises(StoreError, match=f"run {run} is {before.value}"):
+                    store.set_run_state(run, to)
+                assert _state_of(store, run) is before
+    with pytest.raises(StoreError, match="not in the store"):
+        store.set_run_state("nope", RunState.DEAD)
+    assert {RunState.DONE, RunState.TAKEN_OVER}.isdisjoint(
+        set().union(*RUN_MOVES_INTO.values())
+    ), "done and taken-over are final"
+
+
+def _running(run: str, *, host: str = "h", pid: int = 5) -> RunRow:
+    """A run row as a run records itself (running)."""
+    return RunRow(
+        id=run,
+        state=RunState.RUNNING,
+        host=host,
+        pid=pid,
+        pid_start=1.5,
+        started_at=2.5,
+        plan="/p.toml",
+        repo="/r",
+    )
+
+
+def _state_of(store: Store, run: str) -> RunState:
+    row = store.run(run)
+    assert row is not None
+    return row.state
 
 
 def test_the_store_file_is_owner_only_and_a_loose_one_is_refused(
@@ -449,6 +491,30 @@ def test_an_idle_run_of_another_host_lives_by_its_own_heartbeat(
     assert effective_state(beta, seen, here_id="beta") is RunState.DEAD
 
 
+@pytest.mark.rule("several-machines")
+def test_a_run_found_dead_on_a_stale_read_keeps_the_state_it_moved_to(
+    store_factory: StoreFactory, clock: Clock
+) -> None:
+    """Two peers read a run as running past its lease; it ends (done) before the first
+    marks it, and the second marks it dead before the other: each gets the store's word,
+    and only the one that moved it records why (a regression of `set_run_state`)."""
+    from tether.runs._takeover import effective_state
+
+    own, beta, gamma = store_factory(), store_factory(), store_factory()
+    for run_id in ("run-ended", "run-twice"):
+        own.create_run(_running(run_id, host="alpha", pid=_dead_pid()))
+    stale_ended, stale_twice = beta.run("run-ended"), gamma.run("run-twice")
+    assert stale_ended is not None
+    assert stale_twice is not None
+    clock.now += 61
+    own.set_run_state("run-ended", RunState.DONE)
+    assert effective_state(beta, stale_ended, here_id="beta") is RunState.DONE
+    assert [e.kind for e in own.events("run-ended")] == []
+    assert effective_state(beta, stale_twice, here_id="beta") is RunState.DEAD
+    assert effective_state(gamma, stale_twice, here_id="gamma") is RunState.DEAD
+    assert [e.kind for e in own.events("run-twice")] == ["dead"]
+
+
 def test_a_store_file_of_an_earlier_version_gains_the_run_heartbeat(
     tmp_path: os.PathLike[str],
 ) -> None:
@@ -479,14 +545,22 @@ def test_a_store_file_of_an_earlier_version_gains_the_run_heartbeat(
 
 def test_docs_runs_shows_the_lanes_moves_as_the_stores_hold_them() -> None:
     """docs/runs.md's table of lane moves is LANE_MOVES_INTO, row for row."""
+    assert _docs_table("| to | from |", LaneState) == LANE_MOVES_INTO
+
+
+def test_docs_runs_shows_the_runs_moves_as_the_stores_hold_them() -> None:
+    """docs/runs.md's table of run moves is RUN_MOVES_INTO, row for row."""
+    assert _docs_table("| run to | from |", RunState) == RUN_MOVES_INTO
+
+
+def _docs_table(head: str, kind: type[_S]) -> dict[_S, set[_S]]:
     import re
     from pathlib import Path
 
     text = (Path(__file__).parents[2] / "docs" / "runs.md").read_text()
-    table = text[text.index("| to | from |") :].split("\n\n", 1)[0]
-    shown = {
-        LaneState(row[0]): {LaneState(s) for s in row[1:]}
+    table = text[text.index(head) :].split("\n\n", 1)[0]
+    return {
+        kind(row[0]): {kind(s) for s in row[1:]}
         for line in table.splitlines()[2:]
         if (row := re.findall(r"`([a-z-]+)`", line))
     }
-    assert shown == LANE_MOVES_INTO

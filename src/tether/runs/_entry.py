@@ -18,24 +18,23 @@ import anyio
 from .._accounts import who
 from .._config import paths
 from .._env import TetherEnv
-from .._ids import new_id
 from ..errors import StoreError, TetherError, UsageError
 from ..stop import ReadOutcome, StopStore, stop_reason
 from ..stop._setup import make_state_dir
 from ._bundle import make_bundle
-from ._clock import RunClock, WallClock
 from ._digest import write_digest
 from ._open import open_store, store_url
 from ._plan import Plan, load_plan
 from ._publish import Publisher, publish_dir
 from ._run import ExitCode, Run
-from ._takeover import prepare_takeover, takeover_chain
-from ._values import LaneRow, LaneState, RunState
+from ._takeover import prepare_takeover
+from ._values import LaneState
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..stop import StopWatch
+    from ._clock import RunClock
     from ._store import Store
 
 __all__ = ("KILL_BOUND", "run_plan")
@@ -114,29 +113,19 @@ async def run_plan(
         store = open_store(store_url(store_option, plan.store))
         for item in plan.items:
             store.add_item(item.id, item.brief)
-        inherited: list[LaneRow] = []
-        # `run <id>` is the first line; what the restart path did is told after it.
-        restart_lines: list[str] = []
-        if takeover is not None:
-            _, inherited = await prepare_takeover(
-                store, takeover, watch, restart_lines.append
-            )
-        run = Run(
-            plan=plan,
-            store=store,
-            watch=watch,
-            say=say,
-            id=new_id("run"),
-            takeover_of=takeover,
-            poll=poll if poll is not None else plan.poll,
-            heartbeat=plan.heartbeat,
-            lease=plan.lease,
+        run = Run.start(
+            plan,
+            store,
+            watch,
+            say,
+            takeover=None
+            if takeover is None
+            else await prepare_takeover(store, takeover, watch),
+            poll=poll,
             save_retry=save_retry,
             follow=follow,
-            clock=clock if clock is not None else WallClock(),
+            clock=clock,
         )
-        run.start_record()
-        say(f"run {run.id}")
         if os.environ.get(TetherEnv.WRITABLE) and any(
             stage.agent is None for stage in plan.stages
         ):
@@ -144,28 +133,6 @@ async def run_plan(
                 f"{TetherEnv.WRITABLE} is not honoured by builtin stages (their tools "
                 "write only their lane); it reaches the command and preset stages"
             )
-        for line in restart_lines:
-            say(line)
-        if takeover is not None:
-            chain = takeover_chain(store, takeover)
-            held = [
-                lane.item
-                for lane in store.lanes(takeover)
-                if lane.state is LaneState.HELD
-            ]
-            if held:
-                # Its held lanes stay its own: once the person fixed what failed, a
-                # later take-over of the same run saves and restores them.
-                store.log(takeover, "taken-over", detail=f"by {run.id}, held: {held}")
-                say(
-                    f"{takeover} keeps {len(held)} held lane(s) ({', '.join(held)}): "
-                    f"fix what its save says, then `tether takeover {takeover}` again"
-                )
-            else:
-                store.set_run_state(takeover, RunState.TAKEN_OVER)
-                store.log(takeover, "taken-over", detail=f"by {run.id}")
-            run.inherit(inherited, held=held, chain=chain)
-            say(f"taking over {takeover}: {len(inherited)} lane(s) to restore")
         publisher = _publisher(run, watch)
         if on_start is not None:
             on_start(run)

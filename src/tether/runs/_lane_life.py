@@ -7,10 +7,13 @@ records a receipt per stage, and ends in one of the ways `LaneEnd` names — fin
 (its save kept failing), fenced (its claim went to a newer epoch) or killed.
 
 The states a lane's row goes through are `LaneState`, whose moves the stores hold
-(`LANE_MOVES_INTO`); `LaneEnd` is what the run counts for its exit code. What a lane
-needs of its run (the store, the plan, the stop's gate, the ledger, the registry of open
-lanes) is `LaneRun`; the run dispatches lanes, reads the stop between their moves and
-renews their claims (`_run.py`). Git work on a lane's repository is `_lanes.py`'s.
+(`LANE_MOVES_INTO`); `LaneEnd` is what the run counts for its exit code, and says
+whether the run keeps the ended lane. What a lane needs of its run (the store, the
+plan, the stop's gate, the ledger, the usage windows) is `LaneRun`; the run opens its
+lanes, keeps the registry of them, reads the stop between their moves and renews their
+claims (`_run.py`). Which lane a new one goes on from, and which agent session it
+resumes, is the take-over's (`_takeover.py`); git work on a lane's repository is
+`_lanes.py`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import enum
 import functools
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, assert_never
 
 import anyio
 import attrs
@@ -45,21 +48,21 @@ from ._lanes import (
     bring_back,
     commit_leftovers,
     commits_since,
-    find_saves,
     has_commit,
     head,
     keep_view,
     lane_dir,
+    lossless_save,
     make_view,
     move_aside,
     open_lane,
     restore,
     restore_copy,
-    save_dir,
     saved_ref,
     view_of_save,
 )
 from ._store import Store, crash_point
+from ._takeover import earlier_session
 from ._values import AgentSession, Claim, LaneRow, LaneState, Receipt, StaleClaim
 
 if TYPE_CHECKING:
@@ -68,7 +71,7 @@ if TYPE_CHECKING:
     from ._clock import RunClock
     from ._plan import Plan
 
-__all__ = ("Lane", "LaneEnd", "LaneRun", "lossless_save", "retry_stage")
+__all__ = ("Lane", "LaneEnd", "LaneRun", "retry_stage")
 
 TRANSCRIPT_LIMIT = 1 << 30
 """Bytes of a built-in agent's transcript a take-over copies; a larger one is not."""
@@ -92,6 +95,25 @@ class LaneEnd(enum.Enum):
     KILLED = "killed"
     """Its agent was killed (a second Ctrl-C); saved aside, its claim left for the
     restart path."""
+
+    @property
+    def stays(self) -> bool:
+        """Whether the run keeps the lane among its lanes once it ended this way.
+
+        A lane the run keeps has its claim renewed until the run ends; every other
+        lane is let go as it ends.
+        """
+        match self:
+            case LaneEnd.HELD:
+                return True  # spec 03: a held lane keeps its worktree and its claims
+            case LaneEnd.DONE | LaneEnd.FAILED | LaneEnd.HALTED | LaneEnd.NOT_OPENED:
+                return False  # its claim is finished or released
+            case LaneEnd.FENCED:
+                return False  # its claim is a newer epoch's: nothing to renew
+            case LaneEnd.KILLED:
+                return False  # its claim is left as it is for the restart path
+            case _:
+                assert_never(self)
 
 
 class LaneRun(Protocol):
@@ -137,13 +159,11 @@ class LaneRun(Protocol):
     def halt(self) -> anyio.Event:
         """Set when the run takes a stop; agents and waits end their part on it."""
 
-    @property
-    def windows(self) -> dict[str, float]:
-        """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
+    def window(self, model: str) -> float:
+        """When `model`'s usage window resets (it is at 95 %); 0.0 when not known."""
 
-    @property
-    def lanes(self) -> dict[str, Lane]:
-        """The run's open lanes, by lane id."""
+    def note_window(self, model: str, reset: float) -> None:
+        """Record when `model`'s usage window resets (its stages wait for it)."""
 
     def log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
         """Record an event in the run's ledger."""
@@ -178,8 +198,9 @@ class Lane:
     """The agent's call in flight (a kill cancels it), or None."""
     fenced: bool = False
     """Whether its claim went to a newer epoch (no renewal, receipt or release)."""
-    resume: tuple[str, str, Path] | None = None
-    """(stage, session id, transcript) of the builtin agent a take-over goes on with."""
+    resume: tuple[LaneRow, AgentSession] | None = None
+    """The agent session its first stage resumes, and the lane that recorded it (a
+    lane going on from a saved one: `earlier_session`)."""
     since: float = 0.0
     """Wall-clock seconds when the lane opened or its current stage started."""
     working: str | None = None
@@ -190,12 +211,16 @@ class Lane:
     """Why its item failed: `STAGE failed, exit N[: the agent's reason]`."""
 
     @classmethod
-    async def work(
+    async def open(
         cls, run: LaneRun, claim: Claim, previous: LaneRow | None
-    ) -> LaneEnd:
-        """Open the lane for `claim` and work it to its end (see `LaneEnd`)."""
+    ) -> Lane | None:
+        """Open the lane for `claim`, going on from `previous` (its saved work).
+
+        None when it cannot be opened here: it says why and its claim is released for
+        a peer (`LaneEnd.NOT_OPENED`).
+        """
         try:
-            lane = await cls._open(run, claim, previous)
+            return await cls._open(run, claim, previous)
         except (GitFailed, SaveFailed) as exc:
             run.log("lane-failed", lane=claim.lane, detail=str(exc))
             run.say(f"{claim.item}: cannot open a lane: {exc}")
@@ -206,14 +231,17 @@ class Lane:
             # Released for a peer (the machine that has its saved work, say).
             with contextlib.suppress(StaleClaim):
                 run.store.release(claim)
-            return LaneEnd.NOT_OPENED
-        failed = await lane._stages()
-        if lane.fenced:
-            await lane._save()
+            return None
+
+    async def work(self) -> LaneEnd:
+        """Work the lane's stages to its end (see `LaneEnd`)."""
+        failed = await self._stages()
+        if self.fenced:
+            await self._save()
             return LaneEnd.FENCED
-        if run.halting and lane.stage < len(run.plan.stages) and not failed:
-            return await lane._halt()
-        return await lane._finish(failed=failed)
+        if self.run.halting and self.stage < len(self.run.plan.stages) and not failed:
+            return await self._halt()
+        return await self._finish(failed=failed)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -285,9 +313,10 @@ class Lane:
             stage=stage,
             since=run.clock.now(),
         )
-        if previous is not None:
-            lane.resume = _agent_session(run.store, previous)
-        run.lanes[lane_id] = lane
+        if previous is not None and stage < len(run.plan.stages):
+            lane.resume = earlier_session(
+                run.store, previous, run.plan.stages[stage].name
+            )
         return lane
 
     # -- the stages ----------------------------------------------------------------
@@ -304,7 +333,7 @@ class Lane:
             if not await run.gate(f"start agent for {name}", lane_id):
                 return False
             if stage.model is not None and stage.agent is None:
-                reset = run.windows.get(stage.model, 0.0)
+                reset = run.window(stage.model)
                 if reset > run.clock.now():
                     # Spec 03: at 95 % of its window a model account waits for the
                     # reset; the run never moves onto another key.
@@ -366,7 +395,7 @@ class Lane:
             if stage.model is not None and outcome.rate_limits:
                 window = window_reset(outcome.rate_limits, run.clock.now())
                 if window is not None:
-                    run.windows[stage.model] = window
+                    run.note_window(stage.model, window)
             limited = usage_reset(stage, outcome, run.clock.now())
             if limited is not None:
                 # Spec 03: a usage limit is a wait, not a stop: nothing is saved or
@@ -418,6 +447,10 @@ class Lane:
     async def _call(self, index: int) -> AgentOutcome:
         run = self.run
         stage = run.plan.stages[index]
+        # Spec 03: the stage a take-over goes on with resumes its agent's session.
+        resumed, self.resume = self.resume, None
+        if resumed is not None and resumed[1].stage != stage.name:
+            resumed = None
         brief = run.brief(self.row.item)
         log = run.log_path(self.row.id)
 
@@ -430,10 +463,10 @@ class Lane:
             assert stage.model is not None  # the plan requires a model for builtin
             transcript = log.with_suffix(".transcript")
             resume: str | None = None
-            if self.resume is not None and self.resume[0] == stage.name:
+            earlier = None if resumed is None else resumed[1].transcript
+            if resumed is not None and earlier is not None:
                 # A take-over goes on with the agent's own conversation, from a copy:
                 # a regular file, bounded, reached following no link (S16).
-                _, session, earlier = self.resume
                 copy = functools.partial(
                     copy_beneath,
                     earlier.parent,
@@ -448,12 +481,11 @@ class Lane:
                     pass
                 except OSError as exc:
                     run.say(
-                        f"{self.row.item}: session {session} not carried over "
-                        f"({exc.strerror or exc}); the stage starts over"
+                        f"{self.row.item}: session {resumed[1].session} not carried "
+                        f"over ({exc.strerror or exc}); the stage starts over"
                     )
                 else:
-                    resume = session
-            self.resume = None
+                    resume = resumed[1].session
             # The agent loop (the runtime, its models and tools) is imported by the
             # runs that have a builtin stage only: a run of commands or presets
             # starts without it (about a third of `tether run`'s start-up).
@@ -475,7 +507,7 @@ class Lane:
             return outcome
         values = {"brief": brief, "lane": self.row.id, "item": self.row.item}
         if stage.preset is not None:
-            from ._presets import PresetCall, previous_session
+            from ._presets import EarlierSession, PresetCall
 
             name = stage.name
 
@@ -495,14 +527,9 @@ class Lane:
                 halted=run.halt,
                 on_call=on_call,
                 on_session=on_session,
-                # Spec 03: a take-over resumes the agent's own session.
-                resume=previous_session(
-                    run.store,
-                    run=run.id,
-                    item=self.row.item,
-                    stage=stage,
-                    index=index,
-                ),
+                resume=None
+                if resumed is None
+                else EarlierSession.of(resumed[0], resumed[1].session, stage.preset),
             ).run()
         return await run_command_agent(
             expand(stage.agent, values),
@@ -608,7 +635,6 @@ class Lane:
             # stop seen -> halted whatever the lane holds); it is derived once the run
             # is marked halted, as a saved lane's is.
             run.say(f"{self.row.item}: {verdict}; {where}{why}")
-            del run.lanes[lane_id]
 
             async def view() -> None:
                 ref = await self._done_view()
@@ -621,7 +647,6 @@ class Lane:
         if ref is not None:
             where += f"; what it left uncommitted is viewed at {ref}"
         run.say(f"{self.row.item}: {verdict}; {where}{why}")
-        del run.lanes[lane_id]
         return LaneEnd.FAILED if failed else LaneEnd.DONE
 
     async def _done_view(self) -> str | None:
@@ -758,7 +783,6 @@ class Lane:
         crash_point("released")
         run.store.update_lane(lane_id, state=LaneState.HALTED)
         run.log("lane-halted", lane=lane_id)
-        del run.lanes[lane_id]
 
         async def view() -> None:
             await self._view(moved)
@@ -784,28 +808,3 @@ def retry_stage(
     if newest.state is not LaneState.DONE or not newest.note:
         return None
     return newest.stage if 0 <= newest.stage < stages else 0
-
-
-def _agent_session(store: Store, previous: LaneRow) -> tuple[str, str, Path] | None:
-    """The builtin agent's session the previous lane of the item left, if any."""
-    found = None
-    for event in store.events(previous.run):
-        if event.lane == previous.id and event.kind == "agent-session":
-            recorded = AgentSession.from_detail(event.detail)
-            if recorded is not None and recorded.transcript is not None:
-                found = (recorded.stage, recorded.session, recorded.transcript)
-    return found
-
-
-def lossless_save(lane: LaneRow) -> Path | None:
-    """The lossless copy of a lane's save on this machine; None when saved elsewhere.
-
-    The copy is the one its view names, else its newest. A save made elsewhere has
-    only its git view here.
-    """
-    if lane.saved_commit is not None:
-        exact = save_dir(lane.run, lane.id, lane.saved_commit)
-        if exact.is_dir():
-            return exact
-    found = find_saves(lane.run, lane.id)
-    return found[0] if found else None

@@ -80,6 +80,8 @@ from ._store import crash_point
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from ._values import LaneRow
+
 __all__ = (
     "GitFailed",
     "LaneUnreadable",
@@ -97,6 +99,7 @@ __all__ = (
     "keep_view",
     "lane_dir",
     "lane_log",
+    "lossless_save",
     "make_view",
     "move_aside",
     "open_lane",
@@ -552,6 +555,20 @@ def find_saves(run: str, lane_id: str) -> list[Path]:
     except OSError:
         return []
     return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def lossless_save(lane: LaneRow) -> Path | None:
+    """The lossless copy of a lane's save on this machine; None when saved elsewhere.
+
+    The copy is the one its view names, else its newest. A save made elsewhere has
+    only its git view here.
+    """
+    if lane.saved_commit is not None:
+        exact = save_dir(lane.run, lane.id, lane.saved_commit)
+        if exact.is_dir():
+            return exact
+    found = find_saves(lane.run, lane.id)
+    return found[0] if found else None
 
 
 async def restore_copy(save: Path, lane: Path) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from .._env import TetherEnv
+from ..errors import StoreError
 from ._values import ACTIVE_RUN_STATES, RunRow, RunState
 
 if TYPE_CHECKING:
@@ -136,6 +137,14 @@ def effective_state(
         why = f"process {run.pid} on {run.host} is gone"
     else:
         why = f"its leases expired on the store's clock (host {run.host})"
-    store.set_run_state(run.id, RunState.DEAD)
+    try:
+        store.set_run_state(run.id, RunState.DEAD)
+    except StoreError:
+        # Its state moved since it was read (it ended, or a peer found it dead first):
+        # the store's word stands, and only the one that moved it records why.
+        now = store.run(run.id)
+        if now is None:
+            raise
+        return now.state
     store.log(run.id, "dead", detail=why)
     return RunState.DEAD

@@ -35,6 +35,7 @@ from ._store import crash_point, stale
 from ._url import has_password, redact
 from ._values import (
     LANE_MOVES_INTO,
+    RUN_MOVES_INTO,
     Claim,
     Event,
     LaneRow,
@@ -382,12 +383,22 @@ class PostgresStore:
         )
 
     def set_run_state(self, run: str, state: RunState) -> None:
-        """Record a run's new state."""
-        self._one(
+        """Record a run's new state: only a move `RunState` allows (else `StoreError`)."""
+        done = self._one(
             "record a run's state",
-            "UPDATE runs SET state = %(state)s WHERE id = %(id)s RETURNING id",
-            {"state": state.value, "id": run},
+            "UPDATE runs SET state = %(state)s WHERE id = %(id)s "
+            "AND state = ANY(%(froms)s) RETURNING id",
+            {
+                "state": state.value,
+                "id": run,
+                "froms": sorted(s.value for s in RUN_MOVES_INTO[state]),
+            },
         )
+        if done is None:
+            row = self._one(
+                "read a run", "SELECT state FROM runs WHERE id = %(id)s", {"id": run}
+            )
+            raise StoreError(refused_move(run, row[0] if row else None, state))
 
     def beat(self, run: str, lease: float) -> None:
         """The run's own heartbeat: it lives `lease` more seconds on the server's clock."""

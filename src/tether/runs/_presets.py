@@ -58,10 +58,9 @@ from ._cli_folder import carry_session, cli_folder, make_cli_folder
 from ._lane_log import LaneLog
 from ._lane_paths import lane_log
 from ._plan import Preset, Stage
-from ._values import AgentSession
 
 if TYPE_CHECKING:
-    from ._store import Store
+    from ._values import LaneRow
 
 __all__ = (
     "CALLS_LIMIT",
@@ -71,7 +70,6 @@ __all__ = (
     "PresetCall",
     "preset_argv",
     "preset_env",
-    "previous_session",
     "read_calls",
 )
 
@@ -338,30 +336,11 @@ class EarlierSession:
     folder: Path
     """The CLI folder of the lane that ran it (`cli_folder`)."""
 
-
-def previous_session(
-    store: Store, *, run: str, item: str, stage: Stage, index: int
-) -> EarlierSession | None:
-    """The session a take-over's stage resumes, None when it starts fresh.
-
-    The newest lane of `item` in another run that was still at this stage (`index`)
-    and whose agent recorded a session for it (`agent-session` events).
-    """
-    assert stage.preset is not None
-    found: EarlierSession | None = None
-    for row in store.item_lanes(item):
-        if row.run == run or row.stage != index:
-            continue
-        for event in store.events(row.run):
-            if event.kind != "agent-session" or event.lane != row.id:
-                continue
-            recorded = AgentSession.from_detail(event.detail)
-            if recorded is not None and recorded.stage == stage.name:
-                where = agent_dir(lane_log(row.run, row.id), row.id)
-                found = EarlierSession(
-                    recorded.session, cli_folder(where, stage.preset)
-                )
-    return found
+    @classmethod
+    def of(cls, lane: LaneRow, session: str, preset: Preset) -> EarlierSession:
+        """The session `session` the agent of `lane` ran, in that lane's CLI folder."""
+        where = agent_dir(lane_log(lane.run, lane.id), lane.id)
+        return cls(session, cli_folder(where, preset))
 
 
 @attrs.define(eq=False)

@@ -11,9 +11,14 @@ the stop through its `StopWatch` and also reads it every poll interval on its ow
   are its claims released and the lane halted. A save that fails holds that lane and
   its claims; the save is retried for a while, then the run exits with the lane held.
 
-A halted run stays halted: nothing here resumes it (a take-over is a new run). The
+A halted run stays halted: nothing here resumes it (a take-over is a new run, made
+by `Run.start` with the `Takeover` of the old one: it claims those items first). The
 second Ctrl-C is `kill()`: every agent tree is killed at once, the worktrees are saved
 aside within a bound, and claims are left for the restart path.
+
+The run owns its lanes: it opens each from its claim, keeps the registry of open lanes
+(what the heartbeat renews and the live view shows) and lets each go as its `LaneEnd`
+says.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from __future__ import annotations
 import collections
 import enum
 import os
-from collections.abc import Awaitable, Callable, Sequence
+import types
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import assert_never, final
 
@@ -29,16 +35,17 @@ import anyio
 import attrs
 
 from .._accounts import who
+from ..errors import Refused, StoreError
 from ..stop import ReadOutcome, StopReading, StopWatch, stop_reason
 from ._clock import RunClock, WallClock
 from ._lane_life import Lane, LaneEnd
 from ._liveness import here, process_start
 from ._plan import Plan
 from ._store import Store, crash_point
+from ._takeover import Takeover, newest_saved_lane
 from ._values import (
     Claim,
     LaneRow,
-    LaneState,
     LaneStatistics,
     RunRow,
     RunState,
@@ -72,7 +79,7 @@ _Say = Callable[[str], None]
 @final
 @attrs.define(eq=False)
 class Run:
-    """One run of a plan; `execute()` works until done or halted."""
+    """One run of a plan, made and recorded by `Run.start`; `execute()` works to its end."""
 
     plan: Plan
     """What to do."""
@@ -84,8 +91,8 @@ class Run:
     """Where progress lines go."""
     id: str
     """`run_...`."""
-    takeover_of: str | None = None
-    """The run whose work this one took over."""
+    takeover: Takeover | None = None
+    """The take-over this run makes (its items are claimed first), if any."""
     poll: float = 2.0
     """Seconds between reads of the stop."""
     heartbeat: float = 10.0
@@ -104,13 +111,11 @@ class Run:
     _held_reason: str | None = None
     _killed: bool = False
     _lanes: dict[str, Lane] = attrs.field(factory=dict)
+    """The open lanes, by lane id; the run adds and removes them (`_lane`)."""
     _after_halt: list[Callable[[], Awaitable[None]]] = attrs.field(factory=list)
-    _inherit: list[LaneRow] = attrs.field(factory=list)
     _unopened: set[str] = attrs.field(factory=set)
     _ends: collections.Counter[LaneEnd] = attrs.field(factory=collections.Counter)
     """How many lanes ended each way (`LaneEnd`): the exit code is judged on it."""
-    _held_elsewhere: tuple[str, ...] = ()
-    _chain: tuple[str, ...] = ()
     _failed_items: list[str] = attrs.field(factory=list)
     _windows: dict[str, float] = attrs.field(factory=dict)
     """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
@@ -131,14 +136,17 @@ class Run:
         return self._halt
 
     @property
-    def lanes(self) -> dict[str, Lane]:
-        """The open lanes, by lane id."""
-        return self._lanes
+    def lanes(self) -> Mapping[str, Lane]:
+        """The open lanes, by lane id (a read-only view)."""
+        return types.MappingProxyType(self._lanes)
 
-    @property
-    def windows(self) -> dict[str, float]:
-        """Per model of builtin stages: when its usage window resets (it is at 95 %)."""
-        return self._windows
+    def window(self, model: str) -> float:
+        """When `model`'s usage window resets (it is at 95 %); 0.0 when not known."""
+        return self._windows.get(model, 0.0)
+
+    def note_window(self, model: str, reset: float) -> None:
+        """Record when `model`'s usage window resets (its stages wait for it)."""
+        self._windows[model] = reset
 
     @property
     def _failed(self) -> bool:
@@ -171,23 +179,76 @@ class Run:
             halting=self.halting,
         )
 
-    def inherit(
-        self,
-        lanes: list[LaneRow],
+    @classmethod
+    def start(
+        cls,
+        plan: Plan,
+        store: Store,
+        watch: StopWatch,
+        say: _Say,
         *,
-        held: Sequence[str] = (),
-        chain: Sequence[str] = (),
-    ) -> None:
-        """Give this run the lanes of a previous run, to take over first.
+        takeover: Takeover | None = None,
+        poll: float | None = None,
+        save_retry: float = 10.0,
+        follow: bool = False,
+        clock: RunClock | None = None,
+    ) -> Run:
+        """Record a new run of `plan` (state running) and say `run <id>`.
 
-        Args:
-            lanes: the lanes taken over; their saved work is restored.
-            held: items the previous run keeps held (this run ends with exit 4).
-            chain: the runs taken over, whose claims this run may take.
+        With `takeover`, what the restart path did is said next, and the run taken
+        over is marked so; the new run claims its items first (`execute`).
+
+        Raises:
+            Refused: another take-over took the same run first (this run then ends
+                done, having claimed nothing).
         """
-        self._inherit = list(lanes)
-        self._held_elsewhere = tuple(held)
-        self._chain = tuple(chain)
+        from .._ids import new_id
+
+        run = cls(
+            plan=plan,
+            store=store,
+            watch=watch,
+            say=say,
+            id=new_id("run"),
+            takeover=takeover,
+            poll=plan.poll if poll is None else poll,
+            heartbeat=plan.heartbeat,
+            lease=plan.lease,
+            save_retry=save_retry,
+            follow=follow,
+            clock=WallClock() if clock is None else clock,
+        )
+        store.create_run(
+            RunRow(
+                id=run.id,
+                state=RunState.RUNNING,
+                host=here(),
+                pid=os.getpid(),
+                pid_start=process_start(),
+                started_at=run.clock.now(),
+                plan=str(plan.path),
+                repo=str(plan.repo),
+                takeover_of=None if takeover is None else takeover.of,
+                # Alive from its first row: a peer must not find it dead before its
+                # first heartbeat.
+                expires=store.now() + run.lease,
+            )
+        )
+        store.beat(run.id, run.lease)
+        run.log("run-start", detail=str(plan.path))
+        say(f"run {run.id}")
+        if takeover is not None:
+            for line in takeover.lines:
+                say(line)
+            try:
+                lines = takeover.mark(store, run.id)
+            except Refused as exc:
+                run._state(RunState.DONE)
+                run.log("done", detail=f"not started: {exc}")
+                raise
+            for line in lines:
+                say(line)
+        return run
 
     # -- the ledger --------------------------------------------------------------------
     def log(self, kind: str, *, lane: str | None = None, detail: str = "") -> None:
@@ -197,7 +258,20 @@ class Run:
             self.on_change()
 
     def _state(self, state: RunState) -> None:
-        self.store.set_run_state(self.id, state)
+        try:
+            self.store.set_run_state(self.id, state)
+        except StoreError as exc:
+            row = self.store.run(self.id)
+            if row is None or row.state not in (RunState.DEAD, RunState.TAKEN_OVER):
+                raise
+            # A peer found this run dead (its leases expired while it could not
+            # renew them): the store's word stands; its claims' epochs fence its lanes.
+            self.log("state-refused", detail=str(exc))
+            self.say(
+                f"run {self.id} is {row.state.value} in the store (a peer found it "
+                f"dead): it stays so; `tether runs show {self.id}` says what went on"
+            )
+            return
         if self.on_change is not None:
             self.on_change()
 
@@ -347,10 +421,17 @@ class Run:
     async def _lane(
         self, claim: Claim, previous: LaneRow | None, slots: anyio.Semaphore
     ) -> None:
+        """Open the lane of `claim` going on from `previous`, and work it to its end."""
+        end = LaneEnd.NOT_OPENED
         try:
-            end = await Lane.work(self, claim, previous)
+            lane = await Lane.open(self, claim, previous)
+            if lane is not None:
+                self._lanes[claim.lane] = lane
+                end = await lane.work()
         finally:
             slots.release()
+        if not end.stays:
+            self._lanes.pop(claim.lane, None)
         self._ends[end] += 1
         if end is LaneEnd.NOT_OPENED:
             # This run does not take it again, or it would fail the same way at once.
@@ -359,27 +440,6 @@ class Run:
             self._failed_items.append(claim.item)
 
     # -- the run -----------------------------------------------------------------------
-    def start_record(self) -> None:
-        """Record the run in the store (state running)."""
-        self.store.create_run(
-            RunRow(
-                id=self.id,
-                state=RunState.RUNNING,
-                host=here(),
-                pid=os.getpid(),
-                pid_start=process_start(),
-                started_at=self.clock.now(),
-                plan=str(self.plan.path),
-                repo=str(self.plan.repo),
-                takeover_of=self.takeover_of,
-                # Alive from its first row: a peer must not find it dead before its
-                # first heartbeat.
-                expires=self.store.now() + self.lease,
-            )
-        )
-        self.store.beat(self.id, self.lease)
-        self.log("run-start", detail=str(self.plan.path))
-
     def _held_by_dead_runs(self) -> list[tuple[str, str]]:
         """(item, run) for this plan's items claimed by a run that is gone."""
         from ._takeover import effective_state
@@ -408,66 +468,62 @@ class Run:
         return [i for i in ids if i not in self._unopened]
 
     async def _dispatch(self) -> None:
+        """Claim items and start a lane for each, as many at once as the plan's lanes.
+
+        A take-over's items are claimed first, each going on from the lane its
+        `Takeover` names; then any item this run may claim, going on from its newest
+        saved lane if another run halted it.
+        """
         slots = anyio.Semaphore(self.plan.lanes)
+        inherited = collections.deque(
+            () if self.takeover is None else self.takeover.lanes
+        )
         async with anyio.create_task_group() as lanes:
-            for previous in self._inherit:
+            while True:
                 await slots.acquire()
-                if not await self.gate("open a lane", previous.id):
+                previous = inherited.popleft() if inherited else None
+                if not await self.gate(
+                    "open a lane", None if previous is None else previous.id
+                ):
                     slots.release()
                     return
                 lane_id = new_lane_id()
-                owner = next(
-                    (c.run for c in self.store.claims() if c.item == previous.item),
-                    None,
-                )
-                claim = self.store.take_over_claim(
-                    previous.item,
-                    self.id,
-                    lane_id,
-                    previous=owner
-                    if owner in self._chain
-                    else (self.takeover_of or previous.run),
-                    host=here(),
-                    pid=os.getpid(),
-                    lease=self.lease,
-                )
-                if claim is None:
-                    slots.release()
-                    self.say(f"{previous.item}: held by another run now; left to it")
-                    continue
+                if previous is not None:
+                    assert self.takeover is not None
+                    claim = self.takeover.claim(
+                        self.store, previous, self.id, lane_id, lease=self.lease
+                    )
+                    if claim is None:
+                        slots.release()
+                        self.say(
+                            f"{previous.item}: held by another run now; left to it"
+                        )
+                        continue
+                else:
+                    claim = self.store.take_claim(
+                        self.id,
+                        lane_id,
+                        only=self._claimable(),
+                        host=here(),
+                        pid=os.getpid(),
+                        lease=self.lease,
+                    )
+                    if claim is None:
+                        slots.release()
+                        if not self.follow:
+                            return
+                        # Idle: look at the queue again after a poll interval, or halt.
+                        with anyio.move_on_after(self.poll):
+                            await self._halt.wait()
+                        continue
+                    previous = newest_saved_lane(
+                        self.store, claim.item, besides=self.id
+                    )
                 crash_point("claimed")
                 self.log(
                     "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
                 )
                 lanes.start_soon(self._lane, claim, previous, slots)
-            while True:
-                await slots.acquire()
-                if not await self.gate("open a lane"):
-                    slots.release()
-                    return
-                lane_id = new_lane_id()
-                claim = self.store.take_claim(
-                    self.id,
-                    lane_id,
-                    only=self._claimable(),
-                    host=here(),
-                    pid=os.getpid(),
-                    lease=self.lease,
-                )
-                if claim is None:
-                    slots.release()
-                    if not self.follow:
-                        return
-                    # Idle: look at the queue again after a poll interval, or halt.
-                    with anyio.move_on_after(self.poll):
-                        await self._halt.wait()
-                    continue
-                crash_point("claimed")
-                self.log(
-                    "claim", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}"
-                )
-                prior = last_saved_lane(self.store, claim.item, self.id)
-                lanes.start_soon(self._lane, claim, prior, slots)
 
     async def execute(self) -> ExitCode:
         """Work until every item is done or the run halts; returns the exit code."""
@@ -515,10 +571,10 @@ class Run:
             )
         if self._failed:
             return ExitCode.FAILED
-        if self._held_elsewhere:
+        if self.takeover is not None and self.takeover.held:
+            held = self.takeover.held
             self.say(
-                f"{len(self._held_elsewhere)} item(s) stay held in {self.takeover_of}: "
-                f"{', '.join(self._held_elsewhere)}"
+                f"{len(held)} item(s) stay held in {self.takeover.of}: {', '.join(held)}"
             )
             return ExitCode.HALT_HELD
         return ExitCode.DONE
@@ -529,22 +585,3 @@ def new_lane_id() -> str:
     from .._ids import new_id
 
     return new_id("lane")
-
-
-def last_saved_lane(store: Store, item: str, run: str) -> LaneRow | None:
-    """The latest saved-aside lane of `item` in another run, whose work a new lane restores."""
-    found = None
-    from ._lane_life import lossless_save
-
-    for lane in store.item_lanes(item):
-        if (
-            lane.run != run
-            and (lane.saved_commit is not None or lossless_save(lane) is not None)
-            and lane.state
-            in (
-                LaneState.HALTED,
-                LaneState.SAVED,
-            )
-        ):
-            found = lane
-    return found

@@ -24,6 +24,7 @@ from . import _rows as rows
 from ._store import crash_point, stale
 from ._values import (
     LANE_MOVES_INTO,
+    RUN_MOVES_INTO,
     Claim,
     Event,
     LaneRow,
@@ -273,9 +274,19 @@ class SqliteStore:
             )
 
     def set_run_state(self, run: str, state: RunState) -> None:
-        """Record a run's new state."""
+        """Record a run's new state: only a move `RunState` allows (else `StoreError`)."""
+        froms = sorted(s.value for s in RUN_MOVES_INTO[state])
         with self._write() as conn:
-            conn.execute("UPDATE runs SET state = ? WHERE id = ?", (state.value, run))
+            done = conn.execute(
+                "UPDATE runs SET state = ? WHERE id = ? "
+                f"AND state IN ({', '.join('?' * len(froms))})",
+                (state.value, run, *froms),
+            )
+            if done.rowcount == 0:
+                row = conn.execute(
+                    "SELECT state FROM runs WHERE id = ?", (run,)
+                ).fetchone()
+                raise StoreError(refused_move(run, row[0] if row else None, state))
 
     def beat(self, run: str, lease: float) -> None:
         """The run's own heartbeat: it lives `lease` more seconds on the store's clock."""

@@ -76,7 +76,12 @@ class Store(Protocol):
         """Record a new run."""
 
     def set_run_state(self, run: str, state: RunState) -> None:
-        """Record a run's new state."""
+        """Record a run's new state.
+
+        Raises:
+            StoreError: the move is not one `RunState` allows from the run's state
+                now (`RUN_MOVES_INTO`), or there is no such run.
+        """
 
     def beat(self, run: str, lease: float) -> None:
         """The run's own heartbeat: it lives `lease` more seconds on the store's clock.

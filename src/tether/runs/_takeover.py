@@ -21,40 +21,126 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
+
+import attrs
 
 from .._accounts import who
 from .._threads import in_thread
-from ..errors import Refused, UsageError
+from ..errors import Refused, StoreError, UsageError
 from ..stop import ReadOutcome, StopWatch
 from ._lanes import (
     SaveFailed,
     find_saves,
+    lossless_save,
     move_aside,
     view_of_save,
 )
-from ._liveness import effective_state, found_dead
+from ._liveness import effective_state, found_dead, here
 from ._store import Store, crash_point
-from ._values import ACTIVE_RUN_STATES, LaneRow, LaneState, RunRow, RunState
+from ._values import (
+    ACTIVE_RUN_STATES,
+    AgentSession,
+    Claim,
+    LaneRow,
+    LaneState,
+    RunState,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ("effective_state", "found_dead", "prepare_takeover", "takeover_chain")
+__all__ = (
+    "Takeover",
+    "earlier_session",
+    "effective_state",
+    "found_dead",
+    "newest_saved_lane",
+    "prepare_takeover",
+    "takeover_chain",
+)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Takeover:
+    """A take-over made ready (`prepare_takeover`): what the new run goes on with.
+
+    The new run marks the run taken over (`mark`) once it is recorded, then claims the
+    item of each of `lanes` (`claim`) before any other; each lane it opens goes on
+    from the lane named here.
+    """
+
+    of: str
+    """The run taken over."""
+    chain: tuple[str, ...]
+    """`of`, then the runs it took over that were never taken over by another: the
+    runs whose claims the new run may take."""
+    lanes: tuple[LaneRow, ...]
+    """For each item to go on with, the lane it goes on from (its newest save)."""
+    held: tuple[str, ...]
+    """Items whose lanes stay held in the runs taken over (their saves failed)."""
+    lines: tuple[str, ...]
+    """What the restart path did, to be told after the new run's `run <id>`."""
+
+    def mark(self, store: Store, by: str) -> list[str]:
+        """Record that the run `by` took `of` over; the lines that say so.
+
+        A run with held lanes keeps them (and its state): once the person fixed what
+        failed, a later take-over of the same run saves and restores them.
+
+        Raises:
+            Refused: another take-over marked `of` first.
+        """
+        if self.held:
+            store.log(self.of, "taken-over", detail=f"by {by}, held: {list(self.held)}")
+            lines = [
+                f"{self.of} keeps {len(self.held)} held lane(s) "
+                f"({', '.join(self.held)}): fix what its save says, then "
+                f"`tether takeover {self.of}` again"
+            ]
+        else:
+            try:
+                store.set_run_state(self.of, RunState.TAKEN_OVER)
+            except StoreError:
+                row = store.run(self.of)
+                if row is None or row.state is not RunState.TAKEN_OVER:
+                    raise
+                raise Refused(
+                    f"run {self.of} was taken over by another take-over meanwhile: "
+                    "see `tether runs`"
+                ) from None
+            store.log(self.of, "taken-over", detail=f"by {by}")
+            lines = []
+        return [*lines, f"taking over {self.of}: {len(self.lanes)} lane(s) to restore"]
+
+    def claim(
+        self, store: Store, lane: LaneRow, run: str, lane_id: str, *, lease: float
+    ) -> Claim | None:
+        """Take the claim on `lane`'s item from the run of the chain that holds it.
+
+        None when another run holds it now (a peer took it up once it was released).
+        """
+        owner = next((c.run for c in store.claims() if c.item == lane.item), None)
+        return store.take_over_claim(
+            lane.item,
+            run,
+            lane_id,
+            previous=owner if owner in self.chain else self.of,
+            host=here(),
+            pid=os.getpid(),
+            lease=lease,
+        )
 
 
 async def prepare_takeover(
     store: Store,
     run_id: str,
     watch: StopWatch,
-    say: Callable[[str], None],
     *,
     here_id: str | None = None,
-) -> tuple[RunRow, list[LaneRow]]:
-    """Check that `run_id` may be taken over, save its worktrees, list its open lanes.
-
-    Returns:
-        The run, and the lanes whose items a take-over works on (saved work first).
+) -> Takeover:
+    """Check that `run_id` may be taken over, save its worktrees, list its lanes.
 
     Raises:
         UsageError: no such run.
@@ -88,11 +174,19 @@ async def prepare_takeover(
         )
     repo = Path(previous.repo)
     held: list[LaneRow] = []
+    lines: list[str] = []
     chain = takeover_chain(store, run_id)
     for rid in chain:
-        await _recover(store, repo, rid, say, held)
+        await _recover(store, repo, rid, lines.append, held)
     crash_point("takeover")
-    return previous, _work(store, chain, {lane.item for lane in held})
+    items = tuple(dict.fromkeys(lane.item for lane in held))
+    return Takeover(
+        of=run_id,
+        chain=tuple(chain),
+        lanes=tuple(_work(store, chain, set(items))),
+        held=items,
+        lines=tuple(lines),
+    )
 
 
 async def _recover(
@@ -200,11 +294,9 @@ async def _view(
 def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
     """Where the take-over goes on from, for each item of the runs taken over.
 
-    Items done or held are left out. For each other item: the newest saved lane of the
-    item in any run, else the item's lane.
+    Items done or held are left out. For each other item: its newest saved lane,
+    else the item's lane.
     """
-    from ._lane_life import lossless_save
-
     work: list[LaneRow] = []
     seen: set[str] = set()
     for rid in chain:
@@ -212,14 +304,51 @@ def _work(store: Store, chain: list[str], held: set[str]) -> list[LaneRow]:
             if lane.item in seen or lane.item in held or lane.state is LaneState.DONE:
                 continue
             seen.add(lane.item)
-            saved = [
-                other
-                for other in store.item_lanes(lane.item)
-                if (other.saved_commit is not None or lossless_save(other) is not None)
-                and other.state in (LaneState.SAVED, LaneState.HALTED)
-            ]
-            work.append(saved[-1] if saved else lane)
+            work.append(newest_saved_lane(store, lane.item) or lane)
     return work
+
+
+def newest_saved_lane(
+    store: Store, item: str, *, besides: str | None = None
+) -> LaneRow | None:
+    """The newest saved-aside lane of `item` (of a run other than `besides`), or None.
+
+    Its work is what a new lane of the item restores: a take-over's, or any run's that
+    claims an item another run halted.
+    """
+    found = None
+    for lane in store.item_lanes(item):
+        if (
+            lane.run != besides
+            and lane.state in (LaneState.HALTED, LaneState.SAVED)
+            and (lane.saved_commit is not None or lossless_save(lane) is not None)
+        ):
+            found = lane
+    return found
+
+
+def earlier_session(
+    store: Store, previous: LaneRow, stage: str
+) -> tuple[LaneRow, AgentSession] | None:
+    """The agent session a lane going on from `previous` resumes, and its lane.
+
+    Spec 03: a take-over resumes the agent's own session. It is the newest one the
+    agent of `stage` recorded (`agent-session` events) in a lane of the item, up to
+    `previous`, that was at `previous`'s stage: a lane restored and lost before its
+    agent started (a take-over of a take-over) passes on its own earlier session.
+    """
+    found = None
+    for lane in store.item_lanes(previous.item):
+        if lane.stage == previous.stage:
+            for event in store.events(lane.run):
+                if event.kind != "agent-session" or event.lane != lane.id:
+                    continue
+                recorded = AgentSession.from_detail(event.detail)
+                if recorded is not None and recorded.stage == stage:
+                    found = (lane, recorded)
+        if lane.id == previous.id:
+            break
+    return found
 
 
 def takeover_chain(store: Store, run_id: str) -> list[str]:

@@ -17,6 +17,7 @@ from ..errors import TetherError
 
 __all__ = (
     "LANE_MOVES_INTO",
+    "RUN_MOVES_INTO",
     "AgentSession",
     "Claim",
     "Event",
@@ -34,11 +35,23 @@ __all__ = (
 
 
 class RunState(enum.StrEnum):
-    """A run's state.
+    """A run's state; the stores hold its moves to `RUN_MOVES_INTO`.
 
-    Transitions: running <-> held (a stop read holds); running/held -> halting (a stop)
-    -> halted | halt-held; running -> done; running/held/halting -> dead (found by the
-    restart path); halted/halt-held/dead -> taken-over. No other transition happens.
+    ```
+    running <-> held                    a read of the stop holds, and reads clear again
+    held -> held                        it holds for another reason
+    running | held -> halting           a stop (or a Ctrl-C) is taken
+    halting -> halted | halt-held       every lane halted (or one held)
+    running | held -> done              nothing is left that it may claim
+    running | held | halting -> dead    the restart path found its process gone (or it
+                                        was killed by a second Ctrl-C)
+    halted | halt-held | dead
+                      -> taken-over     a take-over reserved its work
+    ```
+
+    taken-over and done are final. A store refuses any other move (`StoreError`): a run
+    a peer found dead cannot come back by writing its own state, and two take-overs of
+    one run cannot both mark it.
     """
 
     RUNNING = "running"
@@ -61,6 +74,20 @@ class RunState(enum.StrEnum):
 
 ACTIVE_RUN_STATES = frozenset({RunState.RUNNING, RunState.HELD, RunState.HALTING})
 """States in which a run's process should be alive."""
+
+RUN_MOVES_INTO: dict[RunState, frozenset[RunState]] = {
+    RunState.RUNNING: frozenset({RunState.HELD}),
+    RunState.HELD: frozenset({RunState.RUNNING, RunState.HELD}),
+    RunState.HALTING: frozenset({RunState.RUNNING, RunState.HELD}),
+    RunState.HALTED: frozenset({RunState.HALTING}),
+    RunState.HALT_HELD: frozenset({RunState.HALTING}),
+    RunState.DONE: frozenset({RunState.RUNNING, RunState.HELD}),
+    RunState.DEAD: ACTIVE_RUN_STATES,
+    RunState.TAKEN_OVER: frozenset(
+        {RunState.HALTED, RunState.HALT_HELD, RunState.DEAD}
+    ),
+}
+"""For each state a run may be moved to, the states it may be moved from."""
 
 
 class LaneState(enum.StrEnum):
@@ -323,8 +350,11 @@ class RunStatistics:
     """Whether it took a stop and is halting."""
 
 
-def refused_move(lane: str, now: str | None, to: LaneState) -> str:
-    """The message of a lane move a store refused (`LANE_MOVES_INTO`)."""
+def refused_move(key: str, now: str | None, to: LaneState | RunState) -> str:
+    """The message of a move a store refused (`LANE_MOVES_INTO`, `RUN_MOVES_INTO`)."""
+    what = "lane" if isinstance(to, LaneState) else "run"
     if now is None:
-        return f"lane {lane} is not in the store: it cannot become {to.value}"
-    return f"lane {lane} is {now}: it cannot become {to.value} (see LaneState)"
+        return f"{what} {key} is not in the store: it cannot become {to.value}"
+    return (
+        f"{what} {key} is {now}: it cannot become {to.value} (see {type(to).__name__})"
+    )
