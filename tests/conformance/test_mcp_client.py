@@ -170,8 +170,13 @@ def test_required_scenarios(
     assert "tools_call" in results, sorted(results)
     expected = _baseline().get(revision, {})
     unexpected = {s: f for s, f in results.items() if f and s not in expected}
-    assert not unexpected, f"failing, and not in {BASELINE.name}: {unexpected}"
     passing = sorted(s for s in expected if results.get(s) == [])
-    assert not passing, f"passing now: remove them from {BASELINE.name} [{revision}]"
     gone = sorted(set(expected) - set(results))
-    assert not gone, f"the suite no longer runs these: remove them from {BASELINE.name}"
+    problems = []
+    if unexpected:
+        problems.append(f"failing, and not in {BASELINE.name}: {unexpected}")
+    if passing:
+        problems.append(f"passing now: delete them from {BASELINE.name}: {passing}")
+    if gone:
+        problems.append(f"not run by the suite: delete from {BASELINE.name}: {gone}")
+    assert not problems, "\n".join(problems)
