@@ -101,7 +101,6 @@ async def _run(url: str) -> int:
             config=config,
             elicitor=_leave_fields_empty,
             permissions={"allow": [f"mcp__{SERVER}__*"]},
-            guard=False,
         ) as runtime:
             problems = [p for p in runtime.problems if SERVER in p]
             for problem in problems:
@@ -163,7 +162,7 @@ def serve(path: str, workers: int) -> None:
     import tether.host._mcp  # noqa: F401 (imported once, before every fork)
 
     with tempfile.TemporaryDirectory() as workspace:  # what a runtime imports, too
-        Runtime(workspace=workspace, config=Config(), guard=False)
+        Runtime(workspace=workspace, config=Config())
     # Each HTTP client reads the CA bundle (a second of CPU on a busy machine); the
     # scenarios' servers are plain HTTP on loopback, so the forks share one context.
     context = httpcore2.default_ssl_context()
