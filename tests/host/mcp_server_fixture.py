@@ -92,7 +92,7 @@ async def ask(order: Annotated[ElicitationResult[Order], Resolve(order_form)]) -
 @server.tool()
 async def ask_anyway(ctx: Context) -> str | mcp_types.InputRequiredResult:
     """Ask for an order whatever the client advertised (2026-07-28's input_required
-    round); say the answer's action."""
+    round); say the answer's action, and an accepted form's content as it came."""
     answers = ctx.input_responses
     if not answers:
         question = mcp_types.ElicitRequest(
@@ -104,6 +104,8 @@ async def ask_anyway(ctx: Context) -> str | mcp_types.InputRequiredResult:
         return mcp_types.InputRequiredResult(input_requests={"order": question})
     answer = answers["order"]
     assert isinstance(answer, mcp_types.ElicitResult)
+    if answer.action == "accept":
+        return f"accept {json.dumps(answer.content, sort_keys=True)}"
     return answer.action
 
 

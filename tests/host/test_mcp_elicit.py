@@ -96,6 +96,26 @@ async def test_accepted_content_reaches_the_tool(workspace: Path, legacy: bool) 
 
 
 @pytest.mark.anyio
+async def test_fields_left_empty_take_the_forms_defaults(workspace: Path) -> None:
+    """A field an accepted answer leaves out is sent with the form's default
+    (SEP-1034); a field the person filled in keeps their value."""
+
+    async def elicitor(request: ElicitationRequest) -> ElicitationAnswer:
+        return ElicitationAnswer(
+            "accept", {"name": "Ann", "count": 2, "color": "green"}
+        )
+
+    async with _runtime(workspace, elicitor) as runtime:
+        session = runtime.session()
+        async with session.turn() as turn:
+            result = await turn.call("mcp__fx__ask_anyway", {})
+    action, _, data = result.output.partition(" ")
+    assert action == "accept", result.output
+    sent = {"name": "Ann", "count": 2, "gift": False, "color": "green"}
+    assert json.loads(data) == sent
+
+
+@pytest.mark.anyio
 async def test_declined_by_the_person(workspace: Path) -> None:
     """A decline reaches the server as a decline."""
 

@@ -49,7 +49,8 @@ ends `end_unknown` (`ToolFailed(end_unknown=True)`) and is never sent again.
 Elicitation (`elicitation/create`, a server asking the person during a call) goes to
 the elicitor given to `McpTools.open` (`Runtime(elicitor=...)`), named with the call
 that was running on that server; the capability is advertised only when there is
-one. A stop that reaches the call withdraws a pending question (the server is told
+one. A field an accepted form leaves out is sent with the form's default (SEP-1034).
+A stop that reaches the call withdraws a pending question (the server is told
 `cancel`). With no elicitor, or a URL-mode question, the answer is `decline`, and the
 call's output and result say why.
 
@@ -448,7 +449,15 @@ class _Server:
         answer = answers[0]
         if answer.action != "accept":
             return mcp_types.ElicitResult(action=answer.action)
-        return mcp_types.ElicitResult(action="accept", content=dict(answer.content))
+        # A field the person left empty takes the form's default (SEP-1034).
+        fields = request.schema.get("properties", {})
+        defaults = {
+            name: field["default"]
+            for name, field in fields.items()
+            if isinstance(field, dict) and "default" in field
+        }
+        content = {**defaults, **answer.content}
+        return mcp_types.ElicitResult(action="accept", content=content)
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -564,12 +573,21 @@ class McpTool(Tool):
     def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Check the input against the server's schema (JSON Schema, `jsonschema`).
 
+        An optional field given `null` that its schema does not take is left out.
+
         Raises:
             InvalidInput: the input does not match; `.path` names the field.
         """
         if not isinstance(raw, Mapping):
             raise InvalidInput("input must be a JSON object", path="<input>")
         value = dict(raw)
+        # An optional field given null whose schema does not take null is left out,
+        # as if omitted (as models and MCP clients send a field they leave unset).
+        required = self._schema.get("required", ())
+        for error in self._validator.iter_errors(value):
+            field = list(error.absolute_path)
+            if error.instance is None and len(field) == 1 and field[0] not in required:
+                value.pop(field[0], None)
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(value))
         if error is not None:
             path = _error_path(error)
