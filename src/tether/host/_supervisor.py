@@ -926,9 +926,9 @@ class Supervisor:
 
         With `orders`, the host's orders are read from stdin (end of file kills).
         Without a stop, the command's exit ends the tree: what it left running is
-        ended (`end_leftovers()`). After a `T` order, the tree is reaped until every process of it has
-        exited by itself (the shell in front of a command ending changes nothing),
-        or until the host's `K` (its grace window closed).
+        ended (`end_leftovers()`). After a `T` order, the tree is reaped until every
+        process of it has exited by itself (the shell in front of a command ending
+        changes nothing), or until the host's `K` (its grace window closed).
         """
         rfd, wfd = os.pipe()
         os.set_blocking(rfd, False)
