@@ -462,6 +462,82 @@ async def test_a_stopped_command_that_cleaned_up_or_exited_0_names_no_lock(
     assert (workspace / ".git" / "index.lock").exists()
 
 
+async def _run(command: str, cwd: Path) -> CommandOutcome:
+    """Run `command` as Bash does, with no stop."""
+    return await run_command(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=dict(os.environ),
+        stop=anyio.Event(),
+        on_output=lambda _text: None,
+    )
+
+
+def _two_packs(repo: Path) -> None:
+    """A repository of two packs: with `gc.autoPackLimit=1`, a commit starts a gc."""
+    subprocess.run([*GIT, "init", "-q"], cwd=repo, check=True)
+    for n in range(2):
+        for f in range(30):
+            (repo / f"f{f}.txt").write_text(f"{n} {f}\n")
+        subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
+        subprocess.run([*GIT, "commit", "-qm", str(n)], cwd=repo, check=True)
+        subprocess.run([*GIT, "repack", "-q"], cwd=repo, check=True)
+
+
+@pytest.mark.rule("S13")
+async def test_a_detached_git_gc_the_command_left_running_removes_its_locks(
+    workspace: Path,
+) -> None:
+    """`git commit` starts `git gc --auto` in the background and exits while the gc
+    holds `gc.pid` (naming its pid in the tree) and `gc.log.lock`: ended at the
+    command's exit with SIGTERM, the gc removes them, and the next `git gc` works
+    (killed outright, it left both and `git gc` refused: "gc is already running")."""
+    _two_packs(workspace)
+    command = (
+        "git -c user.name=t -c user.email=t@t -c gc.autoPackLimit=1 "
+        "-c gc.autoDetach=true "
+        "commit -q --allow-empty -m gc 2>/dev/null; "
+        "for i in $(seq 1 2000); do [ -e .git/gc.pid ] && break; sleep 0.005; done; "
+        "[ -e .git/gc.pid ] && echo gc running"
+    )
+    got = await _run(command, workspace)
+    assert got.returncode == 0
+    assert got.output == "gc running\n"  # and no note: nothing was left
+    git = workspace / ".git"
+    assert not (git / "gc.pid").exists()
+    assert not (git / "gc.log.lock").exists()
+    gc = subprocess.run(  # noqa: ASYNC221
+        [*GIT, "gc", "-q"], cwd=workspace, capture_output=True, text=True, check=False
+    )
+    assert gc.returncode == 0, gc.stderr
+
+
+@pytest.mark.rule("S13")
+async def test_a_kill_of_what_the_command_left_running_names_the_locks_left(
+    workspace: Path,
+) -> None:
+    """A process the command left running ignores SIGTERM while it holds `gc.pid`
+    and `gc.log.lock`: killed once its window closed, the output names both with the
+    `rm -f` that removes them; neither is removed."""
+    subprocess.run([*GIT, "init", "-q"], cwd=workspace, check=True)  # noqa: ASYNC221
+    command = (
+        "(trap '' TERM; echo \"$BASHPID vm\" > .git/gc.pid; : > .git/gc.log.lock; "
+        "exec sleep 30) & "
+        "until [ -e .git/gc.log.lock ]; do sleep 0.005; done; echo committed"
+    )
+    got = await _run(command, workspace)
+    assert got.returncode == 0
+    git = workspace / ".git"
+    assert got.output.startswith("committed\n")
+    assert (
+        f"[ending what the command left running (at its exit) left git lock files in "
+        f"{git}: gc.pid, gc.log.lock; gc.pid names a process of the ended tree"
+    ) in got.output
+    assert f"rm -f {git / 'gc.pid'} {git / 'gc.log.lock'}]" in got.output
+    assert (git / "gc.pid").exists()
+    assert (git / "gc.log.lock").exists()
+
+
 def test_stale_git_locks_looks_only_at_the_cwd_repository_and_recent_files(
     tmp_path: Path,
 ) -> None:

@@ -9,6 +9,7 @@ command that removes them.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -128,6 +129,33 @@ async def test_s13_every_shape_gets_its_whole_window_and_its_handler_output(
         assert "got TERM" in seen
         assert "cleaned" in seen
     assert HANDLER - 0.05 <= took <= HANDLER + MARGIN
+
+
+@pytest.mark.rule("S13")
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_under_the_fallback_every_shape_gets_its_whole_window(
+    host_kind: str, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same under the subreaper fallback, each shape a turn of one session: the
+    handler's lines in the result, the ledger and the live view, the call settled
+    after the handler's time; the tree ran in this process's own PID namespace."""
+    monkeypatch.setenv("TETHER_CONTAINMENT", "subreaper")
+    handler = 0.3
+    _job(workspace, handler)
+    ready = workspace / "ready"
+    ours = os.readlink("/proc/self/ns/pid")
+    async with _bash_runtime(workspace, host_kind, GRACE) as rt:
+        session = rt.session()
+        for shape in SHAPES.values():
+            ready.unlink(missing_ok=True)
+            command = f"readlink /proc/self/ns/pid; {shape}"
+            outcome, took, progress = await _stop_when(session, rt, command, ready)
+            record = session.ledger_calls()[-1]
+            for seen in (outcome.partial_output, record.output or "", progress):
+                assert seen.startswith(f"{ours}\nbuilding\n"), (shape, seen)
+                assert "got TERM" in seen, (shape, seen)
+                assert "cleaned" in seen, (shape, seen)
+            assert handler - 0.05 <= took <= handler + MARGIN, (shape, took)
 
 
 @pytest.mark.rule("S13")

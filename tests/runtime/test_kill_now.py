@@ -10,7 +10,7 @@ import pytest
 from tests.runtime.support import ALLOW_ALL
 from tests.waiting import await_until
 
-from tether import Runtime, ToolAborted
+from tether import Runtime, ToolAborted, ToolResult
 from tether.runtime import CallState
 from tether.testing import event_log
 
@@ -66,3 +66,42 @@ async def test_a_second_stop_with_kill_ends_the_grace_window_at_once(
         assert "line 1" in error.partial_output
         [record] = session.ledger_calls()
         assert record.state is CallState.ABORTED
+
+
+@pytest.mark.rule("S6")
+async def test_a_second_stop_ends_a_started_extension_call_unknown(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    """A plugin-like EXTENSION tool that runs on after the stop: the first stop waits
+    for it and says so; `abort(kill=True)` ends the wait within the abort bound,
+    END_UNKNOWN ("the server never answered; its effect is unknown"), its task ended."""
+    bound = 0.5
+    async with (
+        make_runtime(grace=30.0, abort_bound=bound, permissions=ALLOW_ALL) as rt,
+        event_log(rt) as events,
+    ):
+        session = rt.session()
+        results: list[ToolResult] = []
+        async with anyio.create_task_group() as tg, session.turn() as turn:
+
+            async def call() -> None:
+                results.append(await turn.call("SlowExtension", {"seconds": 60}))
+
+            tg.start_soon(call)
+            await events.wait_for(lambda _event: "started" in events.progress())
+            first = await session.abort()
+            assert [p.why for p in first.pending] == [
+                "extension: started, waiting for result"
+            ]
+            pressed = anyio.current_time()
+            again = await session.abort(kill=True)
+            took = anyio.current_time() - pressed
+            with anyio.fail_after(2.0):
+                await session.settled()
+        assert took <= bound + 0.1
+        assert [r.state for r in again.calls] == [CallState.END_UNKNOWN]
+        [result] = results
+        assert result.is_error
+        assert "the server never answered; its effect is unknown" in result.output
+        [record] = session.ledger_calls()
+        assert (record.state, record.settled) == (CallState.END_UNKNOWN, True)

@@ -22,16 +22,18 @@ unless the tool or stage names them (`pass_env`), and the session's escape varia
 (`TMUX`, `SSH_AUTH_SOCK`, ...) are never passed.
 
 The supervisor obeys one-byte orders (`T` terminate, `K` or end of file kill) and
-reports `pid`, `error`, `refused` and `exit` lines; see its docstring.
+reports `pid`, `error`, `refused`, `left` and `exit` lines; see its docstring.
 
 `run_command()` runs a command through a tree with the PROCESS stop policy of spec 01:
 a stop sends SIGTERM and the output is collected until every process of the tree has
-exited, and the git locks a stopped command that did not exit 0 left are named; a
-cancellation of the caller (the grace window closed) kills and reaps the whole tree
-inside a bounded shield, streams what it printed up to the kill and the git locks the
-kill left (`stale_git_locks()`), then propagates. It is the one entry point for whatever tether runs as a
-process tree: the Bash and GenerateImages tools, custom tools through
-`ToolContext.run_process()`, and the command-line agents of unattended runs.
+exited, and the git locks a stopped command that did not exit 0 left are named; what a
+command left running at its exit gets SIGTERM, then SIGKILL, and the git locks that
+left are named; a cancellation of the caller (the grace window closed) kills and reaps
+the whole tree inside a bounded shield, streams what it printed up to the kill and the
+git locks the kill left (`stale_git_locks()`), then propagates. It is the one entry
+point for whatever tether runs as a process tree: the Bash and GenerateImages tools,
+custom tools through `ToolContext.run_process()`, and the command-line agents of
+unattended runs.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import signal
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 import anyio.abc
@@ -194,6 +196,11 @@ class ProcessTree:
     supervisor_lost: bool = False
     """The supervisor died without reporting (killed from outside, or by the command
     under the fallback): the tree was swept, but its end is not the command's."""
+    leftovers: int = 0
+    """Processes of the tree still running when the command exited by itself: they got
+    SIGTERM and a short window to end (`LEFTOVER_GRACE` of `_supervisor.py`)."""
+    leftovers_killed: int = 0
+    """Of `leftovers`, the ones still running when that window closed: SIGKILLed."""
     _process: anyio.abc.Process | None = None
     _status: BufferedByteReceiveStream | None = None
     _reported: int | None = None
@@ -320,6 +327,9 @@ class ProcessTree:
             kind, rest = await self._next_status()
             if kind == "exit":
                 self._reported = int(rest)
+            elif kind == "left":
+                found, _, killed = rest.partition(" ")
+                self.leftovers, self.leftovers_killed = int(found), int(killed)
             elif kind == "eof":
                 # The supervisor died without reporting. Under the namespace the kernel
                 # kills the tree with it; under the fallback its orphans went to init.
@@ -503,19 +513,37 @@ GIT_LOCKS = (
     "packed-refs.lock",
     "shallow.lock",
     "gc.pid",
+    "gc.log.lock",
+    "objects/maintenance.lock",
 )
 """Files in a git directory whose presence makes later git commands refuse to work
-(`gc.pid` names the pid of a `git gc` that git then believes still runs)."""
+(`gc.pid` names the pid of a `git gc` that git then believes still runs; a detached
+`git gc` dies on `gc.log.lock`; `git maintenance` skips its work while
+`objects/maintenance.lock` exists)."""
+
+EndedBy = Literal["kill", "stop", "leftovers"]
+_ENDED_BY: dict[EndedBy, tuple[str, str]] = {
+    "kill": ("the kill left", "killed"),
+    "stop": ("the stop left", "stopped"),
+    "leftovers": (
+        "ending what the command left running (at its exit) left",
+        "ended",
+    ),
+}
+"""What `stale_git_locks()` says ended the command: the words before "git lock files",
+and what happened to the tree `gc.pid` names a process of."""
 
 
-def stale_git_locks(cwd: Path, *, since: float, by: str = "kill") -> str:
+def stale_git_locks(cwd: Path, *, since: float, by: EndedBy = "kill") -> str:
     """Say which of git's lock files a killed or stopped command left in `cwd`'s repository.
 
     Only the repository of `cwd` (its nearest `.git` directory; a `.git` file, a
     worktree's pointer, is not followed), only the files of `GIT_LOCKS` changed since
     `since` (wall-clock seconds, less a second of timestamp slack), by `lstat` alone.
-    `by` names what ended the command (`kill` or `stop`): a stop leaves locks too, as
-    git opens `index.lock` before it installs the handler that removes it on SIGTERM.
+    `by` names what ended the command (`kill` or `stop`), or `leftovers` when what the
+    command left running was ended at its exit (a detached `git gc`): a stop leaves
+    locks too, as git opens `index.lock` before it installs the handler that removes
+    it on SIGTERM.
     Returns one bracketed line with the command that removes them, or "" when none is
     left. Nothing is removed: another git command may hold one.
     """
@@ -533,14 +561,14 @@ def stale_git_locks(cwd: Path, *, since: float, by: str = "kill") -> str:
     if not found:
         return ""
     paths = " ".join(shlex.quote(str(git / name)) for name in found)
-    ended = "killed" if by == "kill" else "stopped"
+    what, ended = _ENDED_BY[by]
     why = (
         f"; gc.pid names a process of the {ended} tree, so git would believe a gc still runs"
         if "gc.pid" in found
         else ""
     )
     return (
-        f"\n[the {by} left git lock files in {git}: {', '.join(found)}{why}. Git "
+        f"\n[{what} git lock files in {git}: {', '.join(found)}{why}. Git "
         f"refuses to work while they exist; once no other git command runs there, "
         f"remove them with: rm -f {paths}]\n"
     )
@@ -578,7 +606,9 @@ async def run_command(
     bytes) and kept bounded for the outcome (`limit` bytes: head and tail). When
     `stop` is set, the tree gets SIGTERM and the output is collected until every
     process of the tree has exited; if the command then did not exit 0, a line naming
-    the git locks it left in `cwd`'s repository ends the output. When the caller is cancelled (the grace window
+    the git locks it left in `cwd`'s repository ends the output. When the command exits
+    by itself, what it left running gets SIGTERM and a short window, then SIGKILL, and
+    a line names the git locks that left (a detached `git gc` ended mid-way). When the caller is cancelled (the grace window
     closed), every process of the tree is killed and reaped inside a bounded shield,
     what it printed up to the kill goes to `on_output`, and so does a line naming the
     git locks the kill left in `cwd`'s repository; then the cancellation propagates. After `timeout` seconds the tree is killed. `workspace`, `writable`,
@@ -628,10 +658,18 @@ async def run_command(
             with anyio.move_on_after(DRAIN_BOUND):
                 await drained.wait()
             tg.cancel_scope.cancel()
-        if timed_out or (tree.terminated and code != 0):
+        by: EndedBy | None = None
+        if timed_out:
+            by = "kill"
+        elif tree.terminated and code != 0:
             # A stopped command that did not exit 0 may have died in a window its own
             # clean-up does not cover (git between `open(index.lock)` and its handlers).
-            note = stale_git_locks(cwd, since=since, by="kill" if timed_out else "stop")
+            by = "stop"
+        elif tree.leftovers:
+            # What it left running (a detached `git gc`) was ended at its exit.
+            by = "leftovers"
+        if by is not None:
+            note = stale_git_locks(cwd, since=since, by=by)
             if note:
                 kept.add(note.encode())
                 on_output(note)

@@ -34,10 +34,12 @@ and obeys one-byte orders on its stdin:
   all, report, exit.
 
 It reports on its stderr, one line each: `pid <n>` once the command started (the pid as
-the command itself sees it), `error <errno> <text>` if it could not start it, and
-`exit <code>` once the whole tree is gone (negative for a signal, as `subprocess` says).
-Without a `T`, when the command exits, what it left running is killed before `exit` is
-reported.
+the command itself sees it), `error <errno> <text>` if it could not start it,
+`left <n> <k>` when the command exited with `n` processes of its tree still running, `k`
+of them killed, and `exit <code>` once the whole tree is gone (negative for a signal, as
+`subprocess` says). Without a `T`, when the command exits, what it left running gets
+SIGTERM and `LEFTOVER_GRACE` seconds to end by itself (git's handlers remove their lock
+files), then SIGKILL, before `exit` is reported.
 
 MODE says how the tree is contained:
 
@@ -142,6 +144,10 @@ MOVE_MOUNT_F_EMPTY_PATH = 0x4
 TREE_UID = plan.TREE_UID
 """The unprivileged outer uid (and gid) a root caller's tree runs as: its root inside."""
 _refusals = plan.refusals  # the filter, under the name the S16 tests read
+LEFTOVER_GRACE = 0.25
+"""Seconds the processes a command left running get, after SIGTERM at the command's
+exit, to end by themselves (a detached `git gc` removes its `gc.pid` and its locks)
+before SIGKILL."""
 
 _RESET = (
     signal.SIGPIPE,
@@ -480,6 +486,20 @@ def stat_of(pid: int) -> tuple[int, int] | None:
         return None
 
 
+def running(pids: Sequence[int]) -> list[int]:
+    """The pids among `pids` of processes that still run (neither gone nor zombies)."""
+    out: list[int] = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z":
+            out.append(pid)
+    return out
+
+
 def _pipe(pid: int, fd: str) -> str | None:
     """The pipe `fd` of `pid` is, as `pipe:[inode]`, or None."""
     try:
@@ -622,9 +642,9 @@ class Supervisor:
 
         With `orders`, the host's orders are read from stdin (end of file kills).
         Without a stop, the command's exit ends the tree: what it left running is
-        killed. After a `T` order, the tree is reaped until every process of it has
-        exited by itself (the shell in front of a command ending changes nothing),
-        or until the host's `K` (its grace window closed).
+        ended (`end_leftovers()`). After a `T` order, the tree is reaped until every
+        process of it has exited by itself (the shell in front of a command ending
+        changes nothing), or until the host's `K` (its grace window closed).
         """
         rfd, wfd = os.pipe()
         os.set_blocking(rfd, False)
@@ -646,13 +666,8 @@ class Supervisor:
         wait: float | None = None
         while self.code is None or (terminated and left):
             ready = select.select(watched, [], [], wait)[0]
-            if rfd in ready:
-                try:
-                    woken = os.read(rfd, 512)
-                except BlockingIOError:
-                    woken = b""
-                if any(sig in woken for sig in quit_on):
-                    break
+            if rfd in ready and self.woken_to_quit(rfd, quit_on):
+                break
             left = self.reap(False)
             if 0 in ready:
                 said = plan.order(os.read(0, 64))
@@ -664,8 +679,54 @@ class Supervisor:
                     left = self.reap(False)
             if terminated:
                 wait = self.release_readers()
+        else:
+            if left and not terminated:
+                self.end_leftovers(watched, rfd, quit_on)
         self.kill_all()
         status(plan.exit_line(self.code))
+
+    def woken_to_quit(self, rfd: int, quit_on: Sequence[int]) -> bool:
+        """Read the signal wake-up pipe; True when a quit signal came."""
+        try:
+            woken = os.read(rfd, 512)
+        except BlockingIOError:
+            return False
+        return any(sig in woken for sig in quit_on)
+
+    def end_leftovers(
+        self, watched: Sequence[int], rfd: int, quit_on: Sequence[int]
+    ) -> None:
+        """SIGTERM to what the exited command left running; `LEFTOVER_GRACE` s to end.
+
+        What is left then is for `kill_all()`.
+
+        SIGKILL lands where a program's clean-up cannot run: a detached `git gc`
+        killed outright leaves `gc.pid` naming its pid and `gc.log.lock`, and git
+        refuses to gc until someone removes them. A `K` order, the end of the orders
+        or a quit signal cuts the wait short. Reports `left <n> <k>`.
+        """
+        found = self.members()
+        if not found:
+            return
+        self.signal_leftovers(found)
+        deadline = time.monotonic() + LEFTOVER_GRACE
+        while self.reap(False):
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                break
+            ready = select.select(watched, [], [], wait)[0]
+            if rfd in ready and self.woken_to_quit(rfd, quit_on):
+                break
+            if 0 in ready and plan.order(os.read(0, 64)) == "kill":
+                break
+        self.reap(False)
+        status(f"left {len(found)} {len(running(self.members()))}")
+
+    def signal_leftovers(self, found: Sequence[int]) -> None:
+        """SIGTERM to the processes `found` left by the exited command."""
+        members = {*found, self.me}
+        for pid in found:
+            self.send_one(pid, signal.SIGTERM, members)
 
     def quit_signals(self) -> tuple[int, ...]:
         """Signals that make the supervisor kill the tree and exit."""
@@ -905,6 +966,11 @@ class NamespaceSupervisor(Supervisor):
         """`sig` to every process of the namespace but this one."""
         with contextlib.suppress(OSError):
             os.kill(-1, sig)
+
+    def signal_leftovers(self, found: Sequence[int]) -> None:
+        """SIGTERM to every process of the namespace but this one."""
+        del found
+        self.signal_all(signal.SIGTERM)
 
     def kill_round(self) -> None:
         """SIGKILL to every process of the namespace but this one."""
