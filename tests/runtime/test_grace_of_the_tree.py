@@ -98,14 +98,6 @@ async def _stop_when(
             await session.settled()
         took = time.perf_counter() - t0
         events.drain()
-        print(
-            [
-                type(e).__name__
-                + ":"
-                + str(getattr(e, "text", getattr(e, "state", "")))
-                for e in events.seen
-            ]
-        )
         progress = "".join(e.text for e in events.seen if isinstance(e, ToolProgress))
     [outcome] = got
     return outcome, took, progress

@@ -41,8 +41,8 @@ async def test_a_second_stop_with_kill_ends_the_grace_window_at_once(
                     errors.append(exc)
 
             tg.start_soon(call)
-            # Over stdio the lines arrive after `started`; output after the stop is not
-            # kept (S4), so stop once they are in.
+            # Over stdio the lines arrive after `started`: stop once the first is in,
+            # so the partial output asserted below is the command's, not a race's.
             await events.wait_for(lambda _event: "line 1" in events.progress())
             report = await session.abort(reason="first")
             [pending] = report.pending
