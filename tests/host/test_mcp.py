@@ -216,22 +216,19 @@ async def test_broken_servers_reported_and_skipped(
             "command": sys.executable,
             "args": ["-c", "import sys; sys.stderr.write('bad config'); sys.exit(3)"],
         },
-        "mute": {
-            "command": sys.executable,
-            "args": ["-c", "import sys; sys.stdin.read()"],
-        },
         "shapeless": {"args": ["x"]},
         "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
         "wrongargs": {"command": "x", "args": "not a list"},
         "a__b": STDIO,
         "off": {"command": "nothing", "disabled": True},
     }
-    async with _open(servers, startup_timeout=6.0) as (mcp, tools):
+    # Every server here answers or fails at once: the bound only has to let the good one
+    # start on a loaded machine (the mute server's own test waits for its bound).
+    async with _open(servers, startup_timeout=60.0) as (mcp, tools):
         reasons = {p.server: p.reason for p in mcp.problems}
         assert set(reasons) == {
             "missing",
             "crashes",
-            "mute",
             "shapeless",
             "old",
             "wrongargs",
@@ -239,7 +236,6 @@ async def test_broken_servers_reported_and_skipped(
         }
         assert "no such file" in reasons["missing"].lower()
         assert "bad config" in reasons["crashes"]
-        assert "no answer within 6 s" in reasons["mute"]
         assert "command" in reasons["shapeless"]
         assert "SSE" in reasons["old"]
         assert "args" in reasons["wrongargs"]
@@ -248,6 +244,17 @@ async def test_broken_servers_reported_and_skipped(
         assert str(missing).startswith("MCP server 'missing': ")
         echo = await tools["mcp__fx__echo"].run(_ctx(workspace), {"text": "still here"})
         assert echo == "still here"
+
+
+@pytest.mark.anyio
+async def test_a_mute_server_is_reported_once_its_bound_passed() -> None:
+    """A server that never answers `initialize` is skipped with the bound it missed."""
+    mute = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}
+    async with _open({"mute": mute}, startup_timeout=0.5) as (mcp, tools):
+        [problem] = mcp.problems
+        assert problem.server == "mute"
+        assert "no answer within 0.5 s" in problem.reason
+        assert not tools
 
 
 @pytest.mark.anyio
