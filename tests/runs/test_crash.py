@@ -117,6 +117,22 @@ def _wait_tree_gone(run: str) -> None:
     raise AssertionError(f"agent processes of {run} keep starting: {procs}")
 
 
+def _killed_while_busy(tmp_path: Path) -> tuple[Store, Path, Path, str, dict[str, str]]:
+    """A run of `_plan` SIGKILLed while both agents are in their calls, its agents
+    gone: (store, marks, repo, the run's id, what its lanes held)."""
+    marks = tmp_path / "marks"
+    plan, repo = _plan(tmp_path, marks)
+    proc = start("run", str(plan), env={"MARKS": str(marks)})
+    run = run_id_of(proc)
+    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
+    store = open_default_store()
+    notes = _notes_now(store, run)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    _wait_tree_gone(run)
+    return store, marks, repo, run, notes
+
+
 def _takeover(run: str, marks: Path, *, expect: int = 0, **env: str) -> str:
     """Take `run` over; check the exit code (with the output in the message)."""
     result = tether("takeover", run, env={"MARKS": str(marks), **env})
@@ -128,17 +144,8 @@ def _takeover(run: str, marks: Path, *, expect: int = 0, **env: str) -> str:
 def test_killed_during_a_stage_then_taken_over(tmp_path: Path) -> None:
     """SIGKILL while both agents are in their calls: the agents die with the run; the
     take-over saves their worktrees first, restores them, reruns the stage, finishes."""
-    marks = tmp_path / "marks"
-    plan, repo = _plan(tmp_path, marks)
-    proc = start("run", str(plan), env={"MARKS": str(marks)})
-    run = run_id_of(proc)
-    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
-    store = open_default_store()
-    notes = _notes_now(store, run)
+    store, marks, repo, run, notes = _killed_while_busy(tmp_path)
     assert set(notes) == set(ITEMS)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    _wait_tree_gone(run)  # the agents die with the run
     assert len(store.claims(run)) == 2  # still held by the dead run
     (marks / "go").touch()
     _takeover(run, marks)
@@ -222,15 +229,7 @@ def test_killed_during_the_takeover_itself_then_taken_over_again(
 ) -> None:
     """The take-over process is SIGKILLed after it saved the dead run's worktrees and
     before it claimed anything; a second take-over finishes with nothing lost."""
-    marks = tmp_path / "marks"
-    plan, repo = _plan(tmp_path, marks)
-    proc = start("run", str(plan), env={"MARKS": str(marks)})
-    run = run_id_of(proc)
-    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
-    store = open_default_store()
-    notes = _notes_now(store, run)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    store, marks, repo, run, notes = _killed_while_busy(tmp_path)
     _takeover(run, marks, expect=-signal.SIGKILL, TETHER_TEST_CRASH_AT="takeover")
     assert store.run(run).state is RunState.DEAD  # type: ignore[union-attr]
     (marks / "go").touch()

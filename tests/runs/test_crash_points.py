@@ -5,25 +5,25 @@ item's branch."""
 
 from __future__ import annotations
 
+import shutil
 import signal
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 from tests.waiting import wait_until
 
+from tether.runs._own_git import own_git_of
 from tether.stop import lift_stop, set_stop
 
 from .support import WAIT_FOR_GO, open_default_store, run_id_of, start, tether
 from .test_crash import (
     _assert_nothing_lost,
+    _killed_while_busy,
     _notes_now,
     _plan,
     _takeover,
     _wait_tree_gone,
 )
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytestmark = pytest.mark.slow
 
@@ -86,16 +86,7 @@ def test_a_run_killed_at_each_point_is_taken_over_with_nothing_lost(
 def test_a_takeover_killed_at_each_point_is_taken_over_again(
     tmp_path: Path, point: str
 ) -> None:
-    marks = tmp_path / "marks"
-    plan, repo = _plan(tmp_path, marks)
-    proc = start("run", str(plan), env={"MARKS": str(marks)})
-    run = run_id_of(proc)
-    wait_until(lambda: len(list(marks.glob("*.implement"))) == 2, what="agents busy")
-    store = open_default_store()
-    notes = _notes_now(store, run)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    _wait_tree_gone(run)
+    store, marks, repo, run, notes = _killed_while_busy(tmp_path)
     first = tether(
         "takeover", run, env={"MARKS": str(marks), "TETHER_TEST_CRASH_AT": point}
     )
@@ -105,6 +96,20 @@ def test_a_takeover_killed_at_each_point_is_taken_over_again(
         _wait_tree_gone(again)
     (marks / "go").touch()
     _takeover(again, marks)
+    _assert_nothing_lost(store, repo, notes)
+
+
+@pytest.mark.rule("no-crash-strands")
+def test_a_dead_lane_without_its_own_git_dir_is_taken_over(tmp_path: Path) -> None:
+    """A lane directory whose tether git dir (`<lane>.git`) was never made: what a
+    take-over killed between copying a save into place and making that git dir left
+    (the lane restored, its own git dir not). The restart path makes it and saves the
+    lane; it never fails on it, take-over after take-over, the items held."""
+    store, marks, repo, run, notes = _killed_while_busy(tmp_path)
+    for lane in store.lanes(run):
+        shutil.rmtree(own_git_of(Path(lane.worktree)))
+    (marks / "go").touch()
+    _takeover(run, marks)
     _assert_nothing_lost(store, repo, notes)
 
 

@@ -286,8 +286,9 @@ class Lane:
         run.log("lane-open", lane=lane_id, detail=f"{claim.item} epoch {claim.epoch}")
         crash_point("lane")
         if lossless is not None:
-            await restore_copy(lossless, path)
+            # Its git dir first: a lane in place always has one (as `open_lane` does).
             await adopt_lane(repo, path)
+            await restore_copy(lossless, path)
             run.log("restored", lane=lane_id, detail=f"{commit} from {lossless}")
             run.say(f"{claim.item}: saved work {(commit or '')[:12]} restored")
         else:

@@ -185,8 +185,17 @@ async def has_commit(repo: Path, commit: str) -> bool:
 
 
 async def _alternates(own: Path) -> bytes:
-    """What tether wrote into a lane's `objects/info/alternates`: its own git dir's."""
-    return await in_thread((own / "objects" / "info" / "alternates").read_bytes)
+    """What tether wrote into a lane's `objects/info/alternates`: its own git dir's.
+
+    Raises:
+        GitFailed: tether's git dir of the lane cannot be read.
+    """
+    try:
+        return await in_thread((own / "objects" / "info" / "alternates").read_bytes)
+    except OSError as exc:
+        raise GitFailed(
+            f"tether's git dir of the lane {own} cannot be read: {exc.strerror or exc}"
+        ) from None
 
 
 async def lane_head(lane: Path, own: Path | None = None) -> LaneHead:
@@ -503,10 +512,13 @@ async def view_of_save(
         SaveFailed: the save's files or git state cannot be read, or the person's
             repository written (the save itself stays as it is).
     """
+    own = own_git(run, lane_id)
     try:
-        commit = await make_view(
-            repo, saved, message=message, own=own_git(run, lane_id)
-        )
+        if not await in_thread(own.is_dir):
+            # The lane was restored into place, then its run died before this git
+            # dir was made (an earlier version's order): made now, as a restore does.
+            await make_own_git(own, await _objects_of(repo))
+        commit = await make_view(repo, saved, message=message, own=own)
         ref = await keep_view(repo, commit, saved_ref(run, lane_id))
     except GitFailed as exc:
         raise SaveFailed(f"its view cannot be made: {exc}") from None
