@@ -83,7 +83,7 @@ def _digest(root: Path) -> str:
 
 def _state(home: Path) -> Path:
     state = home / "state"
-    for name in ("lanes/run-1", "plans", "logs", "board"):
+    for name in ("lanes/run-1", "plans", "logs", "board", "mcp-auth"):
         (state / name).mkdir(parents=True)
     (state / "store.sqlite").write_bytes(b"SQLite format 3\0")
     (state / "plans" / "plan.toml").write_text("[plan]\n")
@@ -137,9 +137,11 @@ async def test_S15_tethers_folders_below_the_workspace_are_made_and_walled(
     _refused(output, attempts)
     assert sorted(p.name for p in home.iterdir()) == ["config", "state"]
     assert not any((home / "config").iterdir())
-    # Only the board's token folder, made by tether (empty, 0700) to be masked.
-    assert [p.name for p in (home / "state").iterdir()] == ["board"]
-    assert not any((home / "state" / "board").iterdir())
+    # Only the folders of the board's token and the MCP servers' OAuth tokens, made by
+    # tether (empty, 0700) to be masked.
+    made = sorted(p.name for p in (home / "state").iterdir())
+    assert made == ["board", "mcp-auth"]
+    assert not any(any((home / "state" / name).iterdir()) for name in made)
     assert (workspace / "made.txt").read_text() == "ok\n"
 
 
