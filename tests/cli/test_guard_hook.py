@@ -268,7 +268,6 @@ _HEAVY = (
     "threading",
     "datetime",
     "tether._config",
-    "tether._env",
     "tether.guard._guard",
     # Loaded by the guard only for what needs them: a non-ASCII path, a glob pattern.
     "unicodedata",
