@@ -272,6 +272,7 @@ _HEAVY = (
     # Loaded by the guard only for what needs them: a non-ASCII path, a glob pattern.
     "unicodedata",
     "fnmatch",
+    "tether._glob",
     "tether.stop._setup",
     "tether.stop._system",
     "tether.stop._read",

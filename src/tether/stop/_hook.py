@@ -19,8 +19,6 @@ import json
 import os
 from collections.abc import Mapping
 
-from .._channel import halting_mark as halting_mark  # the run's halt imports it here
-from .._channel import record_call, run_halting
 from .._env import TetherEnv
 
 TYPE_CHECKING = False  # `typing` is not imported at run time: see `HookAnswer`
@@ -147,6 +145,8 @@ def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
     STOPPED refuses here: a run that cannot read its stop (HOLD) holds by itself at
     its next step, and its agent's calls still pass the guard.
     """
+    from .._channel import run_halting
+
     if not run_halting(run):
         from ._protected import stop_may_stand
 
@@ -204,6 +204,8 @@ def answer_hook_event(
     name = event.get("hook_event_name") if isinstance(event, dict) else None
     ident = event.get("tool_use_id") if isinstance(event, dict) else None
     ident = ident if isinstance(ident, str) and ident else "-"
+    if calls:  # a run's preset agent: the only hook that loads the channel to record
+        from .._channel import record_call
     if name in _POST_EVENTS:
         if calls:
             # The call is over already; a lost line leaves the run's stage timeout.
