@@ -273,6 +273,8 @@ _HEAVY = (
     "unicodedata",
     "fnmatch",
     "tether._glob",
+    # Loaded by a run's agent only (`TETHER_RUN`, `TETHER_CALLS`): the agent channel.
+    "tether._channel",
     "tether.stop._setup",
     "tether.stop._system",
     "tether.stop._read",
