@@ -19,10 +19,11 @@ import os
 import posixpath
 import sys
 
+from ._env import TetherEnv
+
 __all__ = ("config_dir", "path_text", "state_dir")
 
 _APP = "tether"
-_HOME = "TETHER_HOME"  # tether._env.TetherEnv.HOME, without importing enum's StrEnum
 
 
 def path_text(text: str) -> str:
@@ -44,7 +45,7 @@ def config_dir() -> str:
 
     Otherwise platformdirs' user config path for tether.
     """
-    home = os.environ.get(_HOME)
+    home = os.environ.get(TetherEnv.HOME)
     if home:
         return path_text(posixpath.join(home, "config"))
     return _user_dir("XDG_CONFIG_HOME", "~/.config", "user_config_path")
@@ -55,7 +56,7 @@ def state_dir() -> str:
 
     Otherwise platformdirs' user state path for tether.
     """
-    home = os.environ.get(_HOME)
+    home = os.environ.get(TetherEnv.HOME)
     if home:
         return path_text(posixpath.join(home, "state"))
     return _user_dir("XDG_STATE_HOME", "~/.local/state", "user_state_path")

@@ -268,11 +268,13 @@ _HEAVY = (
     "threading",
     "datetime",
     "tether._config",
-    "tether._env",
     "tether.guard._guard",
     # Loaded by the guard only for what needs them: a non-ASCII path, a glob pattern.
     "unicodedata",
     "fnmatch",
+    "tether._glob",
+    # Loaded by a run's agent only (`TETHER_RUN`, `TETHER_CALLS`): the agent channel.
+    "tether._channel",
     "tether.stop._setup",
     "tether.stop._system",
     "tether.stop._read",

@@ -110,7 +110,7 @@ def test_a_run_that_took_a_stop_refuses_its_agents_calls_by_its_mark(
 ) -> None:
     """Inside a root caller's tree the stop cannot be judged (root's files show as
     nobody's: HOLD); the run's halting mark, read-only there, refuses every call."""
-    from tether.stop._hook import halting_mark
+    from tether._channel import halting_mark
 
     read = _event("Read", {"file_path": str(workspace / "notes.txt")}, workspace)
     env = {"TETHER_RUN": "run_marked", "TETHER_LANE": "lane_1"}

@@ -73,12 +73,14 @@ def _settings(cfg: Any) -> dict[str, Any]:
 
 
 def _overrides() -> list[str]:
-    from .._env import TetherEnv
+    from .._env import SET_FOR_CHILDREN, TetherEnv, names
 
     return sorted(
-        v.value
-        for v in TetherEnv
-        if v not in (TetherEnv.HOME, TetherEnv.CONFIG) and v.value in os.environ
+        name
+        for name in names()
+        if name not in (TetherEnv.HOME, TetherEnv.CONFIG)
+        and name not in SET_FOR_CHILDREN
+        and name in os.environ
     )
 
 

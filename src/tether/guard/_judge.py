@@ -28,7 +28,6 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from .._glob import compile_glob
 from .._slotted import Slotted
 from ._effects import command_effects
 from ._lazyre import LazyPattern
@@ -743,6 +742,9 @@ def _match_parts(
         len(protected) <= known and list(protected) == pattern[: len(protected)]
     ):
         return None
+    # Only a glob pattern gets here: the hook's common path does not load the dialect.
+    from .._glob import compile_glob
+
     common = min(len(pattern), len(protected))
     for i in range(known, common):
         if not compile_glob(pattern[i]).match(protected[i]):

@@ -957,7 +957,7 @@ async def _walled(spec: ServerSpec, workspace: Path) -> StdioServerParameters:
         OSError: the command is not found, or the entry asks for what the fallback
             cannot give (`network = "none"`).
     """
-    env = {**get_default_environment(), TetherEnv.AGENT.value: "1", **spec.env}
+    env = {**get_default_environment(), TetherEnv.AGENT: "1", **spec.env}
     try:
         found = await containment_now()
     except UsageError as exc:

@@ -18,9 +18,11 @@ import time
 
 import psutil
 
+from .._env import TetherEnv
+
 __all__ = ("TREE_MARKER", "marked_pids", "sweep_marked")
 
-TREE_MARKER = "TETHER_TREE"
+TREE_MARKER = TetherEnv.TREE
 """Environment variable naming the tree a process belongs to (an unguessable token)."""
 SUPERVISOR_GRACE = 1.0
 """Seconds a sweep lets a live tree supervisor finish on its own first: one whose host

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, final
 import anyio
 import attrs
 
+from .._channel import stage_env
 from .._env import TetherEnv
 from ..host import run_command
 from ._lane_log import LaneLog, append_line
@@ -129,13 +130,7 @@ async def run_command_agent(
     reaps the agent's whole tree) and None once the call is over. Returns when every
     process of the tree is gone.
     """
-    env = {
-        **os.environ,
-        TetherEnv.AGENT.value: "1",
-        "TETHER_RUN": run,
-        "TETHER_LANE": lane,
-        "TETHER_ITEM": item,
-    }
+    env = {**os.environ, **stage_env(run=run, lane=lane, item=item)}
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with LaneLog(log) as sink:
         on_output = sink.write

@@ -6,7 +6,9 @@ that neither imports what chooses it.
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,8 +33,12 @@ def default_store_path() -> Path:
 def store_url(option: str | None = None, plan_store: str | None = None) -> str:
     """Choose the store: `--store`, else `TETHER_STORE`, else the plan's, else the config's.
 
-    Returns the embedded SQLite file's path when none names one.
+    Returns the embedded SQLite file's path when none names one. `TETHER_STORE_URL`
+    (0.1.0 documented it as the config's `store_url`) is still honoured there, with one
+    line on stderr saying to set `TETHER_STORE` instead.
     """
+    if os.environ.get(TetherEnv.STORE_URL):
+        _store_url_deprecated()
     for choice in (
         option,
         os.environ.get(TetherEnv.STORE),
@@ -42,6 +48,15 @@ def store_url(option: str | None = None, plan_store: str | None = None) -> str:
         if choice and choice != "sqlite":
             return choice
     return str(default_store_path())
+
+
+@functools.cache
+def _store_url_deprecated() -> None:
+    """Say once per process that `TETHER_STORE_URL` is deprecated."""
+    sys.stderr.write(
+        f"tether: {TetherEnv.STORE_URL} is deprecated and will be removed; "
+        f"set {TetherEnv.STORE} instead (it wins over the plan's store)\n"
+    )
 
 
 def is_postgres_url(url: str) -> bool:

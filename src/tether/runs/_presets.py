@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, assert_never, final
 import anyio
 import attrs
 
-from .._env import TetherEnv
+from .._channel import stage_env, tally_calls
+from .._env import PREFIX
 from .._untrusted import dir_beneath, own_dir_at, read_beneath, write_beneath
 from ..host import run_command
-from ..stop._hook import CALLS_ENV
 from ._agents import AgentOutcome, declared_writable, timed_out_note
 from ._cli_folder import carry_session, cli_folder, make_cli_folder
 from ._lane_log import LaneLog
@@ -175,23 +175,8 @@ def read_calls(lane: Path, record: str | PurePath) -> CallsSeen:
         return CallsSeen()
     except OSError as exc:
         return CallsSeen(unreadable=f"{record}: {exc.strerror or exc}")
-    started = denied = 0
-    open_calls: dict[str, int] = {}
-    for line in text.splitlines():
-        kind, _, rest = line.partition(" ")
-        ident = rest.split(" ", 1)[0]
-        if kind == "pre":
-            started += 1
-            open_calls[ident] = open_calls.get(ident, 0) + 1
-        elif kind == "post" and open_calls.get(ident):
-            open_calls[ident] -= 1
-        elif kind == "deny":
-            denied += 1
-    return CallsSeen(
-        started=started,
-        denied=denied,
-        in_flight=frozenset(i for i, n in open_calls.items() if n > 0),
-    )
+    started, denied, in_flight = tally_calls(text)
+    return CallsSeen(started=started, denied=denied, in_flight=in_flight)
 
 
 def hook_command() -> str:
@@ -291,17 +276,9 @@ def preset_env(
     env = {
         name: value
         for name, value in environ.items()
-        if name in _KEEP or name.startswith(prefixes) or name.startswith("TETHER_")
+        if name in _KEEP or name.startswith(prefixes) or name.startswith(PREFIX)
     }
-    env.update(
-        {
-            TetherEnv.AGENT.value: "1",
-            "TETHER_RUN": run,
-            "TETHER_LANE": lane,
-            "TETHER_ITEM": item,
-            CALLS_ENV: str(calls),
-        }
-    )
+    env.update(stage_env(run=run, lane=lane, item=item, calls=str(calls)))
     return env
 
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Literal, final
 
 import attrs
 
+from .._channel import HALTING_MARK
 from .._config import paths
 from ..errors import UsageError
 from ._values import LaneState
@@ -276,7 +277,7 @@ def remove(found: Iterable[Prunable]) -> int:
     return freed
 
 
-_MARKS = frozenset({".halting"})
+_MARKS = frozenset({HALTING_MARK})
 """Files a run's lane folder keeps for its own run only (`halting_mark`)."""
 
 

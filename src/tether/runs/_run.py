@@ -301,7 +301,7 @@ class Run:
         The mark (see `halting_mark`) is a file in the run's lane folder, read-only
         inside the wall.
         """
-        from ..stop._hook import halting_mark
+        from .._channel import halting_mark
 
         mark = Path(halting_mark(self.id))
         try:

@@ -19,10 +19,11 @@ import json
 import os
 from collections.abc import Mapping
 
+from .._env import TetherEnv
+
 TYPE_CHECKING = False  # `typing` is not imported at run time: see `HookAnswer`
 
 __all__ = (
-    "CALLS_ENV",
     "MAX_EVENT_BYTES",
     "HookAnswer",
     "answer_hook_event",
@@ -31,10 +32,6 @@ __all__ = (
 
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """A larger event is refused unread: a hook must answer before its host gives up."""
-_RUN = "TETHER_RUN"
-_LANE = "TETHER_LANE"
-CALLS_ENV = "TETHER_CALLS"
-"""The file a preset stage's hook appends its call record to (set by the run)."""
 _POST_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
@@ -126,9 +123,9 @@ def _judge(raw: bytes, env: Mapping[str, str]) -> HookAnswer:
     from ._protected import listing
 
     found = listing()  # read once: the stop's quick look and the guard use it
-    run = env.get(_RUN)
+    run = env.get(TetherEnv.RUN)
     if run:
-        stopped = _stop_message(run, env.get(_LANE) or None, found)
+        stopped = _stop_message(run, env.get(TetherEnv.LANE) or None, found)
         if stopped is not None:
             return HookAnswer(allowed=False, message=stopped, stopped=True)
     return _guarded(tool_name, tool_input, cwd or os.getcwd(), found[0])
@@ -136,24 +133,6 @@ def _judge(raw: bytes, env: Mapping[str, str]) -> HookAnswer:
 
 def _refused(message: str) -> HookAnswer:
     return HookAnswer(allowed=False, message=message)
-
-
-def halting_mark(run: str) -> str:
-    """The file a run makes (outside the wall) once it took a stop.
-
-    A tree sees it read-only, so its hook refuses every call even where it cannot judge
-    the stop itself (a root caller's tree sees root's files as nobody's, and reads
-    HOLD).
-    """
-    from .._dirs import state_dir
-
-    return os.path.join(state_dir(), "lanes", run, ".halting")
-
-
-def _run_halting(run: str) -> bool:
-    if not run or "/" in run or run.startswith("."):
-        return False
-    return os.path.exists(halting_mark(run))
 
 
 def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
@@ -166,7 +145,9 @@ def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
     STOPPED refuses here: a run that cannot read its stop (HOLD) holds by itself at
     its next step, and its agent's calls still pass the guard.
     """
-    if not _run_halting(run):
+    from .._channel import run_halting
+
+    if not run_halting(run):
         from ._protected import stop_may_stand
 
         if not stop_may_stand(found=found):
@@ -215,7 +196,7 @@ def answer_hook_event(
     would otherwise take a running call for none and might end the agent inside it.
     """
     env = os.environ if environ is None else environ
-    calls = env.get(CALLS_ENV)
+    calls = env.get(TetherEnv.CALLS)
     try:
         event = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_EVENT_BYTES else None
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -223,40 +204,28 @@ def answer_hook_event(
     name = event.get("hook_event_name") if isinstance(event, dict) else None
     ident = event.get("tool_use_id") if isinstance(event, dict) else None
     ident = ident if isinstance(ident, str) and ident else "-"
+    if calls:  # a run's preset agent: the only hook that loads the channel to record
+        from .._channel import record_call
     if name in _POST_EVENTS:
         if calls:
             # The call is over already; a lost line leaves the run's stage timeout.
             # (No contextlib.suppress: the per-call path imports nothing it can spare.)
             try:  # noqa: SIM105
-                _append(calls, f"post {ident}")
+                record_call(calls, "post", ident)
             except OSError:
                 pass
         return _ALLOWED
     answer = judge_hook_event(raw, environ=env)
     if calls:
         tool = event.get("tool_name") if isinstance(event, dict) else None
-        line = (
-            f"pre {ident} {tool if isinstance(tool, str) else '-'}"
-            if answer.allowed
-            else f"deny {ident}"
-        )
         try:
-            _append(calls, line)
+            if answer.allowed:
+                record_call(calls, "pre", ident, tool if isinstance(tool, str) else "-")
+            else:
+                record_call(calls, "deny", ident)
         except OSError as exc:
             if answer.allowed:
                 return _refused(
                     f"tether could not record this call ({exc}), so it is blocked"
                 )
     return answer
-
-
-def _append(path: str, line: str) -> None:
-    """Append one line with a single `write`.
-
-    With O_APPEND, concurrent hooks interleave whole lines.
-    """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
-    finally:
-        os.close(fd)

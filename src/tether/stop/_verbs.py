@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from .._accounts import who
+from .._env import TetherEnv
 from ..errors import Refused, StoreError
 from ._bounded import Hung, Progress
 from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_fs_why
@@ -63,7 +64,7 @@ WRITE_BOUND = 10.0
 
 
 AGENT_MARKERS: tuple[str, ...] = (
-    "TETHER_AGENT",  # set by tether in every process an agent tool starts
+    TetherEnv.AGENT,  # set by tether in every process an agent tool starts
     "CLAUDECODE",  # Claude Code's shells
     "CLAUDE_CODE_ENTRYPOINT",  # Claude Code's subprocesses
     "CLAUDE_CODE_SESSION_ID",

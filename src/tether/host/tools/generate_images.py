@@ -24,6 +24,7 @@ import anyio.to_thread
 import pydantic
 
 from ... import _extras
+from ..._env import TetherEnv
 from ..._threads import builtin_threads
 from ...errors import ErrorCode, ToolFailed, UsageError
 from .._proctree import run_command
@@ -64,7 +65,7 @@ class GenerateImagesInput(pydantic.BaseModel):
     )
 
 
-PROMPT_VARIABLE = "TETHER_PROMPT"
+PROMPT_VARIABLE = TetherEnv.PROMPT
 """The environment variable that carries the prompt to the image command."""
 
 
