@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
 import attrs
 
 from ..errors import ToolAborted, ToolError
@@ -17,9 +15,10 @@ from ..host._tool import StopClass
 from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_text
 from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
+from ._stdio import stdio_wire
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
@@ -448,8 +447,8 @@ async def serve_stdio(
             async with anyio.create_task_group() as serving:
                 serving.start_soon(stop_on_signal, serving.cancel_scope)
                 async with (
-                    _stdin_lines() as lines,
-                    stdio_server(lines) as (read, write),
+                    stdio_wire() as (lines, out),
+                    stdio_server(lines, out) as (read, write),
                 ):
                     await server.run(
                         _NotingReader(read, serve.peer_cancelled),
@@ -466,43 +465,6 @@ async def serve_stdio(
                 if session.unsettled_turns():
                     await session.abort(source="shutdown", reason=left)
             serve.pump.cancel()
-
-
-@contextlib.asynccontextmanager
-async def _stdin_lines() -> AsyncIterator[Any]:
-    """The lines of stdin for the SDK's `stdio_server`, read by a daemon thread.
-
-    The SDK's own reader waits for its blocked read when cancelled, so a signalled
-    server would wait for the client's next line or EOF to exit; a daemon thread is
-    left blocked instead. As the SDK does, fd 0 points at the null device while
-    serving (what the calls start reads EOF), and is restored after.
-    """
-    import os
-    import threading
-
-    wire = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    send, receive = anyio.create_memory_object_stream[str](64)
-    token = anyio.lowlevel.current_token()
-
-    def pump() -> None:
-        with open(wire, encoding="utf-8", errors="replace", closefd=False) as lines:
-            for line in lines:
-                try:
-                    anyio.from_thread.run(send.send, line, token=token)
-                except Exception:  # the server has closed
-                    return
-        with contextlib.suppress(Exception):
-            anyio.from_thread.run_sync(send.close, token=token)
-
-    threading.Thread(target=pump, name="tether-mcp-stdin", daemon=True).start()
-    try:
-        async with receive:
-            yield receive
-    finally:
-        os.dup2(wire, 0)
 
 
 class _NotingReader:
