@@ -397,11 +397,16 @@ def mcp_server(
         text, error = await serve.call_tool(
             params.name, params.arguments, ctx.request_id, progress
         )
-        return types.CallToolResult(
-            content=[types.TextContent(text=text)], is_error=error
-        )
+        # The wire's shape as a plain dict (what `CallToolResult` dumps to): the SDK
+        # checks it against the protocol's result model once on the way out, and a
+        # model built here would be checked and dumped first, on every answer's path.
+        return {
+            "content": [{"type": "text", "text": text}],
+            "isError": error,
+            "resultType": "complete",
+        }
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         instructions=(
             "tether's tools: each call runs under the person's permission rules, "
@@ -411,6 +416,25 @@ def mcp_server(
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get if tools else None,
     )
+    if not _tracing():
+        # No tracer provider: the SDK's span for each message (its documented
+        # opt-out is to drop it from this list) would go nowhere, and it sits on the
+        # path of every cancel and answer.
+        server.middleware = [
+            m
+            for m in server.middleware
+            if type(m).__name__ != "OpenTelemetryMiddleware"
+        ]
+    return server
+
+
+def _tracing() -> bool:
+    """Whether an OpenTelemetry tracer provider is set (spans are recorded)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:  # an SDK without tracing
+        return False
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 async def serve_stdio(
