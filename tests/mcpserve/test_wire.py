@@ -4,8 +4,10 @@ or a terminal through a thread; and the SDK's per-message span only under a trac
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
+import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -14,7 +16,7 @@ from opentelemetry import trace
 from tests.cli._run import TETHER
 
 from tether._jsonrpc import FdReceiveStream
-from tether._mcpserve._server import mcp_server
+from tether._mcpserve._server import freeze_heap, mcp_server
 from tether._mcpserve._stdio import _non_blocking, _PipeLines, _PipeWriter
 
 if TYPE_CHECKING:
@@ -138,3 +140,17 @@ async def test_stdin_and_stdout_that_are_files_are_served_through_a_thread(
     (answer,) = map(json.loads, answers.read_text().splitlines())
     assert answer["id"] == 1
     assert answer["result"]["serverInfo"]["name"] == "tether"
+
+
+@pytest.mark.parametrize("http", [False, True])
+def test_what_serving_loads_is_kept_out_of_the_collectors_walks(http: bool) -> None:
+    """`tether mcp serve` loads its transport's SDK modules, then freezes the heap:
+    a full collection later walks only what the server made since."""
+    gc.unfreeze()
+    try:
+        freeze_heap(http=http)
+        assert gc.get_freeze_count() > 0
+        name = "mcp.server.streamable_http_manager" if http else "mcp.server.stdio"
+        assert name in sys.modules
+    finally:
+        gc.unfreeze()  # this process serves nothing: its objects go back

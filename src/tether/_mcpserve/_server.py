@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = (
     "McpServe",
     "ServedCall",
+    "freeze_heap",
     "mcp_server",
     "serve_stdio",
     "tool_annotations",
@@ -435,6 +436,27 @@ def _tracing() -> bool:
     except ImportError:  # an SDK without tracing
         return False
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def freeze_heap(*, http: bool) -> None:
+    """Load what serving needs, then keep what is loaded out of the collector's walks.
+
+    For a process that only serves (`tether mcp serve`): the modules, the tools and the
+    SDK's models live as long as the process, and a full collection walks them all,
+    a pause of a tenth to two thirds of a second on a loaded machine that a cancel's
+    answer would wait behind. After `gc.freeze()` collections walk only what the
+    server made since (nothing loaded is freed: at this point a collection finds
+    almost nothing to free).
+    """
+    import gc
+
+    import mcp.server.lowlevel
+
+    if http:
+        import mcp.server.streamable_http_manager
+    else:
+        import mcp.server.stdio  # noqa: F401
+    gc.freeze()
 
 
 async def serve_stdio(
