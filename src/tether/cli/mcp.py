@@ -146,6 +146,7 @@ def serve(
 
     from .._config import load_config
     from .._mcpserve import serve_stdio
+    from .._mcpserve._server import freeze_heap
     from ..host._stdio import load_tool_refs
     from ..runtime import Runtime
     from ..stop import StopStore, StopWatch
@@ -169,6 +170,7 @@ def serve(
         ledger=ledger_file if ledger_file is not None else ledger_path(),
         config=config,
     )
+    freeze_heap(http=http)
     if not http:
         anyio.run(lambda: serve_stdio(runtime, watch=watch, hold=hold))
         return

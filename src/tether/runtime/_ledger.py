@@ -205,6 +205,18 @@ _SUCCEEDED = CallState.SUCCEEDED.value
 _STARTABLE = frozenset(
     {old for old, new in _LEGAL_VALUES.items() if _RUNNING in new} | {_RUNNING}
 )
+_INSERT = (
+    f"INSERT INTO calls ({', '.join(_COLUMNS)}, writer)"
+    f" VALUES ({', '.join(f':{c}' for c in _COLUMNS)}, :writer)"
+)
+"""A call's first write (on the path of every call: built once)."""
+_UPDATE = (
+    "UPDATE calls SET "
+    + ", ".join(f"{c} = :{c}" for c in _COLUMNS if c not in ("session_id", "call_id"))
+    + " WHERE session_id = :session_id AND call_id = :call_id"
+)
+"""Each later write of a call."""
+
 _BLANK: dict[str, Any] = {
     a.name: (None if a.default is attrs.NOTHING else a.default)
     for a in attrs.fields(CallRecord)
@@ -533,19 +545,9 @@ class Ledger:
         if insert:
             assert self._writer is not None
             row["writer"] = self._writer.name
-            cols = ", ".join(_COLUMNS)
-            marks = ", ".join(f":{c}" for c in _COLUMNS)
-            self._db.execute(
-                f"INSERT INTO calls ({cols}, writer) VALUES ({marks}, :writer)", row
-            )
+            self._db.execute(_INSERT, row)
         else:
-            sets = ", ".join(
-                f"{c} = :{c}" for c in _COLUMNS if c not in ("session_id", "call_id")
-            )
-            self._db.execute(
-                f"UPDATE calls SET {sets} WHERE session_id = :session_id AND call_id = :call_id",
-                row,
-            )
+            self._db.execute(_UPDATE, row)
 
 
 def read_ledger_file(path: Path) -> list[CallRecord]:
