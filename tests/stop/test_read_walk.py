@@ -224,7 +224,7 @@ def test_folder_rule_a_change_after_plain_reads_is_seen_by_the_next_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     """Spec 02: the chain's checks are cache-free. Reads of a run that find what the
-    read before found take the plain pass (`_plain`); each change of the folder, the
+    read before found take the plain pass (`_fast_read`); each change of the folder, the
     uid directory or the stop is seen by the very next read all the same."""
     tree = make_tree(tmp_path)
     tree.set_stop()
