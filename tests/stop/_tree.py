@@ -101,7 +101,7 @@ def read_within(place: Place, seconds: float = 5.0, **kw: Any) -> RawRead:
 
 def watch_after_clear(tree: Tree) -> StopWatch:
     """A watch of `tree`'s place after CLEAR reads, its next read through the chain
-    it holds (`_memo.Anchors`): the path of almost every read a run makes.
+    it holds (`_read_memo.Anchors`): the path of almost every read a run makes.
 
     The anchors are the calling thread's: read the watch in this thread.
     """

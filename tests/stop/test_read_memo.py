@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tether.stop import ReadOutcome, StopStore
-from tether.stop._memo import SETTLED_NS, ReadMemo
 from tether.stop._read import RawRead, read_place
+from tether.stop._read_memo import SETTLED_NS, ReadMemo
 
 from ._child import in_child
 from ._tree import OTHER, PERSON, Tree, make_tree

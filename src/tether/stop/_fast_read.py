@@ -9,10 +9,10 @@ the folder while its look is unchanged.
 
 The pass has two forms. The first read of a run's plain passes opens every level (the
 opening pass) and, when it answers, keeps the chain's descriptors open in the memo as
-anchors (`_memo.Anchors`). Each later read looks each name up below the anchor above it
+anchors (`_read_memo.Anchors`). Each later read looks each name up below the anchor above it
 (the anchored pass): one `statx` per level instead of an `open`, an `fstat` and a
 `close`, with the same judgement of what it finds; a name that no longer leads to its
-anchor lets the anchors go, and the opening pass runs instead (`_memo` says why this
+anchor lets the anchors go, and the opening pass runs instead (`_read_memo` says why this
 keeps the walk's guarantee).
 
 It answers only when every check passed and the answer is one the memo already holds;
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ._folder import DIR_FLAGS
 from ._judge import chain_fails, stop_fault, stop_key, uid_dir_fails
-from ._memo import Anchors
+from ._read_memo import Anchors
 from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
 from ._statx import (
@@ -57,8 +57,8 @@ from ._statx import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._memo import ReadMemo
     from ._mounts import MountPlan
+    from ._read_memo import ReadMemo
     from ._walk import Route
 
 __all__ = ("read_plain",)

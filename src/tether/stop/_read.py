@@ -35,7 +35,7 @@ from ._setup import MAX_STOP_SIZE, STOP_NAME
 from ._walk import Look, Route, open_uid, walk
 
 if TYPE_CHECKING:
-    from ._memo import ReadMemo
+    from ._read_memo import ReadMemo
 
 __all__ = (
     "FILE_FLAGS",
@@ -183,7 +183,7 @@ def read_place(
         after_open: test seam, called with the stop's descriptor between its open and
             its `fstat`.
         memo: what earlier reads of `place` by the same watch found, reused while the
-            sign it is keyed on is unchanged (`_memo`); None: derive everything.
+            sign it is keyed on is unchanged (`_read_memo`); None: derive everything.
         table: the mount table the caller looked at just before (`_mounts.table`);
             None: look now.
         plain: try the plain pass first (`_fast_read`) where there is a memo; False:
