@@ -19,7 +19,7 @@ import attrs
 from .._env import TetherEnv
 from .._fs import write_atomic
 from ..errors import UsageError
-from ._where import (
+from ._locations import (
     SETUP_FILE_NAME,
     STOP_NAME,
     folder_text,

@@ -37,11 +37,11 @@ from .._fs import write_atomic
 from ..errors import TetherError
 from ._bounded import Hung, Progress
 from ._folder import DIR_FLAGS, RuleBroken, open_folder
+from ._locations import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
 from ._mounts import Table, plan
 from ._read import READ_BOUND, within_bound
 from ._setup import check_folder_path
 from ._statx import stamp as look_stamp
-from ._where import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
