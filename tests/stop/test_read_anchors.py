@@ -20,7 +20,7 @@ from ._tree import PERSON, Tree, make_tree
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tether.stop._reading import Identity, RawRead
+    from tether.stop._stop_reading import Identity, RawRead
 
 
 def _later() -> int:

@@ -24,7 +24,7 @@ from ._tree import OTHER, PERSON, Tree, make_tree
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from tether.stop._reading import Identity, RawRead
+    from tether.stop._stop_reading import Identity, RawRead
 
 
 @pytest.fixture

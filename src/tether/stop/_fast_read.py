@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Literal
 from ._folder import DIR_FLAGS
 from ._judge import chain_fails, stop_fault, stop_key, uid_dir_fails
 from ._read_memo import Anchors
-from ._reading import Identity, RawRead
 from ._setup import STOP_NAME
 from ._statx import (
     AT_FDCWD,
@@ -53,6 +52,7 @@ from ._statx import (
     look,
     open_path,
 )
+from ._stop_reading import Identity, RawRead
 
 if TYPE_CHECKING:
     from collections.abc import Callable

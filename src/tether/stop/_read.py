@@ -30,8 +30,8 @@ from ._folder import DIR_FLAGS, RuleBroken, fs_type
 from ._folder import untrusted_fs_why as _untrusted_fs_why
 from ._judge import stop_fault, stop_key
 from ._mounts import MountPlan, Table, plan
-from ._reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._setup import MAX_STOP_SIZE, STOP_NAME
+from ._stop_reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._walk import Look, Route, open_uid, walk
 
 if TYPE_CHECKING:
