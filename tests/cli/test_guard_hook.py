@@ -275,7 +275,7 @@ _HEAVY = (
     "fnmatch",
     "tether.stop._setup",
     "tether.stop._system",
-    "tether.stop._read",
+    "tether.stop._reader",
     "tether.stop._folder",
     "tether.stop._bounded",
     "tether.stop._store",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from tether.stop import ReadOutcome, StopStore, StopWatch
-from tether.stop._read import Place, RawRead, read_place
+from tether.stop._reader import Place, RawRead, read_place
 from tether.stop._statx import root_mount
 
 if TYPE_CHECKING:

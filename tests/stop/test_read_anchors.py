@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tether.stop._read import ReadOutcome, read_place
 from tether.stop._read_memo import ReadMemo
+from tether.stop._reader import ReadOutcome, read_place
 from tether.stop._statx import root_mount
 
 from ._tree import PERSON, Tree, make_tree

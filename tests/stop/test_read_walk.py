@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import tether.stop._read as reader
+import tether.stop._reader as reader
 from tether.stop import ReadOutcome, StopStore
 from tether.stop._mounts import Mount, MountPlan, plan, untrusted_fs_why
-from tether.stop._read import _fs_why, read_place
 from tether.stop._read_memo import SETTLED_NS, ReadMemo
+from tether.stop._reader import _fs_why, read_place
 from tether.stop._statx import look, root_mount
 
 from ._tree import OTHER, PERSON, Tree, make_tree

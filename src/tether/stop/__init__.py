@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from ._hook import HookAnswer as HookAnswer
     from ._hook import judge_hook_event as judge_hook_event
     from ._protected import protected_paths as protected_paths
-    from ._read import NotHonoured as NotHonoured
-    from ._read import ReadOutcome as ReadOutcome
-    from ._read import StopReading as StopReading
+    from ._reader import NotHonoured as NotHonoured
+    from ._reader import ReadOutcome as ReadOutcome
+    from ._reader import StopReading as StopReading
     from ._reason import stop_reason as stop_reason
     from ._setup import SetupRecord as SetupRecord
     from ._setup import load_setup as load_setup
@@ -55,7 +55,7 @@ __all__, __getattr__, __dir__ = _lazy_exports(
         "._board": ("Board", "build_board", "choose_setup"),
         "._hook": ("HookAnswer", "judge_hook_event"),
         "._protected": ("protected_paths",),
-        "._read": ("NotHonoured", "ReadOutcome", "StopReading"),
+        "._reader": ("NotHonoured", "ReadOutcome", "StopReading"),
         "._reason": ("stop_reason",),
         "._setup": ("SetupRecord", "load_setup", "setup_path"),
         "._store": ("StopStore", "StopWatch"),

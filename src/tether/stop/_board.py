@@ -21,7 +21,7 @@ from ._bounded import Hung, Progress
 from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
 from ._mounts import plan
-from ._read import Place, ReadOutcome, StopReading, read_place, within_bound
+from ._reader import Place, ReadOutcome, StopReading, read_place, within_bound
 from ._reserve import keep_reserve
 from ._setup import (
     SetupRecord,

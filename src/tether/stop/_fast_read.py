@@ -2,7 +2,7 @@
 
 Most reads of a run find what the one before found: the same folder chain, the same
 uid directory, no stop or the same stop. `read_plain` makes every judgement of a full
-read (`_read._read_now`) on what the kernel answers now, with nothing between them: no
+read (`_reader._read_now`) on what the kernel answers now, with nothing between them: no
 function of the walk, no message built. What it may take from the watch's memo
 is only what the memo keeps for a full read too: the reading value, and the listing of
 the folder while its look is unchanged.

@@ -171,7 +171,7 @@ def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
 
         if not stop_may_stand(found=found):
             return None
-        from ._read import ReadOutcome
+        from ._reader import ReadOutcome
         from ._store import StopStore
 
         try:

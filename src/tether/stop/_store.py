@@ -29,8 +29,8 @@ from ._fast_read import read_plain
 from ._lifts import find_lift
 from ._mounts import Table, plan, table
 from ._notify import Files
-from ._read import Identity, Place, ReadOutcome, StopReading, read_place
 from ._read_memo import ReadMemo
+from ._reader import Identity, Place, ReadOutcome, StopReading, read_place
 from ._reserve import keep_reserve
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
 from ._statx import root_mount, stamp
