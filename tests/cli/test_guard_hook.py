@@ -278,7 +278,7 @@ _HEAVY = (
     "tether.stop._reader",
     "tether.stop._folder",
     "tether.stop._bounded",
-    "tether.stop._store",
+    "tether.stop._stop_store",
     "importlib",
     "warnings",
 )

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from ._setup import SetupRecord as SetupRecord
     from ._setup import load_setup as load_setup
     from ._setup import setup_path as setup_path
-    from ._store import StopStore as StopStore
-    from ._store import StopWatch as StopWatch
+    from ._stop_store import StopStore as StopStore
+    from ._stop_store import StopWatch as StopWatch
     from ._sysboard import SystemBoard as SystemBoard
     from ._sysboard import bind_accounts as bind_accounts
     from ._sysboard import unbind_accounts as unbind_accounts
@@ -58,7 +58,7 @@ __all__, __getattr__, __dir__ = _lazy_exports(
         "._reader": ("NotHonoured", "ReadOutcome", "StopReading"),
         "._reason": ("stop_reason",),
         "._setup": ("SetupRecord", "load_setup", "setup_path"),
-        "._store": ("StopStore", "StopWatch"),
+        "._stop_store": ("StopStore", "StopWatch"),
         "._sysboard": ("SystemBoard", "bind_accounts", "unbind_accounts"),
         "._system": (
             "SYSTEM_DIR",

@@ -30,7 +30,7 @@ from ._setup import (
     save_setup,
     setup_path,
 )
-from ._store import StopStore, _ensure_own_store
+from ._stop_store import StopStore, _ensure_own_store
 from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
 

@@ -49,7 +49,7 @@ from ._setup import (
     load_setup,
     make_state_dir,
 )
-from ._store import StopStore, _ensure_own_store
+from ._stop_store import StopStore, _ensure_own_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
