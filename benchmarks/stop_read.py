@@ -65,7 +65,7 @@ def _time(fn: Callable[[], object], samples: int) -> dict[str, float]:
 
 def _settle(folder: Path) -> None:
     """Wait until the folder's last change is more than `SETTLED_NS` in the past."""
-    from tether.stop._memo import SETTLED_NS
+    from tether.stop._read_memo import SETTLED_NS
 
     age = time.time_ns() - os.stat(folder).st_ctime_ns
     if age <= SETTLED_NS:

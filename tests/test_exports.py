@@ -131,7 +131,7 @@ def test_every_tether_error_is_drawn_in_the_error_tree() -> None:
     from tether import errors
 
     for found in pkgutil.walk_packages(tether.__path__, "tether."):
-        if found.name.endswith(("__main__", "._supervise")):
+        if found.name.endswith(("__main__", "._supervisor_start")):
             continue
         importlib.import_module(found.name)
 

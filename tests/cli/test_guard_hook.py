@@ -277,10 +277,10 @@ _HEAVY = (
     "tether._channel",
     "tether.stop._setup",
     "tether.stop._system",
-    "tether.stop._read",
+    "tether.stop._reader",
     "tether.stop._folder",
     "tether.stop._bounded",
-    "tether.stop._store",
+    "tether.stop._stop_store",
     "importlib",
     "warnings",
 )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from tether.stop import ReadOutcome, StopStore, StopWatch
-from tether.stop._read import Place, RawRead, read_place
+from tether.stop._reader import Place, RawRead, read_place
 from tether.stop._statx import root_mount
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def read_within(place: Place, seconds: float = 5.0, **kw: Any) -> RawRead:
 
 def watch_after_clear(tree: Tree) -> StopWatch:
     """A watch of `tree`'s place after CLEAR reads, its next read through the chain
-    it holds (`_memo.Anchors`): the path of almost every read a run makes.
+    it holds (`_read_memo.Anchors`): the path of almost every read a run makes.
 
     The anchors are the calling thread's: read the watch in this thread.
     """

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tether.stop import ReadOutcome, SetupRecord, StopStore
-from tether.stop._read import READ_BOUND, Place, read_place
+from tether.stop._reader import READ_BOUND, Place, read_place
 from tether.stop._setup import save_setup
 
 from ._mounts import fuse_fs, hung_mount

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import tether.stop._store as store_module
+import tether.stop._stop_store as store_module
 from tether.errors import StoreError
 from tether.stop import ReadOutcome, StopStore, set_stop
-from tether.stop._read import Place, read_place
+from tether.stop._reader import Place, read_place
 from tether.stop._statx import root_mount
 
 from ._child import in_child

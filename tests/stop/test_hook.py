@@ -135,7 +135,7 @@ def test_the_system_dir_text_is_the_resolved_path(given: str) -> None:
     the binding reader resolves it."""
     import os
 
-    from tether.stop._where import system_dir_text
+    from tether.stop._locations import system_dir_text
 
     path = Path(given)
     assert system_dir_text(given) == str(

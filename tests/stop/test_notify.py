@@ -11,7 +11,7 @@ import pytest
 
 from tether.stop import ReadOutcome, SetupRecord, StopStore, StopWatch
 from tether.stop import _notify as notify_module
-from tether.stop import _store as store_module
+from tether.stop import _stop_store as store_module
 from tether.stop._mounts import table
 from tether.stop._setup import save_setup, setup_path
 from tether.stop._statx import stamp

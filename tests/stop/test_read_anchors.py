@@ -1,4 +1,4 @@
-"""A run's reads through the chain held open (`_memo.Anchors`): what a name that no
+"""A run's reads through the chain held open (`_read_memo.Anchors`): what a name that no
 longer leads to its directory does, and that the descriptors held are let go."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tether.stop._memo import ReadMemo
-from tether.stop._read import ReadOutcome, read_place
+from tether.stop._read_memo import ReadMemo
+from tether.stop._reader import ReadOutcome, read_place
 from tether.stop._statx import root_mount
 
 from ._tree import PERSON, Tree, make_tree
@@ -20,7 +20,7 @@ from ._tree import PERSON, Tree, make_tree
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tether.stop._reading import Identity, RawRead
+    from tether.stop._stop_reading import Identity, RawRead
 
 
 def _later() -> int:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tether.stop import ReadOutcome
-from tether.stop._read import Place, read_place
+from tether.stop._reader import Place, read_place
 
 from ._tree import OTHER, PERSON, Tree, make_tree, read_within
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tether.stop import ReadOutcome, StopStore
-from tether.stop._memo import SETTLED_NS, ReadMemo
-from tether.stop._read import RawRead, read_place
+from tether.stop._read_memo import SETTLED_NS, ReadMemo
+from tether.stop._reader import RawRead, read_place
 
 from ._child import in_child
 from ._tree import OTHER, PERSON, Tree, make_tree
@@ -144,7 +144,7 @@ def test_folder_rule_the_filesystem_type_is_judged_on_every_read(
 ) -> None:
     """Spec 02: the chain's checks are cache-free: a run's reads judge the shared
     folder's file system type each time, even with nothing changed between them."""
-    import tether.stop._read as reader
+    import tether.stop._reader as reader
 
     judged: list[str] = []
     judge = reader._judge_fs

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import tether.stop._read as reader
+import tether.stop._reader as reader
 from tether.stop import ReadOutcome, StopStore
-from tether.stop._memo import SETTLED_NS, ReadMemo
 from tether.stop._mounts import Mount, MountPlan, plan, untrusted_fs_why
-from tether.stop._read import _fs_why, read_place
+from tether.stop._read_memo import SETTLED_NS, ReadMemo
+from tether.stop._reader import _fs_why, read_place
 from tether.stop._statx import look, root_mount
 
 from ._tree import OTHER, PERSON, Tree, make_tree
@@ -24,7 +24,7 @@ from ._tree import OTHER, PERSON, Tree, make_tree
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from tether.stop._reading import Identity, RawRead
+    from tether.stop._stop_reading import Identity, RawRead
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ def test_folder_rule_a_change_after_plain_reads_is_seen_by_the_next_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     """Spec 02: the chain's checks are cache-free. Reads of a run that find what the
-    read before found take the plain pass (`_plain`); each change of the folder, the
+    read before found take the plain pass (`_fast_read`); each change of the folder, the
     uid directory or the stop is seen by the very next read all the same."""
     tree = make_tree(tmp_path)
     tree.set_stop()

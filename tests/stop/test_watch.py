@@ -183,7 +183,7 @@ def test_folder_rule_untrusted_filesystem_holds_on_every_read_of_a_run(
     """A folder on a filesystem whose owners cannot be trusted holds on every read of a
     run, not only the first (regression: a held first read left a pin that later reads
     trusted, skipping the check)."""
-    import tether.stop._read as read_module
+    import tether.stop._reader as read_module
     from tether.stop._folder import untrusted_fs_why
 
     nfs = untrusted_fs_why("nfs4", "rw")

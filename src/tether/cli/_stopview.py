@@ -1,7 +1,8 @@
 """Text and JSON for the stop's verbs: the board, a reading, `status --json`.
 
-Lines carry a style (`ok`, `fail`, `warn`, `head`, `info`); `emit` prints them with rich
-on a terminal and as plain text otherwise. Nothing here decides an outcome.
+Lines carry a style named for what they mean (`ok`, `alarm` for a stop set, `fail` for
+a failure only, `warn`, `head`, `info`); `emit` prints them with rich on a terminal and
+as plain text otherwise. Nothing here decides an outcome.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ __all__ = (
     "system_board_lines",
 )
 
-Style = Literal["ok", "fail", "warn", "head", "info"]
+Style = Literal["ok", "alarm", "fail", "warn", "head", "info"]
 """How a line is shown."""
 Line = tuple[Style, str]
 
 _RICH_STYLE: dict[Style, str] = {
     "ok": "green",
+    "alarm": "bold red",
     "fail": "bold red",
     "warn": "yellow",
     "head": "bold",
@@ -61,7 +63,7 @@ def reading_lines(reading: StopReading, stop_reason: str | None = None) -> list[
         case ReadOutcome.STOPPED:
             assert reading.set_at is not None
             assert reading.ctime is not None
-            lines.append(("fail", f"STOPPED: stop at {reading.stop_path}"))
+            lines.append(("alarm", f"STOPPED: stop at {reading.stop_path}"))
             lines.append(("info", f"  set by {_who(reading.set_by_uid)}"))
             if stop_reason is not None:
                 lines.append(("info", f"  reason {stop_reason}"))

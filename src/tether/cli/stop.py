@@ -65,7 +65,7 @@ def stop(reason: str | None, wait: bool, timeout: float) -> None:
 
     check_caller("stop")
     reading = set_stop(reason)
-    emit([("fail", "stop set"), *reading_lines(reading, stop_reason(reading))])
+    emit([("alarm", "stop set"), *reading_lines(reading, stop_reason(reading))])
     bound, elsewhere = _honouring(reading)
     names = ["this account"] + [f"{s.account} (uid {s.account_uid})" for s in bound]
     click.echo("honoured by the runs of: " + ", ".join(names))

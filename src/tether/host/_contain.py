@@ -59,7 +59,7 @@ __all__ = (
     "wall_paths",
 )
 
-SUPERVISOR = Path(__file__).with_name("_supervise.py")
+SUPERVISOR = Path(__file__).with_name("_supervisor_start.py")
 """The supervisor program, run by path (`python -I -S`), one per tree: it starts
 `_supervisor.py` from its cached bytecode."""
 PROBE_BOUND = 10.0

@@ -1,7 +1,7 @@
 """The supervisor of one process tree: a standalone program, run by path.
 
-`python -I -S _supervise.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
-(`_supervise.py` imports this module from its cached bytecode and calls `main()`)
+`python -I -S _supervisor_start.py MODE [PROTECT ...] [--OPTION=VALUE ...] -- EXECUTABLE ARGV0 [ARG ...]`
+(`_supervisor_start.py` imports this module from its cached bytecode and calls `main()`)
 
 The options say what a `namespace` tree may write and reach (S15, the wall; the host's
 `_contain.py` decides them): `--rw=P` a writable path (repeatable), `--see=P` a path the
@@ -120,7 +120,7 @@ import time
 TYPE_CHECKING = False  # `typing` is not imported at run time (a tree's start)
 if TYPE_CHECKING or __package__:
     from . import _wall_plan as plan
-else:  # run by `_supervise.py`: this folder is on `sys.path`
+else:  # run by `_supervisor_start.py`: this folder is on `sys.path`
     import _wall_plan as plan
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ so it is tested in process, without a namespace.
 
 Like the supervisor, it imports nothing but the standard library, and nothing that
 costs a tree's start (not even `typing`): the supervisor runs as `python -I -S`, where
-`_supervise.py` puts this folder on `sys.path` and the supervisor imports this module
+`_supervisor_start.py` puts this folder on `sys.path` and the supervisor imports this module
 by its bare name, from its cached bytecode.
 """
 

@@ -66,7 +66,7 @@ from ..errors import TetherError
 from ..stop._bounded import Hung, Progress
 from ..stop._folder import DIR_FLAGS, RuleBroken, open_folder
 from ..stop._mounts import plan as mount_plan
-from ..stop._read import READ_BOUND, within_bound
+from ..stop._reader import READ_BOUND, within_bound
 from ..stop._system import BindingUnchecked, load_binding
 from ._events import render_lines
 from ._pubdir import BUNDLE_BOUND, OWN_DIR_FLAGS, open_own_dir, sub_dir

@@ -24,15 +24,15 @@ if TYPE_CHECKING:
     from ._hook import HookAnswer as HookAnswer
     from ._hook import judge_hook_event as judge_hook_event
     from ._protected import protected_paths as protected_paths
-    from ._read import NotHonoured as NotHonoured
-    from ._read import ReadOutcome as ReadOutcome
-    from ._read import StopReading as StopReading
+    from ._reader import NotHonoured as NotHonoured
+    from ._reader import ReadOutcome as ReadOutcome
+    from ._reader import StopReading as StopReading
     from ._reason import stop_reason as stop_reason
     from ._setup import SetupRecord as SetupRecord
     from ._setup import load_setup as load_setup
     from ._setup import setup_path as setup_path
-    from ._store import StopStore as StopStore
-    from ._store import StopWatch as StopWatch
+    from ._stop_store import StopStore as StopStore
+    from ._stop_store import StopWatch as StopWatch
     from ._sysboard import SystemBoard as SystemBoard
     from ._sysboard import bind_accounts as bind_accounts
     from ._sysboard import unbind_accounts as unbind_accounts
@@ -55,10 +55,10 @@ __all__, __getattr__, __dir__ = _lazy_exports(
         "._board": ("Board", "build_board", "choose_setup"),
         "._hook": ("HookAnswer", "judge_hook_event"),
         "._protected": ("protected_paths",),
-        "._read": ("NotHonoured", "ReadOutcome", "StopReading"),
+        "._reader": ("NotHonoured", "ReadOutcome", "StopReading"),
         "._reason": ("stop_reason",),
         "._setup": ("SetupRecord", "load_setup", "setup_path"),
-        "._store": ("StopStore", "StopWatch"),
+        "._stop_store": ("StopStore", "StopWatch"),
         "._sysboard": ("SystemBoard", "bind_accounts", "unbind_accounts"),
         "._system": (
             "SYSTEM_DIR",

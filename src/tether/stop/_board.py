@@ -21,7 +21,7 @@ from ._bounded import Hung, Progress
 from ._folder import RuleBroken, RuleCheck, fs_type, open_folder, open_uid_dir
 from ._folder import untrusted_fs_why as _untrusted
 from ._mounts import plan
-from ._read import Place, ReadOutcome, StopReading, read_place, within_bound
+from ._reader import Place, ReadOutcome, StopReading, read_place, within_bound
 from ._reserve import keep_reserve
 from ._setup import (
     SetupRecord,
@@ -30,7 +30,7 @@ from ._setup import (
     save_setup,
     setup_path,
 )
-from ._store import StopStore, _ensure_own_store
+from ._stop_store import StopStore, _ensure_own_store
 from ._system import INSTALL_ADVICE, binding_path
 from ._tmpfiles import AgeCleaner, age_cleaned, cleaner_of
 

@@ -8,7 +8,7 @@ filesystem type comes from `/proc/self/mountinfo` through the descriptor's mount
 
 Nothing here is cached: every call walks again. Failures raise `RuleBroken`, whose
 message says what is wrong and how to repair it; callers turn that into `HOLD`. This
-module does not look at the stop file itself (`_read` does).
+module does not look at the stop file itself (`_reader` does).
 """
 
 from __future__ import annotations

@@ -152,8 +152,8 @@ def _stop_message(run: str, lane: str | None, found: Listing) -> str | None:
 
         if not stop_may_stand(found=found):
             return None
-        from ._read import ReadOutcome
-        from ._store import StopStore
+        from ._reader import ReadOutcome
+        from ._stop_store import StopStore
 
         try:
             reading = StopStore.from_setup(create=False).read()

@@ -1,11 +1,11 @@
 """The judgements of a stop read, each written once, on the fields the kernel gave.
 
-A read judges the same things in three passes: the full read (`_read`, `_walk`) on
-`fstat` of descriptors, and the plain pass (`_plain`) on `statx` of descriptors (its
+A read judges the same things in three passes: the full read (`_reader`, `_walk`) on
+`fstat` of descriptors, and the plain pass (`_fast_read`) on `statx` of descriptors (its
 opening pass) or of names below the directories it holds (its anchored pass). Each
 judgement here takes the fields themselves, so the passes differ only in how they get
 them and in what they do when one fails: the full read says why (`_folder._judge_dir`,
-`_read`), the plain pass answers None and leaves the saying to a full read. The key a
+`_reader`), the plain pass answers None and leaves the saying to a full read. The key a
 watch's memo keeps a STOPPED reading under is made here too, from the same fields
 whichever pass looked.
 

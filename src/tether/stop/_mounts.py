@@ -11,7 +11,7 @@ other accounts' stops.
 `/proc/self/mountinfo` is parsed once and parsed again only after the kernel flags a
 change (the file is pollable: `POLLPRI` after any mount or unmount), so a plan costs
 one `poll` on the fast path. Where the table cannot be read, every reading is bounded.
-This module does not open the folder or the stop (`_folder`, `_read` do).
+This module does not open the folder or the stop (`_folder`, `_reader` do).
 """
 
 from __future__ import annotations

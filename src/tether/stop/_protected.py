@@ -5,7 +5,7 @@ Above both the account's setup and the binding, which it reads.
 
 The per-call hook (`tether guard --claude-hook`, spec 05: at most 3x a bare
 interpreter's start) lists these on every agent tool call, so `protected_texts` works
-in text (`_where`) and reads the system binding with the whole stop reader (`_system`:
+in text (`_locations`) and reads the system binding with the whole stop reader (`_system`:
 the mount plan, the folder rule, a bounded worker) only where a binding may exist:
 where the mount table says the system dir is on a local filesystem and an `lstat` of
 the binding file finds nothing, that reader could only answer "no binding" or "cannot
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from ._where import (
+from ._locations import (
     BINDING_NAME,
     STOP_NAME,
     joined,

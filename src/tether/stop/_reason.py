@@ -1,6 +1,6 @@
 """The person's `--reason` of a standing stop, read for display only.
 
-The judgment of a stop reads no byte of it (`_read`): anyone who can write the file could
+The judgment of a stop reads no byte of it (`_reader`): anyone who can write the file could
 put anything there. What `tether status` shows as the reason is read afterwards, on its
 own descriptor opened the same way, from a regular file of the owner the judgment saw,
 within a size and a time bound, and cleaned of control characters. It never changes an
@@ -15,7 +15,7 @@ import os
 import stat
 
 from ._bounded import Hung, Progress, run_bounded
-from ._read import FILE_FLAGS, ReadOutcome, StopReading
+from ._reader import FILE_FLAGS, ReadOutcome, StopReading
 from ._setup import MAX_STOP_SIZE
 
 __all__ = ("REASON_LIMIT", "stop_reason")

@@ -4,7 +4,7 @@ One owner-only JSON file per account, `<config dir>/stop-setup.json`, written wi
 `write_atomic` (mode 0600). With no record the defaults hold: no shared folder, the stop in
 the account's own store (`<state dir>/stop/<uid>/stop`), and the person is the calling
 account. This module knows where things live; it does not judge folders (`_folder`) or
-read stops (`_read`).
+read stops (`_reader`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import attrs
 from .._env import TetherEnv
 from .._fs import write_atomic
 from ..errors import UsageError
-from ._where import (
+from ._locations import (
     SETUP_FILE_NAME,
     STOP_NAME,
     folder_text,

@@ -13,7 +13,7 @@ and a bound account's runs hold when it could change tether's code (`install_hol
 
 A record that cannot be checked (not root's, writable by others, unreadable, malformed)
 raises `BindingUnchecked`, which every reading turns into HOLD. This module reads and
-writes the record; it does not read stops (`_read`) or choose an account's own setup
+writes the record; it does not read stops (`_reader`) or choose an account's own setup
 (`_board`).
 """
 
@@ -37,11 +37,11 @@ from .._fs import write_atomic
 from ..errors import TetherError
 from ._bounded import Hung, Progress
 from ._folder import DIR_FLAGS, RuleBroken, open_folder
+from ._locations import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
 from ._mounts import Table, plan
-from ._read import READ_BOUND, within_bound
+from ._reader import READ_BOUND, within_bound
 from ._setup import check_folder_path
 from ._statx import stamp as look_stamp
-from ._where import BINDING_NAME, SYSTEM_DIR_TEXT, system_dir_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -33,7 +33,7 @@ from ._bounded import Hung, Progress
 from ._folder import RuleBroken, fs_type, open_folder, open_uid_dir, untrusted_fs_why
 from ._lifts import LiftRecord, append_lift, now_utc
 from ._mounts import plan
-from ._read import ReadOutcome, StopReading, _kind, within_bound
+from ._reader import ReadOutcome, StopReading, _kind, within_bound
 from ._reserve import (
     NEW_FILE,
     NO_ROOM,
@@ -50,7 +50,7 @@ from ._setup import (
     load_setup,
     make_state_dir,
 )
-from ._store import StopStore, _ensure_own_store
+from ._stop_store import StopStore, _ensure_own_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

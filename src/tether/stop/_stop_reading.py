@@ -1,6 +1,6 @@
 """What one stop read says: its outcome, what it saw, the stops it does not honour.
 
-Values only, made by the reader (`_read`) and kept by a watch's memo (`_memo`); this
+Values only, made by the reader (`_reader`) and kept by a watch's memo (`_read_memo`); this
 module reads nothing. It sits below both, so neither imports the other for its types.
 """
 

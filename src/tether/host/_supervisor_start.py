@@ -1,6 +1,6 @@
 """Start the supervisor of one tree (`_supervisor.py`) from its cached bytecode.
 
-`python -I -S _supervise.py MODE ...` is how the host runs a tree's supervisor: a
+`python -I -S _supervisor_start.py MODE ...` is how the host runs a tree's supervisor: a
 script run by path is compiled at every start (about 5-10 ms for the supervisor, more
 than the wall's system calls), while a module imported from its folder is read from
 `__pycache__` (written by the installer, or at the first start). The folder is appended

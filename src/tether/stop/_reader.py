@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, TypeVar, assert_never
 import attrs
 
 from ._bounded import Hung, Progress, run_bounded
+from ._fast_read import read_plain
 from ._folder import DIR_FLAGS, RuleBroken, fs_type
 from ._folder import untrusted_fs_why as _untrusted_fs_why
 from ._judge import stop_fault, stop_key
 from ._mounts import MountPlan, Table, plan
-from ._plain import read_plain
-from ._reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._setup import MAX_STOP_SIZE, STOP_NAME
+from ._stop_reading import Identity, NotHonoured, RawRead, ReadOutcome, StopReading
 from ._walk import Look, Route, open_uid, walk
 
 if TYPE_CHECKING:
-    from ._memo import ReadMemo
+    from ._read_memo import ReadMemo
 
 __all__ = (
     "FILE_FLAGS",
@@ -183,10 +183,10 @@ def read_place(
         after_open: test seam, called with the stop's descriptor between its open and
             its `fstat`.
         memo: what earlier reads of `place` by the same watch found, reused while the
-            sign it is keyed on is unchanged (`_memo`); None: derive everything.
+            sign it is keyed on is unchanged (`_read_memo`); None: derive everything.
         table: the mount table the caller looked at just before (`_mounts.table`);
             None: look now.
-        plain: try the plain pass first (`_plain`) where there is a memo; False:
+        plain: try the plain pass first (`_fast_read`) where there is a memo; False:
             the caller tried it on this read already.
     """
     try:
@@ -211,7 +211,7 @@ def read_place(
                 assert memo is not None
                 found = read_plain(route, pins, mounts, memo)
                 if found is not None:
-                    return found  # as a full read found it before: `_plain`
+                    return found  # as a full read found it before: `_fast_read`
             return _read_now(place, pins, check_fs, hooks, mounts, memo, None)
 
         def read(progress: Progress | None) -> RawRead:

@@ -2,17 +2,17 @@
 
 Most reads of a run find what the one before found: the same folder chain, the same
 uid directory, no stop or the same stop. `read_plain` makes every judgement of a full
-read (`_read._read_now`) on what the kernel answers now, with nothing between them: no
+read (`_reader._read_now`) on what the kernel answers now, with nothing between them: no
 function of the walk, no message built. What it may take from the watch's memo
 is only what the memo keeps for a full read too: the reading value, and the listing of
 the folder while its look is unchanged.
 
 The pass has two forms. The first read of a run's plain passes opens every level (the
 opening pass) and, when it answers, keeps the chain's descriptors open in the memo as
-anchors (`_memo.Anchors`). Each later read looks each name up below the anchor above it
+anchors (`_read_memo.Anchors`). Each later read looks each name up below the anchor above it
 (the anchored pass): one `statx` per level instead of an `open`, an `fstat` and a
 `close`, with the same judgement of what it finds; a name that no longer leads to its
-anchor lets the anchors go, and the opening pass runs instead (`_memo` says why this
+anchor lets the anchors go, and the opening pass runs instead (`_read_memo` says why this
 keeps the walk's guarantee).
 
 It answers only when every check passed and the answer is one the memo already holds;
@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ._folder import DIR_FLAGS
 from ._judge import chain_fails, stop_fault, stop_key, uid_dir_fails
-from ._memo import Anchors
-from ._reading import Identity, RawRead
+from ._read_memo import Anchors
 from ._setup import STOP_NAME
 from ._statx import (
     AT_FDCWD,
@@ -53,12 +52,13 @@ from ._statx import (
     look,
     open_path,
 )
+from ._stop_reading import Identity, RawRead
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._memo import ReadMemo
     from ._mounts import MountPlan
+    from ._read_memo import ReadMemo
     from ._walk import Route
 
 __all__ = ("read_plain",)

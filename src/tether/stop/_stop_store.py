@@ -25,12 +25,12 @@ from typing import final
 import attrs
 
 from ..errors import StoreError
+from ._fast_read import read_plain
 from ._lifts import find_lift
-from ._memo import ReadMemo
 from ._mounts import Table, plan, table
 from ._notify import Files
-from ._plain import read_plain
-from ._read import Identity, Place, ReadOutcome, StopReading, read_place
+from ._read_memo import ReadMemo
+from ._reader import Identity, Place, ReadOutcome, StopReading, read_place
 from ._reserve import keep_reserve
 from ._setup import SetupRecord, account_home, load_setup, own_store, setup_path
 from ._statx import root_mount, stamp
@@ -538,7 +538,7 @@ class StopWatch:
             now = table()
             views = self._views
             if len(views) == 1 and not self.store.holds and self._unchanged(now):
-                quick = views[0].quick(now)  # as the read before found it: `_plain`
+                quick = views[0].quick(now)  # as the read before found it: `_fast_read`
                 if quick is not None:
                     return quick
             changed = self._changed(now)

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._reading import RawRead, StopReading
+    from ._stop_reading import RawRead, StopReading
 
 __all__ = ("SETTLED_NS", "Anchors", "ReadMemo")
 
