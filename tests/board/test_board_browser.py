@@ -7,8 +7,6 @@ run and of the stop's timeline are kept in the test's temporary folder.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from typing import TYPE_CHECKING
@@ -16,6 +14,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from tests.cli._run import TETHER, person_env
+from tests.machine import missing, which
 from tests.runs.support import make_repo, write_plan
 from tests.waiting import wait_until
 
@@ -30,18 +29,22 @@ if TYPE_CHECKING:
 
     from selenium.webdriver.remote.webdriver import WebDriver
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM = which("chromium")
+CHROMEDRIVER = which("chromedriver")
 LINE_BOUND = 1.0
 """Seconds from a line written to the lane log to the line on screen (spec 05)."""
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        (CHROMIUM is None or CHROMEDRIVER is None) and os.environ.get("CI") != "true",
-        reason="needs Debian's chromium and chromium-driver (CI installs them)",
-    ),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_chromium() -> None:
+    """Before anything starts: skip without the browser (CI must have it)."""
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        missing(
+            "the board's browser tests",
+            "needs Chromium and its driver: apt-get install chromium chromium-driver",
+        )
 
 
 @pytest.fixture(scope="module")

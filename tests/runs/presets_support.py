@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import textwrap
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio.from_thread
-import pytest
+from tests.machine import missing, which
 
 from tether.testing._agent_server import AgentServer, Move, Script, Wire, tool_results
 
@@ -23,14 +21,12 @@ STOP_SAYS = "the person stopped this run"
 
 def need_cli(name: str) -> None:
     """Skip when the CLI is missing, with the reason; in CI it must be there."""
-    if shutil.which(name) is None:
-        why = (
+    if which(name) is None:
+        missing(
+            "the preset tests",
             f"{name} is not installed (npm install -g "
-            f"{'@anthropic-ai/claude-code' if name == 'claude' else '@openai/codex'})"
+            f"{'@anthropic-ai/claude-code' if name == 'claude' else '@openai/codex'})",
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the preset tests: {why}")
-        pytest.skip(why)
 
 
 def shell_call(body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]:

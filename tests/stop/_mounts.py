@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.machine import missing
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -63,7 +64,11 @@ def fuse_fs(point: Path, mode: str, person: int) -> Iterator[Path]:
     try:
         import mfusepy  # noqa: F401
     except (ImportError, OSError) as exc:
-        pytest.skip(f"needs libfuse3 and mfusepy to serve a FUSE file system ({exc})")
+        missing(
+            "the FUSE tests",
+            "needs libfuse3 and mfusepy to serve a FUSE file system: "
+            f"apt-get install fuse3 libfuse3-3 ({exc})",
+        )
     point.mkdir(exist_ok=True)
     proc = subprocess.Popen(
         [sys.executable, str(_FUSEFS), mode, str(point), str(person)],

@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import shutil
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
+from tests.machine import missing, which
 
 import tether.stop._stop_store as store_module
 from tether.errors import StoreError
@@ -30,9 +30,9 @@ from ._tree import OTHER, PERSON, make_tree, read_within
 def test_folder_rule_an_acl_granting_write_holds(tmp_path: Path, target: str) -> None:
     """Row A16: an ACL that grants another account write shows in the group bits (the
     mask), so the reading holds though `chmod` bits alone would pass."""
-    setfacl = shutil.which("setfacl")
+    setfacl = which("setfacl")
     if setfacl is None:
-        pytest.skip("needs setfacl (Debian package acl) to set an ACL")
+        missing("the ACL rows", "needs setfacl to set an ACL: apt-get install acl")
     tree = make_tree(tmp_path)
     tree.set_stop()
     assert read_within(tree.place()).reading.outcome is ReadOutcome.STOPPED
