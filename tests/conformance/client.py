@@ -28,8 +28,13 @@ from contextlib import suppress
 from typing import Any
 
 import anyio
+import httpx2
 
 from tether._config import Config
+from tether._loopback import listen_loopback
+from tether.errors import TetherError
+from tether.host._mcpauth import TokenFile
+from tether.host._mcplogin import login
 from tether.runtime import ElicitationAnswer, ElicitationRequest, Runtime
 from tether.tools import McpTool
 
@@ -91,11 +96,44 @@ async def _leave_fields_empty(request: ElicitationRequest) -> ElicitationAnswer:
     return ElicitationAnswer("accept", {})
 
 
+async def _login(url: str) -> None:
+    """`tether mcp login conformance`, this client the person's browser: it follows the
+    authorisation URL (the scenario's server approves at once) to the login's loopback
+    receiver."""
+
+    async def browse(authorization_url: str) -> None:
+        async with httpx2.AsyncClient(follow_redirects=True, timeout=30) as browser:
+            page = await browser.get(authorization_url)
+        print(f"browser: {page.status_code} {page.url}", file=sys.stderr)
+
+    sock = listen_loopback(0)
+    try:
+        async with anyio.create_task_group() as tg:
+            result = await login(
+                TokenFile.open(SERVER, url, start_over=True),
+                sock=sock,
+                show=lambda text: tg.start_soon(browse, text),
+                timeout=30,
+            )
+    finally:
+        sock.close()
+    print(f"login: asked={result.asked} tools={result.tools}", file=sys.stderr)
+
+
 async def _run(url: str) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     config = Config(mcp_servers={SERVER: {"url": url}})
-    with tempfile.TemporaryDirectory() as workspace:
+    with (
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as workspace,
+    ):
+        os.environ["TETHER_HOME"] = home  # this scenario's tokens, no other's
+        if scenario.startswith("auth/"):
+            try:
+                await _login(url)
+            except TetherError as exc:
+                print(f"login: {exc}", file=sys.stderr)
         async with Runtime(
             workspace=workspace,
             config=config,
