@@ -33,12 +33,14 @@ import httpx2
 from tether._config import Config
 from tether._loopback import listen_loopback
 from tether.errors import TetherError
-from tether.host._mcpauth import TokenFile
+from tether.host._mcpauth import OAuthClient, TokenFile
 from tether.host._mcplogin import login
 from tether.runtime import ElicitationAnswer, ElicitationRequest, Runtime
 from tether.tools import McpTool
 
 SERVER = "conformance"
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+"""Where the suite's CIMD scenario takes the client's metadata document to be."""
 _CHILD_LIMIT = 60
 """Seconds a forked scenario run may take (one takes about a second)."""
 _SERVE_LIMIT = 900
@@ -96,7 +98,21 @@ async def _leave_fields_empty(request: ElicitationRequest) -> ElicitationAnswer:
     return ElicitationAnswer("accept", {})
 
 
-async def _login(url: str) -> None:
+def _entry(url: str, scenario: str, context: dict[str, Any]) -> dict[str, Any]:
+    """The server's `mcpServers` entry, as a person writes it for this server: with
+    the client the scenario pre-registered, and for an OAuth server the URL of the
+    client metadata document the person published (the suite's, for CIMD)."""
+    entry: dict[str, Any] = {"url": url}
+    if scenario.startswith("auth/"):
+        oauth = {"client_metadata_url": CLIENT_METADATA_URL}
+        for key in ("client_id", "client_secret"):
+            if isinstance(context.get(key), str):
+                oauth[key] = context[key]
+        entry["oauth"] = oauth
+    return entry
+
+
+async def _login(url: str, client: OAuthClient) -> None:
     """`tether mcp login conformance`, this client the person's browser: it follows the
     authorisation URL (the scenario's server approves at once) to the login's loopback
     receiver."""
@@ -110,7 +126,7 @@ async def _login(url: str) -> None:
     try:
         async with anyio.create_task_group() as tg:
             result = await login(
-                TokenFile.open(SERVER, url, start_over=True),
+                TokenFile.open(SERVER, url, start_over=True, client=client),
                 sock=sock,
                 show=lambda text: tg.start_soon(browse, text),
                 timeout=30,
@@ -123,7 +139,8 @@ async def _login(url: str) -> None:
 async def _run(url: str) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    config = Config(mcp_servers={SERVER: {"url": url}})
+    entry = _entry(url, scenario, context)
+    config = Config(mcp_servers={SERVER: entry})
     with (
         tempfile.TemporaryDirectory() as home,
         tempfile.TemporaryDirectory() as workspace,
@@ -131,7 +148,7 @@ async def _run(url: str) -> int:
         os.environ["TETHER_HOME"] = home  # this scenario's tokens, no other's
         if scenario.startswith("auth/"):
             try:
-                await _login(url)
+                await _login(url, OAuthClient.parse(entry["oauth"]))
             except TetherError as exc:
                 print(f"login: {exc}", file=sys.stderr)
         async with Runtime(

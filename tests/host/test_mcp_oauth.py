@@ -25,7 +25,7 @@ from tether._loopback import listen_loopback
 from tether.cli._mcpauth import list_servers, logout
 from tether.errors import TetherError, ToolFailed
 from tether.host import ToolContext
-from tether.host._mcpauth import LoginNeeded, TokenFile
+from tether.host._mcpauth import LoginNeeded, OAuthClient, TokenFile
 from tether.host._mcplogin import LoginResult, login, parse_answer
 from tether.host.tools.bash import Bash
 from tether.tools import McpTool, McpTools
@@ -341,3 +341,26 @@ async def test_the_commands_login_by_paste_list_and_logout(tether_home: Path) ->
         assert not await anyio.Path(view["file"]).exists()
         listed = json.loads(invoke(list_servers, "--json").output)["servers"]
         assert listed[0]["auth"] == "not authorised"
+
+
+def test_an_entry_names_its_oauth_client() -> None:
+    """A pre-registered client (its secret sent by Basic auth unless the entry says
+    otherwise) and a client metadata document's URL; a bad table is one line."""
+    client = OAuthClient.parse({"client_id": "me", "client_secret": "s"})
+    info = client.registration("http://127.0.0.1:9/callback")
+    assert info is not None
+    assert (info.client_id, info.client_secret) == ("me", "s")
+    assert info.token_endpoint_auth_method == "client_secret_basic"
+    public = OAuthClient.parse({"client_id": "me"}).registration("http://x/callback")
+    assert public is not None
+    assert public.token_endpoint_auth_method == "none"
+    assert OAuthClient.parse({}).registration("http://x/callback") is None
+    for raw, why in [
+        ({"client_secret": "s"}, "needs `oauth.client_id`"),
+        ({"id": "me"}, "not id"),
+        ({"client_id": ""}, "table of non-empty strings"),
+        ({"client_metadata_url": "http://x/c.json"}, "must be an https:// URL"),
+        ({"client_id": "me", "token_endpoint_auth_method": "jwt"}, "one of"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            OAuthClient.parse(raw)

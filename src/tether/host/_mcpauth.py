@@ -38,6 +38,7 @@ from mcp.client.auth import (
     OAuthTokenError,
 )
 from mcp.client.auth.oauth2 import OAuthContext
+from mcp.client.auth.utils import is_valid_client_metadata_url
 from mcp.shared.auth import (
     OAuthClientInformationFull,
     OAuthClientMetadata,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = (
     "LoginNeeded",
     "McpAuth",
+    "OAuthClient",
     "TokenFile",
     "needs_login",
     "provider_for",
@@ -70,6 +72,75 @@ _FLOW_ERRORS = (
     ValidationError,
     httpx2.HTTPError,
 )
+
+
+_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+
+
+@attrs.frozen(kw_only=True)
+class OAuthClient:
+    """What a server's entry says of tether as an OAuth client (its `oauth` table).
+
+    `client_id` (and `client_secret`): a client the person registered at the
+    authorisation server beforehand, used instead of dynamic registration.
+    `client_metadata_url`: an HTTPS URL where the person publishes tether's client
+    metadata document, used as the client id where the server supports that (CIMD).
+    """
+
+    client_id: str | None = None
+    client_secret: str | None = None
+    token_endpoint_auth_method: str | None = None
+    client_metadata_url: str | None = None
+
+    @classmethod
+    def parse(cls, raw: object) -> OAuthClient:
+        """The entry's `oauth` table.
+
+        Raises:
+            ValueError: it is malformed; the line says how.
+        """
+        keys = {field.name for field in attrs.fields(cls)}
+        if not isinstance(raw, dict) or not all(
+            isinstance(v, str) and v for v in raw.values()
+        ):
+            raise ValueError("`oauth` must be a table of non-empty strings")
+        unknown = sorted(set(raw) - keys)
+        if unknown:
+            raise ValueError(
+                f"`oauth` takes {', '.join(sorted(keys))}, not {', '.join(unknown)}"
+            )
+        client = cls(**raw)
+        method = client.token_endpoint_auth_method
+        if method is not None and method not in _AUTH_METHODS:
+            raise ValueError(
+                f"`oauth.token_endpoint_auth_method` must be one of "
+                f"{', '.join(_AUTH_METHODS)}, not {method!r}"
+            )
+        if client.client_secret is not None and client.client_id is None:
+            raise ValueError("`oauth.client_secret` needs `oauth.client_id`")
+        url = client.client_metadata_url
+        if url is not None and not is_valid_client_metadata_url(url):
+            raise ValueError(
+                "`oauth.client_metadata_url` must be an https:// URL with a path "
+                f"(the client metadata document), not {url!r}"
+            )
+        return client
+
+    def registration(self, redirect_uri: str) -> OAuthClientInformationFull | None:
+        """The pre-registered client, if the entry names one."""
+        if self.client_id is None:
+            return None
+        method = self.token_endpoint_auth_method or (
+            "none" if self.client_secret is None else "client_secret_basic"
+        )
+        return OAuthClientInformationFull(
+            client_id=self.client_id,
+            client_secret=self.client_secret,
+            token_endpoint_auth_method=method,
+            redirect_uris=[AnyUrl(redirect_uri)],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        )
 
 
 def needs_login(server: str) -> str:
@@ -133,12 +204,22 @@ class TokenFile:
     _record: dict[str, Any] = attrs.field(alias="record")
     context: OAuthContext | None = None
     """The provider's context, whose discovered metadata is saved with new tokens."""
+    client: OAuthClient | None = None
+    """What the server's entry says of tether as a client (its `oauth` table)."""
 
     @classmethod
-    def open(cls, server: str, url: str, *, start_over: bool = False) -> TokenFile:
+    def open(
+        cls,
+        server: str,
+        url: str,
+        *,
+        start_over: bool = False,
+        client: OAuthClient | None = None,
+    ) -> TokenFile:
         """The record of `server` at `url` (empty if none, or written for another URL).
 
         With `start_over` (a login, a logout), an unreadable file counts as empty.
+        `client`: the entry's `oauth` table.
 
         Raises:
             ValueError: the file is unreadable; the line names `tether mcp login`.
@@ -152,7 +233,7 @@ class TokenFile:
             record = {}
         if record.get("url") != url:
             record = {}
-        return cls(server, url, path, record=record)
+        return cls(server, url, path, record=record, client=client)
 
     @property
     def authorised(self) -> bool:
@@ -223,6 +304,10 @@ class TokenFile:
         )
         self.save()
 
+    def preregister(self, info: OAuthClientInformationFull) -> None:
+        """Use the client the entry names (saved with the next tokens)."""
+        self._record["client_info"] = info.model_dump(mode="json", exclude_none=True)
+
     def written_elsewhere(self) -> bool:
         """Whether the file now holds other tokens than this record (another process's)."""
         try:
@@ -289,14 +374,19 @@ def provider_for(
         response_types=["code"],
         token_endpoint_auth_method="none",
     )
+    client = file.client or OAuthClient()
     provider = OAuthClientProvider(
         file.url,
         metadata,
         file,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        client_metadata_url=client.client_metadata_url,
     )
     file.preset(provider.context)
+    registered = client.registration(redirect_uri)
+    if registered is not None:
+        file.preregister(registered)
     return provider
 
 
@@ -331,7 +421,9 @@ class McpAuth(httpx2.Auth):
         """Why the server's last refusal could not be answered ("" if it was not)."""
 
     @classmethod
-    def unattended(cls, server: str, url: str) -> McpAuth:
+    def unattended(
+        cls, server: str, url: str, client: OAuthClient | None = None
+    ) -> McpAuth:
         """No one answers: a server that wants the person's authorisation fails at once."""
 
         async def no_person(url: str) -> None:
@@ -341,7 +433,7 @@ class McpAuth(httpx2.Auth):
             raise LoginNeeded(needs_login(server))
 
         def make() -> OAuthClientProvider | None:
-            file = TokenFile.open(server, url)
+            file = TokenFile.open(server, url, client=client)
             if not file.authorised:
                 return None
             return provider_for(
