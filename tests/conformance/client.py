@@ -173,6 +173,10 @@ async def _run(url: str) -> int:
                     tool = tools.get(name)
                     called = tool.name if tool is not None else f"mcp__{SERVER}__{name}"
                     result = await turn.call(called, args)
+                    if result.is_error and "`tether mcp login" in str(result.output):
+                        # The server wants more: the person logs in again, then retries.
+                        await _login(url, OAuthClient.parse(entry["oauth"]))
+                        result = await turn.call(called, args)
                     state = "error" if result.is_error else "ok"
                     print(f"{name}: {state}: {result.output}")
     return 0

@@ -38,7 +38,11 @@ from mcp.client.auth import (
     OAuthTokenError,
 )
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.client.auth.utils import is_valid_client_metadata_url
+from mcp.client.auth.utils import (
+    extract_field_from_www_auth,
+    is_valid_client_metadata_url,
+    union_scopes,
+)
 from mcp.shared.auth import (
     OAuthClientInformationFull,
     OAuthClientMetadata,
@@ -46,7 +50,7 @@ from mcp.shared.auth import (
     OAuthToken,
     ProtectedResourceMetadata,
 )
-from pydantic import AnyUrl, ValidationError
+from pydantic import AnyUrl, Field, ValidationError
 
 from .._config import paths
 from .._fs import write_atomic
@@ -275,6 +279,9 @@ class TokenFile:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         """Save new tokens, their expiry and the metadata that found them."""
         self._record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
+        wanted = self.wanted_scope
+        if wanted and set(wanted.split()) <= set((tokens.scope or wanted).split()):
+            del self._record["wanted_scope"]  # granted
         self._record["expires_at"] = (
             None if tokens.expires_in is None else time.time() + int(tokens.expires_in)
         )
@@ -304,6 +311,17 @@ class TokenFile:
         )
         self.save()
 
+    @property
+    def wanted_scope(self) -> str | None:
+        """The scope the server asked for mid-session, which a login must ask for."""
+        value = self._record.get("wanted_scope")
+        return value if isinstance(value, str) else None
+
+    def want(self, scope: str) -> None:
+        """Keep the scope a step-up asked for, for the next login; saved at once."""
+        self._record["wanted_scope"] = scope
+        self.save()
+
     def preregister(self, info: OAuthClientInformationFull) -> None:
         """Use the client the entry names (saved with the next tokens)."""
         self._record["client_info"] = info.model_dump(mode="json", exclude_none=True)
@@ -326,7 +344,7 @@ class TokenFile:
 
         Nothing is written until the next save.
         """
-        keep = () if client else ("client_info",)
+        keep = ("wanted_scope",) if client else ("client_info", "wanted_scope")
         self._record = {k: v for k, v in self._record.items() if k in keep}
 
     def save(self) -> None:
@@ -359,6 +377,21 @@ class TokenFile:
         context.auth_server_url = server if isinstance(server, str) else None
 
 
+class _ScopeAtLeast(OAuthClientMetadata):
+    """Client metadata whose scope, as the SDK's flow sets it, keeps `at_least`.
+
+    A server that asked mid-session for more scope (a step-up no one could answer
+    then) gets the union of it and what the login's own challenge names (SEP-2350).
+    """
+
+    at_least: str | None = Field(default=None, exclude=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scope" and self.at_least:
+            value = union_scopes(value, self.at_least)
+        super().__setattr__(name, value)
+
+
 def provider_for(
     file: TokenFile,
     *,
@@ -367,7 +400,7 @@ def provider_for(
     callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]],
 ) -> OAuthClientProvider:
     """The SDK's OAuth provider for one server, its tokens kept in `file`."""
-    metadata = OAuthClientMetadata(
+    metadata = _ScopeAtLeast(
         client_name="tether",
         redirect_uris=[AnyUrl(redirect_uri)],
         grant_types=["authorization_code", "refresh_token"],
@@ -383,6 +416,7 @@ def provider_for(
         callback_handler=callback_handler,
         client_metadata_url=client.client_metadata_url,
     )
+    metadata.at_least = file.wanted_scope
     file.preset(provider.context)
     registered = client.registration(redirect_uri)
     if registered is not None:
@@ -488,6 +522,7 @@ class McpAuth(httpx2.Auth):
                 break
             provider = fresh
         if why:
+            self._wanted(provider, last)
             self._made = False  # read the record again for the next request
             request.headers.pop("Authorization", None)
             yield request
@@ -495,6 +530,21 @@ class McpAuth(httpx2.Auth):
             return
         if last is not None:
             self._note(last, needs_login(self.server))
+
+    def _wanted(
+        self, provider: OAuthClientProvider, response: httpx2.Response | None
+    ) -> None:
+        """A step-up no one could answer: its scope is kept for the next login."""
+        storage = provider.context.storage
+        scope = provider.context.client_metadata.scope
+        if (
+            response is not None
+            and response.status_code == 403
+            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+            and isinstance(storage, TokenFile)
+            and scope
+        ):
+            storage.want(scope)
 
     def _remade(self, provider: OAuthClientProvider) -> OAuthClientProvider | None:
         """A provider on the tokens another process saved since `provider` read them."""
