@@ -28,12 +28,19 @@ from contextlib import suppress
 from typing import Any
 
 import anyio
+import httpx2
 
 from tether._config import Config
+from tether._loopback import listen_loopback
+from tether.errors import TetherError
+from tether.host._mcpauth import OAuthClient, TokenFile
+from tether.host._mcplogin import login
 from tether.runtime import ElicitationAnswer, ElicitationRequest, Runtime
 from tether.tools import McpTool
 
 SERVER = "conformance"
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+"""Where the suite's CIMD scenario takes the client's metadata document to be."""
 _CHILD_LIMIT = 60
 """Seconds a forked scenario run may take (one takes about a second)."""
 _SERVE_LIMIT = 900
@@ -91,11 +98,59 @@ async def _leave_fields_empty(request: ElicitationRequest) -> ElicitationAnswer:
     return ElicitationAnswer("accept", {})
 
 
+def _entry(url: str, scenario: str, context: dict[str, Any]) -> dict[str, Any]:
+    """The server's `mcpServers` entry, as a person writes it for this server: with
+    the client the scenario pre-registered, and for an OAuth server the URL of the
+    client metadata document the person published (the suite's, for CIMD)."""
+    entry: dict[str, Any] = {"url": url}
+    if scenario.startswith("auth/"):
+        oauth = {"client_metadata_url": CLIENT_METADATA_URL}
+        for key in ("client_id", "client_secret"):
+            if isinstance(context.get(key), str):
+                oauth[key] = context[key]
+        entry["oauth"] = oauth
+    return entry
+
+
+async def _login(url: str, client: OAuthClient) -> None:
+    """`tether mcp login conformance`, this client the person's browser: it follows the
+    authorisation URL (the scenario's server approves at once) to the login's loopback
+    receiver."""
+
+    async def browse(authorization_url: str) -> None:
+        async with httpx2.AsyncClient(follow_redirects=True, timeout=30) as browser:
+            page = await browser.get(authorization_url)
+        print(f"browser: {page.status_code} {page.url}", file=sys.stderr)
+
+    sock = listen_loopback(0)
+    try:
+        async with anyio.create_task_group() as tg:
+            result = await login(
+                TokenFile.open(SERVER, url, start_over=True, client=client),
+                sock=sock,
+                show=lambda text: tg.start_soon(browse, text),
+                timeout=30,
+            )
+    finally:
+        sock.close()
+    print(f"login: asked={result.asked} tools={result.tools}", file=sys.stderr)
+
+
 async def _run(url: str) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    config = Config(mcp_servers={SERVER: {"url": url}})
-    with tempfile.TemporaryDirectory() as workspace:
+    entry = _entry(url, scenario, context)
+    config = Config(mcp_servers={SERVER: entry})
+    with (
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as workspace,
+    ):
+        os.environ["TETHER_HOME"] = home  # this scenario's tokens, no other's
+        if scenario.startswith("auth/"):
+            try:
+                await _login(url, OAuthClient.parse(entry["oauth"]))
+            except TetherError as exc:
+                print(f"login: {exc}", file=sys.stderr)
         async with Runtime(
             workspace=workspace,
             config=config,
@@ -118,6 +173,10 @@ async def _run(url: str) -> int:
                     tool = tools.get(name)
                     called = tool.name if tool is not None else f"mcp__{SERVER}__{name}"
                     result = await turn.call(called, args)
+                    if result.is_error and "`tether mcp login" in str(result.output):
+                        # The server wants more: the person logs in again, then retries.
+                        await _login(url, OAuthClient.parse(entry["oauth"]))
+                        result = await turn.call(called, args)
                     state = "error" if result.is_error else "ok"
                     print(f"{name}: {state}: {result.output}")
     return 0

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 import httpx2
 import pytest
+from mcp.shared.auth import OAuthToken
 from tests.cli._run import TETHER, invoke, person_env
 from tests.host.oauth_server import OAuthServers, oauth_servers
 
@@ -25,7 +26,7 @@ from tether._loopback import listen_loopback
 from tether.cli._mcpauth import list_servers, logout
 from tether.errors import TetherError, ToolFailed
 from tether.host import ToolContext
-from tether.host._mcpauth import LoginNeeded, TokenFile
+from tether.host._mcpauth import LoginNeeded, OAuthClient, TokenFile, provider_for
 from tether.host._mcplogin import LoginResult, login, parse_answer
 from tether.host.tools.bash import Bash
 from tether.tools import McpTool, McpTools
@@ -33,6 +34,8 @@ from tether.tools import McpTool, McpTools
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
+
+    from mcp.client.auth import AuthorizationCodeResult
 
     from tether.tools import McpProblem
 
@@ -341,3 +344,55 @@ async def test_the_commands_login_by_paste_list_and_logout(tether_home: Path) ->
         assert not await anyio.Path(view["file"]).exists()
         listed = json.loads(invoke(list_servers, "--json").output)["servers"]
         assert listed[0]["auth"] == "not authorised"
+
+
+def test_an_entry_names_its_oauth_client() -> None:
+    """A pre-registered client (its secret sent by Basic auth unless the entry says
+    otherwise) and a client metadata document's URL; a bad table is one line."""
+    client = OAuthClient.parse({"client_id": "me", "client_secret": "s"})
+    info = client.registration("http://127.0.0.1:9/callback")
+    assert info is not None
+    assert (info.client_id, info.client_secret) == ("me", "s")
+    assert info.token_endpoint_auth_method == "client_secret_basic"
+    public = OAuthClient.parse({"client_id": "me"}).registration("http://x/callback")
+    assert public is not None
+    assert public.token_endpoint_auth_method == "none"
+    assert OAuthClient.parse({}).registration("http://x/callback") is None
+    for raw, why in [
+        ({"client_secret": "s"}, "needs `oauth.client_id`"),
+        ({"id": "me"}, "not id"),
+        ({"client_id": ""}, "table of non-empty strings"),
+        ({"client_metadata_url": "http://x/c.json"}, "must be an https:// URL"),
+        ({"client_id": "me", "token_endpoint_auth_method": "jwt"}, "one of"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            OAuthClient.parse(raw)
+
+
+@pytest.mark.anyio
+async def test_a_login_asks_for_the_scope_a_step_up_wanted(tether_home: Path) -> None:
+    """A step-up no one answered mid-session is kept; the next login's request keeps
+    it beside the scope its own challenge names, and the tokens that grant it end it."""
+    url = "http://127.0.0.1:1/mcp"
+    TokenFile.open("docs", url).want("read write")
+    file = TokenFile.open("docs", url, start_over=True)
+    file.forget(client=True)  # as a login does
+
+    async def no_browser(url: str) -> None:
+        raise AssertionError(url)
+
+    async def no_code() -> AuthorizationCodeResult:
+        raise AssertionError("not asked")
+
+    provider = provider_for(
+        file,
+        redirect_uri="http://127.0.0.1:9/callback",
+        redirect_handler=no_browser,
+        callback_handler=no_code,
+    )
+    metadata = provider.context.client_metadata
+    metadata.scope = "read"  # what the SDK's flow sets from the login's own 401
+    assert set((metadata.scope or "").split()) == {"read", "write"}
+    assert "at_least" not in metadata.model_dump()  # never sent at registration
+    await file.set_tokens(OAuthToken(access_token="t", scope="read write"))
+    assert TokenFile.open("docs", url).wanted_scope is None

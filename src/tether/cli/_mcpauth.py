@@ -134,8 +134,8 @@ def login(
     from ..host._mcplogin import callback_socket, http_server, utc_text
     from ..host._mcplogin import login as run_login
 
-    server, url = http_server(load_config(), name)
-    file = TokenFile.open(server, url, start_over=True)
+    server, url, client = http_server(load_config(), name)
+    file = TokenFile.open(server, url, start_over=True, client=client)
     sock = callback_socket(file, port)
 
     def show(text: str) -> None:
@@ -207,7 +207,7 @@ def logout(name: str, as_json: bool) -> None:
     from ..host._mcpauth import TokenFile
     from ..host._mcplogin import http_server
 
-    server, url = http_server(load_config(), name)
+    server, url, _client = http_server(load_config(), name)
     file = TokenFile.open(server, url, start_over=True)
     removed = file.remove()
     if as_json:

@@ -99,7 +99,7 @@ try:  # the SDK is an extra: without it, the line that says how to install it
     from mcp.shared.message import SessionMessage
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-    from ._mcpauth import McpAuth
+    from ._mcpauth import McpAuth, OAuthClient
     from ._mcptask import CreatedTask, TaskLost, TasksClient, follow_task, offers_tasks
 except ImportError as error:
     raise ImportError(_extras.missing("mcp", "tether's MCP tools")) from error
@@ -164,6 +164,8 @@ class ServerSpec:
     network: Network = "host"
     url: str = ""
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    oauth: OAuthClient | None = None
+    """The entry's `oauth` table: the client tether is at the authorisation server."""
 
 
 def _strings(value: object, what: str) -> tuple[str, ...]:
@@ -230,11 +232,13 @@ def parse_spec(name: str, raw: object) -> ServerSpec | None:
         url = raw["url"]
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError("`url` must be an http:// or https:// URL")
+        oauth = raw.get("oauth")
         return ServerSpec(
             name=name,
             transport="http",
             url=url,
             headers=_table(raw.get("headers", {}), "`headers`"),
+            oauth=None if oauth is None else OAuthClient.parse(oauth),
         )
     raise ValueError("the entry needs `command` (stdio) or `url` (streamable HTTP)")
 
@@ -1013,7 +1017,7 @@ async def _client_for(
         )
     # A server given its own Authorization header is not one tether authorises.
     own = any(key.lower() == "authorization" for key in spec.headers)
-    server.auth = None if own else McpAuth.unattended(spec.name, spec.url)
+    server.auth = None if own else McpAuth.unattended(spec.name, spec.url, spec.oauth)
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
             headers=dict(spec.headers),

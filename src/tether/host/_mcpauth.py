@@ -38,6 +38,11 @@ from mcp.client.auth import (
     OAuthTokenError,
 )
 from mcp.client.auth.oauth2 import OAuthContext
+from mcp.client.auth.utils import (
+    extract_field_from_www_auth,
+    is_valid_client_metadata_url,
+    union_scopes,
+)
 from mcp.shared.auth import (
     OAuthClientInformationFull,
     OAuthClientMetadata,
@@ -45,7 +50,7 @@ from mcp.shared.auth import (
     OAuthToken,
     ProtectedResourceMetadata,
 )
-from pydantic import AnyUrl, ValidationError
+from pydantic import AnyUrl, Field, ValidationError
 
 from .._config import paths
 from .._fs import write_atomic
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = (
     "LoginNeeded",
     "McpAuth",
+    "OAuthClient",
     "TokenFile",
     "needs_login",
     "provider_for",
@@ -70,6 +76,75 @@ _FLOW_ERRORS = (
     ValidationError,
     httpx2.HTTPError,
 )
+
+
+_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+
+
+@attrs.frozen(kw_only=True)
+class OAuthClient:
+    """What a server's entry says of tether as an OAuth client (its `oauth` table).
+
+    `client_id` (and `client_secret`): a client the person registered at the
+    authorisation server beforehand, used instead of dynamic registration.
+    `client_metadata_url`: an HTTPS URL where the person publishes tether's client
+    metadata document, used as the client id where the server supports that (CIMD).
+    """
+
+    client_id: str | None = None
+    client_secret: str | None = None
+    token_endpoint_auth_method: str | None = None
+    client_metadata_url: str | None = None
+
+    @classmethod
+    def parse(cls, raw: object) -> OAuthClient:
+        """The entry's `oauth` table.
+
+        Raises:
+            ValueError: it is malformed; the line says how.
+        """
+        keys = {field.name for field in attrs.fields(cls)}
+        if not isinstance(raw, dict) or not all(
+            isinstance(v, str) and v for v in raw.values()
+        ):
+            raise ValueError("`oauth` must be a table of non-empty strings")
+        unknown = sorted(set(raw) - keys)
+        if unknown:
+            raise ValueError(
+                f"`oauth` takes {', '.join(sorted(keys))}, not {', '.join(unknown)}"
+            )
+        client = cls(**raw)
+        method = client.token_endpoint_auth_method
+        if method is not None and method not in _AUTH_METHODS:
+            raise ValueError(
+                f"`oauth.token_endpoint_auth_method` must be one of "
+                f"{', '.join(_AUTH_METHODS)}, not {method!r}"
+            )
+        if client.client_secret is not None and client.client_id is None:
+            raise ValueError("`oauth.client_secret` needs `oauth.client_id`")
+        url = client.client_metadata_url
+        if url is not None and not is_valid_client_metadata_url(url):
+            raise ValueError(
+                "`oauth.client_metadata_url` must be an https:// URL with a path "
+                f"(the client metadata document), not {url!r}"
+            )
+        return client
+
+    def registration(self, redirect_uri: str) -> OAuthClientInformationFull | None:
+        """The pre-registered client, if the entry names one."""
+        if self.client_id is None:
+            return None
+        method = self.token_endpoint_auth_method or (
+            "none" if self.client_secret is None else "client_secret_basic"
+        )
+        return OAuthClientInformationFull(
+            client_id=self.client_id,
+            client_secret=self.client_secret,
+            token_endpoint_auth_method=method,
+            redirect_uris=[AnyUrl(redirect_uri)],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        )
 
 
 def needs_login(server: str) -> str:
@@ -133,12 +208,22 @@ class TokenFile:
     _record: dict[str, Any] = attrs.field(alias="record")
     context: OAuthContext | None = None
     """The provider's context, whose discovered metadata is saved with new tokens."""
+    client: OAuthClient | None = None
+    """What the server's entry says of tether as a client (its `oauth` table)."""
 
     @classmethod
-    def open(cls, server: str, url: str, *, start_over: bool = False) -> TokenFile:
+    def open(
+        cls,
+        server: str,
+        url: str,
+        *,
+        start_over: bool = False,
+        client: OAuthClient | None = None,
+    ) -> TokenFile:
         """The record of `server` at `url` (empty if none, or written for another URL).
 
         With `start_over` (a login, a logout), an unreadable file counts as empty.
+        `client`: the entry's `oauth` table.
 
         Raises:
             ValueError: the file is unreadable; the line names `tether mcp login`.
@@ -152,7 +237,7 @@ class TokenFile:
             record = {}
         if record.get("url") != url:
             record = {}
-        return cls(server, url, path, record=record)
+        return cls(server, url, path, record=record, client=client)
 
     @property
     def authorised(self) -> bool:
@@ -194,6 +279,9 @@ class TokenFile:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         """Save new tokens, their expiry and the metadata that found them."""
         self._record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
+        wanted = self.wanted_scope
+        if wanted and set(wanted.split()) <= set((tokens.scope or wanted).split()):
+            del self._record["wanted_scope"]  # granted
         self._record["expires_at"] = (
             None if tokens.expires_in is None else time.time() + int(tokens.expires_in)
         )
@@ -223,6 +311,21 @@ class TokenFile:
         )
         self.save()
 
+    @property
+    def wanted_scope(self) -> str | None:
+        """The scope the server asked for mid-session, which a login must ask for."""
+        value = self._record.get("wanted_scope")
+        return value if isinstance(value, str) else None
+
+    def want(self, scope: str) -> None:
+        """Keep the scope a step-up asked for, for the next login; saved at once."""
+        self._record["wanted_scope"] = scope
+        self.save()
+
+    def preregister(self, info: OAuthClientInformationFull) -> None:
+        """Use the client the entry names (saved with the next tokens)."""
+        self._record["client_info"] = info.model_dump(mode="json", exclude_none=True)
+
     def written_elsewhere(self) -> bool:
         """Whether the file now holds other tokens than this record (another process's)."""
         try:
@@ -241,7 +344,7 @@ class TokenFile:
 
         Nothing is written until the next save.
         """
-        keep = () if client else ("client_info",)
+        keep = ("wanted_scope",) if client else ("client_info", "wanted_scope")
         self._record = {k: v for k, v in self._record.items() if k in keep}
 
     def save(self) -> None:
@@ -274,6 +377,21 @@ class TokenFile:
         context.auth_server_url = server if isinstance(server, str) else None
 
 
+class _ScopeAtLeast(OAuthClientMetadata):
+    """Client metadata whose scope, as the SDK's flow sets it, keeps `at_least`.
+
+    A server that asked mid-session for more scope (a step-up no one could answer
+    then) gets the union of it and what the login's own challenge names (SEP-2350).
+    """
+
+    at_least: str | None = Field(default=None, exclude=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scope" and self.at_least:
+            value = union_scopes(value, self.at_least)
+        super().__setattr__(name, value)
+
+
 def provider_for(
     file: TokenFile,
     *,
@@ -282,21 +400,27 @@ def provider_for(
     callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]],
 ) -> OAuthClientProvider:
     """The SDK's OAuth provider for one server, its tokens kept in `file`."""
-    metadata = OAuthClientMetadata(
+    metadata = _ScopeAtLeast(
         client_name="tether",
         redirect_uris=[AnyUrl(redirect_uri)],
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         token_endpoint_auth_method="none",
     )
+    client = file.client or OAuthClient()
     provider = OAuthClientProvider(
         file.url,
         metadata,
         file,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        client_metadata_url=client.client_metadata_url,
     )
+    metadata.at_least = file.wanted_scope
     file.preset(provider.context)
+    registered = client.registration(redirect_uri)
+    if registered is not None:
+        file.preregister(registered)
     return provider
 
 
@@ -331,7 +455,9 @@ class McpAuth(httpx2.Auth):
         """Why the server's last refusal could not be answered ("" if it was not)."""
 
     @classmethod
-    def unattended(cls, server: str, url: str) -> McpAuth:
+    def unattended(
+        cls, server: str, url: str, client: OAuthClient | None = None
+    ) -> McpAuth:
         """No one answers: a server that wants the person's authorisation fails at once."""
 
         async def no_person(url: str) -> None:
@@ -341,7 +467,7 @@ class McpAuth(httpx2.Auth):
             raise LoginNeeded(needs_login(server))
 
         def make() -> OAuthClientProvider | None:
-            file = TokenFile.open(server, url)
+            file = TokenFile.open(server, url, client=client)
             if not file.authorised:
                 return None
             return provider_for(
@@ -396,6 +522,7 @@ class McpAuth(httpx2.Auth):
                 break
             provider = fresh
         if why:
+            self._wanted(provider, last)
             self._made = False  # read the record again for the next request
             request.headers.pop("Authorization", None)
             yield request
@@ -403,6 +530,21 @@ class McpAuth(httpx2.Auth):
             return
         if last is not None:
             self._note(last, needs_login(self.server))
+
+    def _wanted(
+        self, provider: OAuthClientProvider, response: httpx2.Response | None
+    ) -> None:
+        """A step-up no one could answer: its scope is kept for the next login."""
+        storage = provider.context.storage
+        scope = provider.context.client_metadata.scope
+        if (
+            response is not None
+            and response.status_code == 403
+            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+            and isinstance(storage, TokenFile)
+            and scope
+        ):
+            storage.want(scope)
 
     def _remade(self, provider: OAuthClientProvider) -> OAuthClientProvider | None:
         """A provider on the tokens another process saved since `provider` read them."""

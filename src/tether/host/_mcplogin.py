@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from .._loopback import listen_loopback, quiet_uvicorn
 from ..errors import TetherError, UsageError
-from ._mcpauth import LoginNeeded, McpAuth, TokenFile, provider_for
+from ._mcpauth import LoginNeeded, McpAuth, OAuthClient, TokenFile, provider_for
 
 if TYPE_CHECKING:
     import socket
@@ -298,14 +298,16 @@ def _why(exc: BaseException, auth: McpAuth, url: str) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def http_server(config: Config, name: str) -> tuple[str, str]:
-    """The configured streamable-HTTP server `name`: its name as tether uses it, and URL.
+def http_server(config: Config, name: str) -> tuple[str, str, OAuthClient | None]:
+    """The configured streamable-HTTP server `name`: name, URL and `oauth` table.
+
+    The name is the one tether uses (tool names, token files).
 
     Raises:
         UsageError: no such server, or it is not one tether authorises; the line says
             what to do.
     """
-    from ._mcp import server_name
+    from ._mcp import parse_spec, server_name
 
     names = {server_name(key): key for key in config.mcp_servers}
     clean = server_name(name)
@@ -322,7 +324,11 @@ def http_server(config: Config, name: str) -> tuple[str, str]:
             f"MCP server {name!r} is a stdio server: it is started by tether and "
             "needs no login; only streamable-HTTP servers (`url`) are authorised"
         )
-    return clean, url
+    try:
+        spec = parse_spec(clean, entry)
+    except ValueError as exc:
+        raise UsageError(f"MCP server {name!r}: {exc}") from None
+    return clean, url, None if spec is None else spec.oauth
 
 
 def callback_socket(file: TokenFile, port: int | None) -> socket.socket:
