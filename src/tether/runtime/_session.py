@@ -123,9 +123,6 @@ class Turn:
                     ),
                 )
             raise
-        outcome = active.outcome
-        if type(outcome) is ToolResult:  # `raise_or_return`, on the path of every call
-            return outcome
         return raise_or_return(active)
 
     def _on_call_settled(self, call: ActiveCall) -> None:
@@ -235,7 +232,7 @@ class Session:
             (call, each.stop or request)
             for each in turns
             for call in list(each.calls.values())
-            if not call.is_settled
+            if not call.settled
         ]
         # Calls the host has not started go first (S10): an out-of-process host reads
         # the stops in order, so a queued call leaves its admission queue before a
