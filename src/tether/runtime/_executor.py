@@ -53,7 +53,6 @@ from ._ledger import (
     Ledger,
     bounded,
     input_column,
-    outcome_columns,
 )
 from ._values import (
     CallChanged,
@@ -333,7 +332,7 @@ class Executor:
                 requested_at=now,
                 ended_at=now,
                 settled_at=now,
-                **outcome_columns(refused, stop, now),
+                **_columns(refused, stop, now),
             )
         )
         return refused
@@ -505,7 +504,7 @@ class Executor:
         answered.
         """
         now = self.clock()
-        changes = outcome_columns(outcome, call.stop, now)
+        changes = _columns(outcome, call.stop, now)
         changes["ended_at"] = now
         if settle:
             changes["settled_at"] = now
@@ -866,6 +865,36 @@ class Executor:
                 )
             )
         return tuple(out)
+
+
+def _columns(
+    outcome: ToolResult | ToolAborted, stop: StopRequest | None, now: float
+) -> dict[str, Any]:
+    """The ledger's view of how a call ended: output, error, code, who stopped it, when.
+
+    `now` is the wall clock's time (a stop's `at` is the event loop's). Only the columns
+    that differ from a blank record are given: a row keeps no more.
+    """
+    columns: dict[str, Any]
+    if type(outcome) is ToolResult:
+        output = outcome.output
+        columns = {"output": bounded(output)}
+        if outcome.is_error:
+            columns["error"] = output
+        if outcome.code is not None:
+            columns["code"] = outcome.code
+    else:
+        assert isinstance(outcome, ToolAborted)
+        columns = {
+            "output": bounded(outcome.partial_output),
+            "error": outcome.message,
+            "code": outcome.code,
+        }
+    if stop is not None:
+        columns["stopped_at"] = now - max(0.0, anyio.current_time() - stop.at)
+        columns["abort_source"] = stop.source
+        columns["abort_reason"] = stop.reason
+    return columns
 
 
 def _has_processes(call: ActiveCall) -> bool:

@@ -27,11 +27,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import attrs
 
 from .._fs import check_owner_only
-from ..errors import ErrorCode, StoreError, ToolAborted, UsageError
+from ..errors import ErrorCode, StoreError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -175,35 +174,6 @@ def bounded(text: str, bound: int = OUTPUT_BOUND) -> str:
     half = bound // 2
     left_out = len(text) - 2 * half
     return f"{text[:half]}\n[... {left_out} characters left out ...]\n{text[-half:]}"
-
-
-def outcome_columns(outcome: object, stop: Any | None, now: float) -> dict[str, Any]:
-    """The ledger's view of how a call ended: output, error, code, who stopped it, when.
-
-    `outcome` is the call's `ToolResult` or `ToolAborted`; `stop` its `StopRequest`
-    (whose `at` is in the event loop's clock) or None; `now` the wall clock's time. Only
-    the columns that differ from a blank record are given: a row keeps no more.
-    """
-    columns: dict[str, Any]
-    if isinstance(outcome, ToolAborted):
-        columns = {
-            "output": bounded(outcome.partial_output),
-            "error": outcome.message,
-            "code": outcome.code.value,
-        }
-    else:
-        output = str(getattr(outcome, "output", ""))
-        columns = {"output": bounded(output)}
-        if getattr(outcome, "is_error", False):
-            columns["error"] = output
-        code = getattr(outcome, "code", None)
-        if code is not None:
-            columns["code"] = ErrorCode(code).value
-    if stop is not None:
-        columns["stopped_at"] = now - max(0.0, anyio.current_time() - stop.at)
-        columns["abort_source"] = stop.source
-        columns["abort_reason"] = stop.reason
-    return columns
 
 
 def input_column(value: object) -> str:

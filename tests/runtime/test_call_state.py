@@ -1,0 +1,76 @@
+"""A call's state in the executor moves as `CallState` allows, and a pending call's `why`
+is made from its fields."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tether import StopClass
+from tether.errors import UsageError
+from tether.host._protocol import CallKey
+from tether.runtime import CallState, PendingCall, PendingPhase
+from tether.runtime._executor import ActiveCall
+
+
+def _call() -> ActiveCall:
+    return ActiveCall(
+        CallKey("s", "c1", "Bash"), StopClass.PROCESS, print, anyio.Event()
+    )
+
+
+def test_a_call_moves_only_as_call_state_allows() -> None:
+    """A tether choice: the call refuses a move the ledger would refuse, before the
+    ledger is asked; staying in a state is no move, and a final state is left never."""
+    call = _call()
+    call.move(CallState.RUNNING)
+    call.move(CallState.RUNNING)
+    with pytest.raises(UsageError, match="running -> queued"):
+        call.move(CallState.QUEUED)
+    call.move(CallState.ABORTING)
+    call.move(CallState.ABORTED)
+    with pytest.raises(UsageError, match="aborted -> running"):
+        call.move(CallState.RUNNING)
+    assert call.state is CallState.ABORTED
+
+
+@pytest.mark.parametrize("phase", list(PendingPhase))
+def test_every_phase_reads_with_its_stop_class_first(phase: PendingPhase) -> None:
+    """S6: the reason starts with the call's stop class in lower case, whatever its
+    phase; the fields say the same to code."""
+    pending = PendingCall(
+        call_id="c1", tool="Edit", stop_class=StopClass.MUTATING, phase=phase
+    )
+    assert pending.why.startswith("mutating: ")
+    assert len(pending.why) > len("mutating: ")
+
+
+def test_a_phase_s_particulars_are_in_its_text() -> None:
+    """spec 01: a grace window counts down in whole seconds, and a withdrawn question
+    and the trees being reaped are named."""
+    assert (
+        PendingCall(
+            call_id="c1",
+            tool="Bash",
+            stop_class=StopClass.PROCESS,
+            phase=PendingPhase.TERMINATING,
+            seconds_left=3.0,
+        ).why
+        == "process: terminating, at most 3 s left"
+    )
+    assert PendingCall(
+        call_id="c1",
+        tool="Edit",
+        stop_class=StopClass.MUTATING,
+        phase=PendingPhase.STARTED,
+        question="Overwrite?",
+    ).why.endswith("; its question was withdrawn (Overwrite?)")
+    assert "the 2 process trees" in (
+        PendingCall(
+            call_id="c1",
+            tool="Grep",
+            stop_class=StopClass.READ_ONLY,
+            phase=PendingPhase.REAPING,
+            trees=2,
+        ).why
+    )
