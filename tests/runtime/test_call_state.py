@@ -3,6 +3,8 @@ is made from its fields."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -34,43 +36,31 @@ def test_a_call_moves_only_as_call_state_allows() -> None:
     assert call.state is CallState.ABORTED
 
 
+def _why(stop_class: StopClass, phase: PendingPhase, **particulars: Any) -> str:
+    return PendingCall(
+        call_id="c1", tool="T", stop_class=stop_class, phase=phase, **particulars
+    ).why
+
+
 @pytest.mark.parametrize("phase", list(PendingPhase))
 def test_every_phase_reads_with_its_stop_class_first(phase: PendingPhase) -> None:
     """S6: the reason starts with the call's stop class in lower case, whatever its
     phase; the fields say the same to code."""
-    pending = PendingCall(
-        call_id="c1", tool="Edit", stop_class=StopClass.MUTATING, phase=phase
-    )
-    assert pending.why.startswith("mutating: ")
-    assert len(pending.why) > len("mutating: ")
+    why = _why(StopClass.MUTATING, phase)
+    assert why.startswith("mutating: ")
+    assert len(why) > len("mutating: ")
 
 
 def test_a_phase_s_particulars_are_in_its_text() -> None:
     """spec 01: a grace window counts down in whole seconds, and a withdrawn question
     and the trees being reaped are named."""
     assert (
-        PendingCall(
-            call_id="c1",
-            tool="Bash",
-            stop_class=StopClass.PROCESS,
-            phase=PendingPhase.TERMINATING,
-            seconds_left=3.0,
-        ).why
+        _why(StopClass.PROCESS, PendingPhase.TERMINATING, seconds_left=3.0)
         == "process: terminating, at most 3 s left"
     )
-    assert PendingCall(
-        call_id="c1",
-        tool="Edit",
-        stop_class=StopClass.MUTATING,
-        phase=PendingPhase.STARTED,
-        question="Overwrite?",
-    ).why.endswith("; its question was withdrawn (Overwrite?)")
-    assert "the 2 process trees" in (
-        PendingCall(
-            call_id="c1",
-            tool="Grep",
-            stop_class=StopClass.READ_ONLY,
-            phase=PendingPhase.REAPING,
-            trees=2,
-        ).why
+    assert _why(
+        StopClass.MUTATING, PendingPhase.STARTED, question="Overwrite?"
+    ).endswith("; its question was withdrawn (Overwrite?)")
+    assert "the 2 process trees" in _why(
+        StopClass.READ_ONLY, PendingPhase.REAPING, trees=2
     )

@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 
 from .._bounded_output import BoundedOutput
-from ..errors import ErrorCode, InvalidInput, ToolAborted, ToolError, UsageError
+from ..errors import ErrorCode, InvalidInput, ToolAborted, UsageError
 from ..host._calls import PARTIAL_LIMIT
 from ..host._protocol import (
     PRE_START_PHASES,
@@ -395,14 +395,12 @@ class Executor:
         if call.stop_class is None and event.stop_class is not None:
             call.stop_class = event.stop_class
         state = _PHASE_STATE.get(phase)
-        if state is CallState.RUNNING:
-            if call.outcome is None or call.unconfirmed:
-                self._start(call, event.at)
-        elif state is not None and call.outcome is None and call.stop is None:
-            self._move(call, state)
-
-    def _start(self, call: ActiveCall, at: float | None) -> None:
-        """Record the start the host reported, at `at` (None: now)."""
+        if state is not CallState.RUNNING:
+            if state is not None and call.outcome is None and call.stop is None:
+                self._move(call, state)
+            return
+        if call.outcome is not None and not call.unconfirmed:
+            return
         if call.stop is not None:
             # The stop crossed the host's "running" on the way (the host's loop was
             # busy, or the frame was in flight): the call started all the same, and the
@@ -410,9 +408,10 @@ class Executor:
             key = call.key
             if self.ledger.get(key.session_id, key.call_id).started_at is not None:
                 return
-        state = call.state
-        if state is not CallState.ABORTING:
-            state = CallState.RUNNING
+            state = call.state
+            if state is not CallState.ABORTING:
+                state = CallState.RUNNING
+        at = event.at
         self._move(call, state, {"started_at": self.clock() if at is None else at})
 
     def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
@@ -471,23 +470,23 @@ class Executor:
         call.move(state)
         key = call.key
         self.ledger.transition(key.session_id, key.call_id, state, changes)
-        self._changed(call)
+        if self.listened():
+            self._changed(call)
 
     def _changed(self, call: ActiveCall) -> None:
-        """Tell the subscribers, if any, the call's state in the ledger now."""
-        if self.listened():
-            key = call.key
-            rec = self.ledger.get(key.session_id, key.call_id)
-            self.emit(
-                CallChanged(
-                    rec.session_id,
-                    rec.call_id,
-                    rec.tool,
-                    rec.state,
-                    rec.code,
-                    rec.settled,
-                )
+        """Tell the subscribers the call's state in the ledger now."""
+        key = call.key
+        rec = self.ledger.get(key.session_id, key.call_id)
+        self.emit(
+            CallChanged(
+                rec.session_id,
+                rec.call_id,
+                rec.tool,
+                rec.state,
+                rec.code,
+                rec.settled,
             )
+        )
 
     def _end(
         self,
@@ -543,7 +542,8 @@ class Executor:
             self._end(call, CallState.ABORTED, call.outcome)
         key = call.key
         self.ledger.settle(key.session_id, key.call_id, self.clock())
-        self._changed(call)
+        if self.listened():
+            self._changed(call)
         self._forget(call)
 
     def _forget(self, call: ActiveCall) -> None:
@@ -900,14 +900,3 @@ def _columns(
 def _has_processes(call: ActiveCall) -> bool:
     """Whether the call may have started processes the host has to reap."""
     return call.policy.on_stop is OnStop.TERMINATE or call.processes > 0
-
-
-def raise_or_return(call: ActiveCall) -> ToolResult:
-    """Turn a call's outcome into the caller's return value or exception."""
-    outcome = call.outcome
-    if type(outcome) is ToolResult:
-        return outcome
-    if isinstance(outcome, ToolError):
-        raise outcome
-    assert outcome is not None
-    return outcome

@@ -17,14 +17,14 @@ import anyio
 import anyio.lowlevel
 
 from .._ids import new_id
-from ..errors import DuplicateCallId, UsageError
+from ..errors import DuplicateCallId, ToolError, UsageError
 from ..host._protocol import AbortSource, CallKey
-from ._executor import ActiveCall, Executor, raise_or_return
 from ._values import AbortReport, PendingCall, StopRequest, ToolResult, TurnSettled
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from ._executor import ActiveCall, Executor
     from ._ledger import CallRecord
 
 __all__ = ("Session", "Turn")
@@ -123,7 +123,11 @@ class Turn:
                     ),
                 )
             raise
-        return raise_or_return(active)
+        outcome = active.outcome
+        if isinstance(outcome, ToolError):
+            raise outcome
+        assert outcome is not None
+        return outcome
 
     def _on_call_settled(self, call: ActiveCall) -> None:
         del self.calls[call.key.call_id]
