@@ -5,26 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 
 from tether import StopClass
 from tether.errors import UsageError
 from tether.host._protocol import CallKey
 from tether.runtime import CallState, PendingCall, PendingPhase
-from tether.runtime._executor import ActiveCall
-
-
-def _call() -> ActiveCall:
-    return ActiveCall(
-        CallKey("s", "c1", "Bash"), StopClass.PROCESS, print, anyio.Event()
-    )
+from tether.runtime._executor import Executor
+from tether.runtime._ledger import Ledger
 
 
 def test_a_call_moves_only_as_call_state_allows() -> None:
     """A tether choice: the call refuses a move the ledger would refuse, before the
-    ledger is asked; staying in a state is no move, and a final state is left never."""
-    call = _call()
+    ledger is asked, and its row moves with it; staying in a state is no move, and a
+    final state is never left."""
+    ledger = Ledger()
+    executor = Executor(ledger=ledger, grace=1.0, abort_bound=1.0, emit=print)
+    call = executor.begin(
+        CallKey("s", "c1", "Bash"), "t", StopClass.PROCESS, lambda _call: None, {}
+    )
     call.move(CallState.RUNNING)
     call.move(CallState.RUNNING)
     with pytest.raises(UsageError, match="running -> queued"):
@@ -33,7 +32,7 @@ def test_a_call_moves_only_as_call_state_allows() -> None:
     call.move(CallState.ABORTED)
     with pytest.raises(UsageError, match="aborted -> running"):
         call.move(CallState.RUNNING)
-    assert call.state is CallState.ABORTED
+    assert call.state is ledger.get("s", "c1").state is CallState.ABORTED
 
 
 def _why(stop_class: StopClass, phase: PendingPhase, **particulars: Any) -> str:

@@ -8,9 +8,10 @@ session's calls' stop handler itself (S5), and grace windows run in the runtime'
 group, which `serving()` hands in with the host.
 
 A call's life is an `ActiveCall`: its `state` is its ledger row's, and every change of it
-goes through `Executor._move()` (the moves `CallState` allows; any other raises). A call
-ends one way (`_end()`: its outcome, final state and columns in one move) and settles one
-way (`_settle()`). Every time stamp comes from the ledger's clock.
+goes through `ActiveCall.move()` (the moves `CallState` allows; any other raises), which
+moves the row with it. A call ends one way (`Executor._end()`: its outcome, final state
+and columns in one move) and settles one way (`Executor._settle()`, then
+`ActiveCall.mark_settled()`). Every time stamp comes from the ledger's clock.
 
 The executor owns the one grace timer of a PROCESS call: the host is told to terminate at
 the stop and to kill when the window closes. It does not know about JSON-RPC or which
@@ -70,6 +71,14 @@ if TYPE_CHECKING:
 
 __all__ = ("ActiveCall", "Executor")
 
+_CLASS_VALUE: dict[StopClass | None, str] = {
+    None: "",
+    **{c: c.value for c in StopClass},
+}
+"""Each class's own value string, as the ledger keeps it (None: a tool the runtime does
+not know): `.value` is a property of the enum, and `str()` would make a new string that
+every row of a long session keeps."""
+
 _PHASE_STATE: dict[HostPhase, CallState] = {
     "pending_permission": CallState.PENDING_PERMISSION,
     "queued": CallState.QUEUED,
@@ -87,6 +96,7 @@ class ActiveCall:
         "_settled_event",
         "_streamed",
         "done",
+        "executor",
         "grace",
         "host_phase",
         "key",
@@ -106,17 +116,21 @@ class ActiveCall:
 
     def __init__(
         self,
+        executor: Executor,
         key: CallKey,
         stop_class: StopClass | None,
         on_settled: Callable[[ActiveCall], None],
         done: anyio.Event,
     ) -> None:
+        self.executor = executor
+        """The executor that registered the call: its ledger, registry and subscribers."""
         self.key = key
         self.stop_class = stop_class
         """None when the runtime does not know the tool (treated as MUTATING on a stop)."""
         self.on_settled = on_settled
         self.state = CallState.REQUESTED
-        """The call's state in the ledger. Invariant: changed only by `move()`."""
+        """The call's state in the ledger. Invariant: changed only by `move()`, which
+        changes the ledger's row with it."""
         self.outcome: ToolResult | ToolAborted | None = None
         """What the caller is told. Invariant: set with `done`; set while `state` is not
         final only for a READ_ONLY call answered before the host said whether it started
@@ -146,8 +160,10 @@ class ActiveCall:
         """A second stop asked to kill the call's tree at once, without the grace window
         (or, for a started EXTENSION call, to stop waiting for its server)."""
 
-    def move(self, state: CallState) -> None:
-        """Move to `state` (staying in a state is no move).
+    def move(self, state: CallState, changes: dict[str, Any] | None = None) -> None:
+        """Move to `state`, with column changes, in the ledger too (staying is no move).
+
+        Subscribers, if any, are told.
 
         Raises:
             UsageError: `CallState` does not allow the move (e.g. out of a final state).
@@ -156,7 +172,12 @@ class ActiveCall:
             raise UsageError(
                 f"call {self.key.call_id}: illegal move {self.state} -> {state}"
             )
+        key = self.key
+        executor = self.executor
+        executor.ledger.transition(key.session_id, key.call_id, state, changes)
         self.state = state
+        if executor.listened():
+            executor.announce(self)
 
     @property
     def unconfirmed(self) -> bool:
@@ -169,10 +190,17 @@ class ActiveCall:
         return self.outcome is not None and not self.state.is_final
 
     def mark_settled(self) -> None:
-        """Nothing of the call can change anything any more: its waiters wake."""
+        """Nothing of the call can change anything any more.
+
+        It leaves the registry; its waiters wake and its turn is told.
+        """
+        self.phase = None
+        key = self.key
+        self.executor.active.pop((key.session_id, key.call_id), None)
         self.settled = True
         if self._settled_event is not None:
             self._settled_event.set()
+        self.on_settled(self)
 
     async def wait_settled(self) -> None:
         """Wait until the call has settled."""
@@ -287,7 +315,7 @@ class Executor:
             # `anyio.Event()` looks up the event loop's own class each time; the
             # executor lives in one loop, so it looks once.
             make_event = self._event_class = type(anyio.Event())
-        call = ActiveCall(key, stop_class, on_settled, make_event())
+        call = ActiveCall(self, key, stop_class, on_settled, make_event())
         try:
             value, text = encoded_input(input)
         except InvalidInput as exc:
@@ -303,9 +331,7 @@ class Executor:
             key.call_id,
             key.tool,
             turn_id,
-            # The member's own value: `str()` would make a new string that every row
-            # of a long session keeps.
-            stop_class.value if stop_class else "",
+            _CLASS_VALUE[stop_class],
             text,
         )
         self.active[(key.session_id, key.call_id)] = call
@@ -328,7 +354,7 @@ class Executor:
                 state=CallState.ABORTED,
                 session_id=key.session_id,
                 turn_id=turn_id,
-                stop_class=stop_class.value if stop_class else "",
+                stop_class=_CLASS_VALUE[stop_class],
                 requested_at=now,
                 ended_at=now,
                 settled_at=now,
@@ -397,7 +423,7 @@ class Executor:
         state = _PHASE_STATE.get(phase)
         if state is not CallState.RUNNING:
             if state is not None and call.outcome is None and call.stop is None:
-                self._move(call, state)
+                call.move(state)
             return
         if call.outcome is not None and not call.unconfirmed:
             return
@@ -412,7 +438,7 @@ class Executor:
             if state is not CallState.ABORTING:
                 state = CallState.RUNNING
         at = event.at
-        self._move(call, state, {"started_at": self.clock() if at is None else at})
+        call.move(state, {"started_at": self.clock() if at is None else at})
 
     def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
         if call.outcome is not None or (
@@ -457,23 +483,7 @@ class Executor:
 
     # -- moves ------------------------------------------------------------------------
 
-    def _move(
-        self, call: ActiveCall, state: CallState, changes: dict[str, Any] | None = None
-    ) -> None:
-        """Move the call to `state`, with column changes, in the ledger too.
-
-        Subscribers, if any, are told.
-
-        Raises:
-            UsageError: `CallState` does not allow the move.
-        """
-        call.move(state)
-        key = call.key
-        self.ledger.transition(key.session_id, key.call_id, state, changes)
-        if self.listened():
-            self._changed(call)
-
-    def _changed(self, call: ActiveCall) -> None:
+    def announce(self, call: ActiveCall) -> None:
         """Tell the subscribers the call's state in the ledger now."""
         key = call.key
         rec = self.ledger.get(key.session_id, key.call_id)
@@ -507,12 +517,12 @@ class Executor:
         changes["ended_at"] = now
         if settle:
             changes["settled_at"] = now
-        self._move(call, state, changes)
+        call.move(state, changes)
         if call.outcome is None:
             call.outcome = outcome
             call.done.set()
         if settle:
-            self._forget(call)
+            call.mark_settled()
 
     def _end_aborted(self, call: ActiveCall, *, partial: str) -> None:
         self._end(call, CallState.ABORTED, self._aborted(call, partial))
@@ -543,15 +553,8 @@ class Executor:
         key = call.key
         self.ledger.settle(key.session_id, key.call_id, self.clock())
         if self.listened():
-            self._changed(call)
-        self._forget(call)
-
-    def _forget(self, call: ActiveCall) -> None:
-        """Take a settled call out of the registry and tell its turn."""
-        call.phase = None
-        self.active.pop((call.key.session_id, call.key.call_id), None)
+            self.announce(call)
         call.mark_settled()
-        call.on_settled(call)
 
     # -- stopping ---------------------------------------------------------------------
 
@@ -627,7 +630,7 @@ class Executor:
             return
         match on_stop:
             case OnStop.TERMINATE:
-                self._move(call, CallState.ABORTING)
+                call.move(CallState.ABORTING)
                 call.phase = PendingPhase.TERMINATING
                 self._start_grace_window(call)
             case OnStop.AWAIT:
@@ -643,7 +646,7 @@ class Executor:
         if stop is not None:
             changes["abort_source"] = stop.source
             changes["abort_reason"] = stop.reason
-        self._move(call, CallState.ABORTING, changes)
+        call.move(CallState.ABORTING, changes)
         call.outcome = self._aborted(call, call.streamed())
         call.phase = PendingPhase.START_UNCONFIRMED
         call.done.set()
