@@ -79,6 +79,13 @@ _CLASS_VALUE: dict[StopClass | None, str] = {
 not know): `.value` is a property of the enum, and `str()` would make a new string that
 every row of a long session keeps."""
 
+# Members read once, for the path of every call: `CallState.RUNNING` goes through the
+# enum class's `__getattr__` hook (Python 3.11), about ten times a global's cost.
+_REQUESTED = CallState.REQUESTED
+_RUNNING = CallState.RUNNING
+_SUCCEEDED = CallState.SUCCEEDED
+_TOOL_ABORTED = ErrorCode.TOOL_ABORTED
+
 _PHASE_STATE: dict[HostPhase, CallState] = {
     "pending_permission": CallState.PENDING_PERMISSION,
     "queued": CallState.QUEUED,
@@ -128,7 +135,7 @@ class ActiveCall:
         self.stop_class = stop_class
         """None when the runtime does not know the tool (treated as MUTATING on a stop)."""
         self.on_settled = on_settled
-        self.state = CallState.REQUESTED
+        self.state = _REQUESTED
         """The call's state in the ledger. Invariant: changed only by `move()`, which
         changes the ledger's row with it."""
         self.outcome: ToolResult | ToolAborted | None = None
@@ -421,7 +428,7 @@ class Executor:
         if call.stop_class is None and event.stop_class is not None:
             call.stop_class = event.stop_class
         state = _PHASE_STATE.get(phase)
-        if state is not CallState.RUNNING:
+        if state is not _RUNNING:
             if state is not None and call.outcome is None and call.stop is None:
                 call.move(state)
             return
@@ -460,15 +467,13 @@ class Executor:
             return
         key = call.key
         code = event.code
-        if code is ErrorCode.TOOL_ABORTED or (
-            call.stop is not None and call.policy.abandons
-        ):
+        if code is _TOOL_ABORTED or (call.stop is not None and call.policy.abandons):
             self._end_aborted(call, partial=event.output or call.streamed())
             self._settle(call)
         elif code is None and not event.end_unknown:
             # No stop, or a stopped call that is not abandoned: it succeeded.
             result = ToolResult(output=event.output, call_id=key.call_id, tool=key.tool)
-            self._end(call, CallState.SUCCEEDED, result, settle=True)
+            self._end(call, _SUCCEEDED, result, settle=True)
         else:
             # An error; or its answer was lost: whether it took effect is not known.
             result = ToolResult(

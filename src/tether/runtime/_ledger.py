@@ -347,7 +347,7 @@ class Ledger:
             raise UsageError(f"call {call_id}: illegal move {old} -> {new}")
         row["state"] = new
         if changes:
-            row.update(changes)
+            row |= changes  # no argument tuple, as `update()` makes
             code = changes.get("code")
             if code is not None:
                 row["code"] = ErrorCode(code).value
