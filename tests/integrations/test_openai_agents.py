@@ -34,7 +34,7 @@ from tether.config import Config
 from tether.errors import ErrorCode, UsageError
 from tether.host.tools import default_tools
 from tether.integrations.openai_agents import TetherTools
-from tether.runtime import CallState, ToolProgress
+from tether.runtime import CallState, PendingPhase, ToolProgress
 from tether.testing import (
     TREES,
     ModelServer,
@@ -252,7 +252,7 @@ async def test_a_cancel_reclaims_a_bash_tree(workspace: Path, tree: Any) -> None
         if not tree.obeys_term:
             assert not report.settled
             (pending,) = report.pending
-            assert pending.why.startswith("process: terminating, at most")
+            assert pending.phase is PendingPhase.TERMINATING
         with anyio.fail_after(GRACE + 5):
             await made.tools.wait_settled()
         assert alive(procs) == []

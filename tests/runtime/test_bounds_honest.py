@@ -15,7 +15,7 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 from tether import Runtime, ToolAborted
 from tether.errors import UsageError
 from tether.host._stdio import StdioHostClient
-from tether.runtime import CallChanged, CallState, ToolProgress
+from tether.runtime import CallChanged, CallState, PendingPhase, ToolProgress
 from tether.runtime._runtime import MIN_ABORT_BOUND
 from tether.testing import event_log
 
@@ -144,7 +144,7 @@ async def test_s6_a_frozen_host_is_never_reported_as_having_killed(
             try:
                 first = await session.abort()
                 (pending,) = first.pending
-                assert pending.why.startswith("process: stop not confirmed")
+                assert pending.phase is PendingPhase.STOP_UNCONFIRMED
                 # The grace window (0.3 s) closes: the call ends, the kill is sent.
                 await events.wait_for(
                     lambda e: (

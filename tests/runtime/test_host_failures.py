@@ -16,7 +16,7 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 from tether import ErrorCode, Runtime, ToolAborted
 from tether._jsonrpc import Connection, FdReceiveStream, FdSendStream
 from tether.host._stdio import StdioHostClient
-from tether.runtime import CallState
+from tether.runtime import CallState, PendingPhase
 from tether.testing import alive, announce, event_log
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ async def test_abort_reaches_calls_of_an_earlier_turn_still_running(
                 assert not report.settled
                 [pending] = report.pending
                 assert pending.tool == "SlowWrite"
-                assert pending.why.startswith("mutating: started")
+                assert pending.phase is PendingPhase.STARTED
                 assert {r.tool for r in report.calls} == {"SlowWrite", "Stuck"}
         await session.settled()
         states = {r.tool: r.state for r in session.ledger_calls()}

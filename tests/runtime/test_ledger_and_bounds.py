@@ -12,7 +12,7 @@ import anyio
 import pytest
 from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 
-from tether import Runtime, ToolAborted
+from tether import Runtime, StopClass, ToolAborted
 from tether.errors import StoreError
 from tether.host._stdio import StdioHostClient
 from tether.runtime import CallState
@@ -119,7 +119,7 @@ async def test_abort_returns_within_bound_when_the_host_is_frozen(
             assert not report.settled
             [pending] = report.pending
             assert pending.tool == "SlowWrite"
-            assert pending.why.startswith("mutating: ")
+            assert pending.stop_class is StopClass.MUTATING
         with anyio.fail_after(10):
             await session.settled()
         states = {r.tool: r.state for r in session.ledger_calls()}

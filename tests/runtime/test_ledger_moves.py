@@ -1,5 +1,5 @@
-"""The ledger's per-call moves (start, succeed) keep the rules of `transition()`: a call
-starts only from a state before RUNNING, succeeds once, and the file agrees."""
+"""The ledger's moves keep `CallState`'s rules: a call starts only from a state before
+RUNNING, ends once, and the file agrees."""
 
 from __future__ import annotations
 
@@ -19,9 +19,14 @@ def test_start_then_succeed_ends_and_settles_the_call(tmp_path: Path) -> None:
     """A started call that succeeds is final and settled, in memory and in the file."""
     ledger = Ledger(tmp_path / "ledger.db")
     ledger.request("s", "c1", "Echo", "t", "read_only", "{}")
-    ledger.start("s", "c1", 10.0)
+    ledger.transition("s", "c1", CallState.RUNNING, {"started_at": 10.0})
     assert ledger.get("s", "c1").state is CallState.RUNNING
-    ledger.succeed("s", "c1", "out", 11.0)
+    ledger.transition(
+        "s",
+        "c1",
+        CallState.SUCCEEDED,
+        {"output": "out", "ended_at": 11.0, "settled_at": 11.0},
+    )
     record = ledger.get("s", "c1")
     ledger.close()
     assert record.state is CallState.SUCCEEDED
@@ -37,9 +42,9 @@ def test_a_final_call_neither_starts_nor_succeeds_again() -> None:
     ledger.transition("s", "c1", CallState.ABORTED)
     before = ledger.get("s", "c1")
     with pytest.raises(UsageError, match="aborted -> running"):
-        ledger.start("s", "c1", 1.0)
+        ledger.transition("s", "c1", CallState.RUNNING, {"started_at": 1.0})
     with pytest.raises(UsageError, match="aborted -> succeeded"):
-        ledger.succeed("s", "c1", "late", 1.0)
+        ledger.transition("s", "c1", CallState.SUCCEEDED, {"output": "late"})
     assert ledger.get("s", "c1") == before
 
 
@@ -48,10 +53,10 @@ def test_a_queued_call_may_start_an_aborting_one_may_not() -> None:
     ledger = Ledger()
     ledger.request("s", "c1", "Bash", "t", "process", "{}")
     ledger.transition("s", "c1", CallState.QUEUED)
-    ledger.start("s", "c1", 1.0)
+    ledger.transition("s", "c1", CallState.RUNNING)
     ledger.transition("s", "c1", CallState.ABORTING)
     with pytest.raises(UsageError, match="aborting -> running"):
-        ledger.start("s", "c1", 2.0)
+        ledger.transition("s", "c1", CallState.RUNNING)
 
 
 def test_records_read_alike_from_memory_and_file_by_turn_and_session(
@@ -62,8 +67,8 @@ def test_records_read_alike_from_memory_and_file_by_turn_and_session(
     ledger.request("s", "c1", "Echo", "t1", "read_only", "{}")
     ledger.request("s", "c2", "Echo", "t2", "", None)
     ledger.request("other", "c1", "Echo", "t1", "mutating", "{}")
-    ledger.start("s", "c1", 10.0)
-    ledger.succeed("s", "c1", "out", 11.0)
+    ledger.transition("s", "c1", CallState.RUNNING, {"started_at": 10.0})
+    ledger.transition("s", "c1", CallState.SUCCEEDED, {"output": "out"})
     ledger.transition("s", "c2", CallState.FAILED, {"code": "TOOL_FAILED"})
     first, second = ledger.calls("s")
     assert ledger.calls("s", "t1") == [first]

@@ -17,6 +17,7 @@ from tether.errors import DuplicateCallId
 from tether.runtime import (
     CallChanged,
     CallState,
+    PendingPhase,
     PermissionRequest,
     ToolProgress,
     TurnSettled,
@@ -191,7 +192,7 @@ async def test_process_call_ignoring_termination_ends_when_grace_closes(
             )
             t0 = time.perf_counter()
             report = await session.abort()
-            assert report.pending[0].why.startswith("process: terminating")
+            assert report.pending[0].phase is PendingPhase.TERMINATING
         assert got[0].partial_output == "startedline 0\nline 1\nline 2\n"
         assert grace - 0.05 <= done_at[0] - t0 <= grace + 1.0
         await session.settled()

@@ -17,7 +17,7 @@ from tests.waiting import await_until
 from tether import ErrorCode, Runtime, ToolAborted
 from tether._jsonrpc import MAX_LINE, Connection, FdReceiveStream, FdSendStream
 from tether.host._core import MAX_TEXT
-from tether.runtime import CallState, ToolProgress
+from tether.runtime import CallState, PendingPhase, ToolProgress
 from tether.testing import event_log
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ async def test_a_stopped_write_with_a_huge_result_ends_as_it_really_ended(
                 await events.wait_started()
                 report = await session.abort()
                 assert not report.settled
-                assert report.pending[0].why.startswith("mutating: started")
+                assert report.pending[0].phase is PendingPhase.STARTED
             await session.settled()
         assert (workspace / "w.txt").read_text() == "whole"
         (record,) = session.ledger_calls()

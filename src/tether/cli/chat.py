@@ -337,14 +337,16 @@ class _Terminal:
         if self.killing or self.session is None:
             return
         self.killing = True
+        from ..host import StopClass
+        from ..runtime import CallState
+
         waited = {
             p.call_id: p.tool
             for p in self.session.pending()
-            if p.why.startswith("extension:")
+            if p.stop_class is StopClass.EXTENSION
         }
         self._line("killing now: process trees are killed without their grace window")
         report = await self.session.abort(reason="Esc pressed again", kill=True)
-        from ..runtime import CallState
 
         for record in report.calls:
             if record.call_id in waited and record.state is CallState.END_UNKNOWN:
@@ -356,15 +358,22 @@ class _Terminal:
         self._show_pending(report.pending)
 
     def _show_pending(self, pending: tuple[PendingCall, ...]) -> None:
+        from ..host import StopClass
+        from ..runtime import PendingPhase
+
         lines = []
         for p in pending:
-            if p.why.startswith("extension: started") and not self.killing:
+            if (
+                p.stop_class is StopClass.EXTENSION
+                and p.phase is PendingPhase.STARTED
+                and not self.killing
+            ):
                 lines.append(
                     f"waiting for {_extension(p.tool)}: press Esc again to stop waiting"
                 )
             else:
                 lines.append(f"stopping: waiting for {p.tool} to finish ({p.why})")
-        if not self.killing and any(p.why.startswith("process:") for p in pending):
+        if not self.killing and any(p.stop_class is StopClass.PROCESS for p in pending):
             lines.append("  Esc or Ctrl-C again kills now")
         if lines:
             self._block(lines, "yellow")

@@ -30,6 +30,7 @@ from ._session import Turn as Turn
 from ._values import AbortReport as AbortReport
 from ._values import CallChanged as CallChanged
 from ._values import PendingCall as PendingCall
+from ._values import PendingPhase as PendingPhase
 from ._values import RuntimeEvent as RuntimeEvent
 from ._values import ToolProgress as ToolProgress
 from ._values import ToolResult as ToolResult
@@ -50,6 +51,7 @@ __all__ = (
     "MessageChunk",
     "ModelWaiting",
     "PendingCall",
+    "PendingPhase",
     "PermissionRequest",
     "Runtime",
     "RuntimeEvent",

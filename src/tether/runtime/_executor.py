@@ -5,7 +5,13 @@ caller's task: a call that must not be abandoned (MUTATING, EXTENSION, a PROCESS
 grace window) reaches its real end in the ledger even when its caller has gone. The
 registry of unsettled calls (`active`) lives here too; `Session.abort()` runs each of its
 session's calls' stop handler itself (S5), and grace windows run in the runtime's task
-group.
+group, which `serving()` hands in with the host.
+
+A call's life is an `ActiveCall`: its `state` is its ledger row's, and every change of it
+goes through `ActiveCall.move()` (the moves `CallState` allows; any other raises), which
+moves the row with it. A call ends one way (`Executor._end()`: its outcome, final state
+and columns in one move) and settles one way (`Executor._settle()`, then
+`ActiveCall.mark_settled()`). Every time stamp comes from the ledger's clock.
 
 The executor owns the one grace timer of a PROCESS call: the host is told to terminate at
 the stop and to kill when the window closes. It does not know about JSON-RPC or which
@@ -14,17 +20,15 @@ host it speaks to; it speaks to a `HostConnection`.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Collection
-from typing import Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import attrs
 
 from .._bounded_output import BoundedOutput
-from ..errors import ErrorCode, InvalidInput, ToolAborted, ToolError
+from ..errors import ErrorCode, InvalidInput, ToolAborted, UsageError
 from ..host._calls import PARTIAL_LIMIT
 from ..host._protocol import (
     PRE_START_PHASES,
@@ -43,24 +47,44 @@ from ..host._protocol import (
 from ..host._tool import OnStop, StopClass, StopPolicy
 from ..host._wire import encoded_input
 from ._ledger import (
+    NEXT_STATES,
     OUTPUT_BOUND,
     CallRecord,
     CallState,
     Ledger,
     bounded,
     input_column,
-    outcome_columns,
 )
 from ._values import (
     CallChanged,
     PendingCall,
+    PendingPhase,
     RuntimeEvent,
     StopRequest,
     ToolProgress,
     ToolResult,
+    shown_seconds,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterator
+
 __all__ = ("ActiveCall", "Executor")
+
+_CLASS_VALUE: dict[StopClass | None, str] = {
+    None: "",
+    **{c: c.value for c in StopClass},
+}
+"""Each class's own value string, as the ledger keeps it (None: a tool the runtime does
+not know): `.value` is a property of the enum, and `str()` would make a new string that
+every row of a long session keeps."""
+
+# Members read once, for the path of every call: `CallState.RUNNING` goes through the
+# enum class's `__getattr__` hook (Python 3.11), about ten times a global's cost.
+_REQUESTED = CallState.REQUESTED
+_RUNNING = CallState.RUNNING
+_SUCCEEDED = CallState.SUCCEEDED
+_TOOL_ABORTED = ErrorCode.TOOL_ABORTED
 
 _PHASE_STATE: dict[HostPhase, CallState] = {
     "pending_permission": CallState.PENDING_PERMISSION,
@@ -69,43 +93,125 @@ _PHASE_STATE: dict[HostPhase, CallState] = {
 }
 
 
-@attrs.define(eq=False)
 class ActiveCall:
-    """The runtime's side of one call, from request to settlement."""
+    """The runtime's side of one call, from request to settlement.
 
-    key: CallKey
-    stop_class: StopClass | None
-    """None when the runtime does not know the tool (treated as MUTATING on a stop)."""
-    on_settled: Callable[[ActiveCall], None]
-    outcome: ToolResult | ToolAborted | None = None
-    done: anyio.Event = attrs.field(factory=anyio.Event)
-    """Set when the outcome is known (the caller may return)."""
-    is_settled: bool = False
-    """True once nothing of the call can change anything any more."""
-    _settled_event: anyio.Event | None = None
-    host_phase: HostPhase = "unknown"
-    stop: StopRequest | None = None
-    _streamed: BoundedOutput | None = None
-    """What the call streamed, head and tail only (made at the first progress)."""
-    why: str | None = None
-    """Why the call still runs after a stop (starts with its class, lower case)."""
-    processes: int = 0
-    """Process trees a stopped call had started and the host was still reaping."""
-    sending: ExecuteRequest | InvalidInput | None = None
-    """What `send()` sends (or the reason the input cannot be sent); None once sent."""
-    grace: anyio.CancelScope | None = None
-    """The PROCESS call's grace window while it is open (its deadline is the kill)."""
-    kill_now: bool = False
-    """A second stop asked to kill the call's tree at once, without the grace window
-    (or, for a started EXTENSION call, to stop waiting for its server)."""
-    unconfirmed: bool = False
-    """A stopped READ_ONLY call whose caller was answered before the host said whether
-    it had started: the ledger keeps it `aborting` until the host says (its phase, its
-    result) or is gone, and then records what it said."""
+    A plain class with slots: one is made per call, and only the executor makes them.
+    """
+
+    __slots__ = (
+        "_settled_event",
+        "_streamed",
+        "done",
+        "executor",
+        "grace",
+        "host_phase",
+        "key",
+        "kill_now",
+        "on_settled",
+        "outcome",
+        "phase",
+        "processes",
+        "question",
+        "sending",
+        "settled",
+        "state",
+        "stop",
+        "stop_class",
+        "survivors",
+    )
+
+    def __init__(
+        self,
+        executor: Executor,
+        key: CallKey,
+        stop_class: StopClass | None,
+        on_settled: Callable[[ActiveCall], None],
+        done: anyio.Event,
+    ) -> None:
+        self.executor = executor
+        """The executor that registered the call: its ledger, registry and subscribers."""
+        self.key = key
+        self.stop_class = stop_class
+        """None when the runtime does not know the tool (treated as MUTATING on a stop)."""
+        self.on_settled = on_settled
+        self.state = _REQUESTED
+        """The call's state in the ledger. Invariant: changed only by `move()`, which
+        changes the ledger's row with it."""
+        self.outcome: ToolResult | ToolAborted | None = None
+        """What the caller is told. Invariant: set with `done`; set while `state` is not
+        final only for a READ_ONLY call answered before the host said whether it started
+        (`unconfirmed`)."""
+        self.done = done
+        """Set when the outcome is known (the caller may return)."""
+        self.settled = False
+        """True once nothing of the call can change anything any more."""
+        self._settled_event: anyio.Event | None = None
+        self.host_phase: HostPhase = "unknown"
+        self.stop: StopRequest | None = None
+        self._streamed: BoundedOutput | None = None
+        """What the call streamed, head and tail only (made at the first progress)."""
+        self.phase: PendingPhase | None = None
+        """Where the call stands after a stop (None: no stop reached it yet)."""
+        self.processes = 0
+        """Process trees a stopped call had started and the host was still reaping."""
+        self.question = ""
+        """The question to the person the stop withdrew ("": none)."""
+        self.survivors: tuple[int, ...] = ()
+        """Processes left alive after the host was lost and its trees were killed."""
+        self.sending: ExecuteRequest | InvalidInput | None = None
+        """What `send()` sends (or the reason the input cannot be sent); None once sent."""
+        self.grace: anyio.CancelScope | None = None
+        """The PROCESS call's grace window while it is open (its deadline is the kill)."""
+        self.kill_now = False
+        """A second stop asked to kill the call's tree at once, without the grace window
+        (or, for a started EXTENSION call, to stop waiting for its server)."""
+
+    def move(self, state: CallState, changes: dict[str, Any] | None = None) -> None:
+        """Move to `state`, with column changes, in the ledger too (staying is no move).
+
+        Subscribers, if any, are told.
+
+        Raises:
+            UsageError: `CallState` does not allow the move (e.g. out of a final state).
+        """
+        if state is not self.state and state not in NEXT_STATES[self.state]:
+            raise UsageError(
+                f"call {self.key.call_id}: illegal move {self.state} -> {state}"
+            )
+        key = self.key
+        executor = self.executor
+        executor.ledger.transition(key.session_id, key.call_id, state, changes)
+        self.state = state
+        if executor.listened():
+            executor.announce(self)
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Whether the call's caller was answered before its end was recorded.
+
+        A stopped READ_ONLY call whose host has not said whether it started: the ledger
+        keeps it `aborting` until the host says (its phase, its result) or is gone, and
+        then records what it said.
+        """
+        return self.outcome is not None and not self.state.is_final
+
+    def mark_settled(self) -> None:
+        """Nothing of the call can change anything any more.
+
+        It leaves the registry; its waiters wake and its turn is told.
+        """
+        self.phase = None
+        key = self.key
+        self.executor.active.pop((key.session_id, key.call_id), None)
+        self.settled = True
+        if self._settled_event is not None:
+            self._settled_event.set()
+        self.on_settled(self)
 
     async def wait_settled(self) -> None:
         """Wait until the call has settled."""
-        if self.is_settled:
+        if self.settled:
             return
         if self._settled_event is None:
             self._settled_event = anyio.Event()
@@ -127,9 +233,9 @@ class ActiveCall:
         return (self.stop_class or StopClass.MUTATING).policy
 
     @property
-    def class_word(self) -> str:
-        """The stop class as reports name it."""
-        return str(self.stop_class or StopClass.MUTATING)
+    def treated_as(self) -> StopClass:
+        """The class a stop treats the call by (an unknown tool's is MUTATING)."""
+        return self.stop_class or StopClass.MUTATING
 
 
 KILL_RESULT_BOUND = 0.5
@@ -154,6 +260,8 @@ class Executor:
         """Whether anyone takes call changes now (asked at each change; when nobody
         does, none is built)."""
         self.ledger = ledger
+        self.clock = ledger.clock
+        """Wall-clock seconds: every time stamp of a call (one clock with the ledger's)."""
         self.grace = grace
         """The PROCESS grace window, in seconds."""
         self.abort_bound = abort_bound
@@ -162,7 +270,9 @@ class Executor:
         """The stop class of a tool by name (None: not known to the runtime)."""
         self.emit = emit
         self.host: HostConnection | None = None
+        """The host calls are sent to, inside `serving()` (None: outside it)."""
         self.task_group: anyio.abc.TaskGroup | None = None
+        """Where grace windows run, inside `serving()`."""
         self.active: dict[tuple[str, str], ActiveCall] = {}
         """The abort registry: calls not yet settled, by (session id, call id)."""
         self.late_results = 0
@@ -170,6 +280,27 @@ class Executor:
         self.dropped_progress = 0
         """Progress events of abandoned calls that were dropped (S4)."""
         self._event_class: Callable[[], anyio.Event] | None = None
+
+    @contextmanager
+    def serving(
+        self, host: HostConnection, task_group: anyio.abc.TaskGroup
+    ) -> Iterator[None]:
+        """Send calls to `host` and run grace windows in `task_group`, for the block.
+
+        The runtime opens it once both exist (the host's events reach `on_host_event`
+        from its start) and closes it before either ends: after the block no call is
+        sent, and `end_at_close()` ends what is left.
+
+        Raises:
+            UsageError: the executor is already serving.
+        """
+        if self.host is not None:
+            raise UsageError("the executor already serves a host")
+        self.host, self.task_group = host, task_group
+        try:
+            yield
+        finally:
+            self.host = self.task_group = None
 
     # -- starting calls ---------------------------------------------------------------
 
@@ -191,12 +322,7 @@ class Executor:
             # `anyio.Event()` looks up the event loop's own class each time; the
             # executor lives in one loop, so it looks once.
             make_event = self._event_class = type(anyio.Event())
-        call = ActiveCall(
-            key=key,
-            stop_class=stop_class,
-            on_settled=on_settled,
-            done=make_event(),
-        )
+        call = ActiveCall(self, key, stop_class, on_settled, make_event())
         try:
             value, text = encoded_input(input)
         except InvalidInput as exc:
@@ -212,9 +338,7 @@ class Executor:
             key.call_id,
             key.tool,
             turn_id,
-            # The member's own value: `str()` would make a new string that every row
-            # of a long session keeps.
-            stop_class.value if stop_class else "",
+            _CLASS_VALUE[stop_class],
             text,
         )
         self.active[(key.session_id, key.call_id)] = call
@@ -228,18 +352,20 @@ class Executor:
         stop: StopRequest,
     ) -> ToolAborted:
         """Record a call asked for after the turn's stop: it never starts (S10)."""
-        now = time.time()
-        record = _record(key, turn_id, stop_class, CallState.ABORTED, now)
+        now = self.clock()
         refused = ToolAborted(f"not started: the turn was {stop}", call_id=key.call_id)
         self.ledger.add(
-            attrs.evolve(
-                record,
-                code=ErrorCode.TOOL_ABORTED,
+            CallRecord(
+                call_id=key.call_id,
+                tool=key.tool,
+                state=CallState.ABORTED,
+                session_id=key.session_id,
+                turn_id=turn_id,
+                stop_class=_CLASS_VALUE[stop_class],
+                requested_at=now,
                 ended_at=now,
                 settled_at=now,
-                abort_source=stop.source,
-                abort_reason=stop.reason,
-                **outcome_columns(refused, stop),
+                **_columns(refused, stop, now),
             )
         )
         return refused
@@ -302,33 +428,24 @@ class Executor:
         if call.stop_class is None and event.stop_class is not None:
             call.stop_class = event.stop_class
         state = _PHASE_STATE.get(phase)
-        if state is not None and call.outcome is None and call.stop is None:
-            if state is CallState.RUNNING:
-                key = call.key
-                at = event.at
-                self.ledger.start(
-                    key.session_id, key.call_id, time.time() if at is None else at
-                )
-                if self.listened():
-                    self._changed(call)
-            else:
-                self._move(call, state)
-        elif state is CallState.RUNNING and (call.outcome is None or call.unconfirmed):
-            # The stop crossed the host's "running" on the way (the host's loop was
-            # busy, or the frame was in flight): the call started all the same, and
-            # the ledger says so before it records the call's end.
-            self._record_start(call, event.at)
-
-    def _record_start(self, call: ActiveCall, at: float | None) -> None:
-        key = call.key
-        rec = self.ledger.get(key.session_id, key.call_id)
-        if rec.started_at is not None or rec.state.is_final:
+        if state is not _RUNNING:
+            if state is not None and call.outcome is None and call.stop is None:
+                call.move(state)
             return
-        state = rec.state
-        if state is not CallState.ABORTING:
-            state = CallState.RUNNING
-        changes = {"started_at": time.time() if at is None else at}
-        self._move(call, state, changes)
+        if call.outcome is not None and not call.unconfirmed:
+            return
+        if call.stop is not None:
+            # The stop crossed the host's "running" on the way (the host's loop was
+            # busy, or the frame was in flight): the call started all the same, and the
+            # ledger says so before it records the call's end.
+            key = call.key
+            if self.ledger.get(key.session_id, key.call_id).started_at is not None:
+                return
+            state = call.state
+            if state is not CallState.ABORTING:
+                state = CallState.RUNNING
+        at = event.at
+        call.move(state, {"started_at": self.clock() if at is None else at})
 
     def _on_output(self, call: ActiveCall, event: OutputEvent) -> None:
         if call.outcome is not None or (
@@ -343,142 +460,112 @@ class Executor:
         self.emit(ToolProgress(key.session_id, key.call_id, key.tool, event.text))
 
     def _on_result(self, call: ActiveCall, event: ResultEvent) -> None:
-        if event.code is None and call.stop is None and call.outcome is None:
-            # The most common end of a call, written here rather than in a method of
-            # its own: it succeeded with no stop, and ends and settles in one ledger move.
-            key = call.key
-            output = event.output
-            call.outcome = ToolResult(output=output, call_id=key.call_id, tool=key.tool)
-            if len(output) > OUTPUT_BOUND:
-                output = bounded(output)
-            self.ledger.succeed(key.session_id, key.call_id, output, time.time())
-            if self.listened():
-                self._changed(call)
-            call.done.set()
-            self._forget(call)
-            return
-        if call.outcome is None:
-            if event.code is ErrorCode.TOOL_ABORTED or (
-                call.stop is not None and call.policy.abandons
-            ):
-                self._finish_aborted(call, partial=event.output or call.streamed())
-            elif (
-                event.end_unknown
-            ):  # its answer was lost: whether it took effect is not known
-                result = ToolResult(
-                    output=event.message or event.output,
-                    is_error=True,
-                    code=event.code or ErrorCode.TOOL_FAILED,
-                    call_id=call.key.call_id,
-                    tool=call.key.tool,
-                )
-                self._finish(
-                    call, CallState.END_UNKNOWN, result, result.code, settled=True
-                )
-            elif event.code is not None:
-                result = ToolResult(
-                    output=event.message or event.output,
-                    is_error=True,
-                    code=event.code,
-                    call_id=call.key.call_id,
-                    tool=call.key.tool,
-                )
-                self._finish(call, CallState.FAILED, result, event.code, settled=True)
-            else:  # a stopped call that is not abandoned, and that succeeded
-                result = ToolResult(
-                    output=event.output, call_id=call.key.call_id, tool=call.key.tool
-                )
-                self._finish(call, CallState.SUCCEEDED, result, None, settled=True)
-        else:
+        if call.outcome is not None:
             # S3: a late result of an abandoned call changes nothing but "the host is done".
             self.late_results += 1
-        self._settle(call)
-
-    # -- outcomes ---------------------------------------------------------------------
-
-    def _move(
-        self, call: ActiveCall, state: CallState, changes: dict[str, Any] | None = None
-    ) -> None:
+            self._settle(call)
+            return
         key = call.key
-        self.ledger.transition(key.session_id, key.call_id, state, changes)
-        self._changed(call)
-
-    def _changed(self, call: ActiveCall) -> None:
-        """Tell the subscribers, if any, the call's state in the ledger now."""
-        if self.listened():
-            key = call.key
-            rec = self.ledger.get(key.session_id, key.call_id)
-            self.emit(
-                CallChanged(
-                    rec.session_id,
-                    rec.call_id,
-                    rec.tool,
-                    rec.state,
-                    rec.code,
-                    rec.settled,
-                )
+        code = event.code
+        if code is _TOOL_ABORTED or (call.stop is not None and call.policy.abandons):
+            self._end_aborted(call, partial=event.output or call.streamed())
+            self._settle(call)
+        elif code is None and not event.end_unknown:
+            # No stop, or a stopped call that is not abandoned: it succeeded.
+            result = ToolResult(output=event.output, call_id=key.call_id, tool=key.tool)
+            self._end(call, _SUCCEEDED, result, settle=True)
+        else:
+            # An error; or its answer was lost: whether it took effect is not known.
+            result = ToolResult(
+                output=event.message or event.output,
+                is_error=True,
+                code=code or ErrorCode.TOOL_FAILED,
+                call_id=key.call_id,
+                tool=key.tool,
             )
+            state = CallState.END_UNKNOWN if event.end_unknown else CallState.FAILED
+            self._end(call, state, result, settle=True)
 
-    def _finish(
+    # -- moves ------------------------------------------------------------------------
+
+    def announce(self, call: ActiveCall) -> None:
+        """Tell the subscribers the call's state in the ledger now."""
+        key = call.key
+        rec = self.ledger.get(key.session_id, key.call_id)
+        self.emit(
+            CallChanged(
+                rec.session_id,
+                rec.call_id,
+                rec.tool,
+                rec.state,
+                rec.code,
+                rec.settled,
+            )
+        )
+
+    def _end(
         self,
         call: ActiveCall,
         state: CallState,
         outcome: ToolResult | ToolAborted,
-        code: ErrorCode | None,
         *,
-        settled: bool = False,
+        settle: bool = False,
     ) -> None:
-        assert call.outcome is None
-        call.outcome = outcome
-        stop = call.stop
-        now = time.time()
-        changes = outcome_columns(outcome, stop)
-        changes["code"] = code
-        changes["ended_at"] = now
-        if settled:
-            changes["settled_at"] = now
-        if stop is not None:
-            changes["abort_source"] = stop.source
-            changes["abort_reason"] = stop.reason
-        self._move(call, state, changes)
-        call.done.set()
+        """End the call in the final `state` with `outcome`, and answer its caller.
 
-    def _finish_aborted(self, call: ActiveCall, *, partial: str) -> None:
+        One ledger move records the end, how it ended and, with `settle`, that it
+        settled. A call answered before its end (`unconfirmed`) ends with what it was
+        answered.
+        """
+        now = self.clock()
+        changes = _columns(outcome, call.stop, now)
+        changes["ended_at"] = now
+        if settle:
+            changes["settled_at"] = now
+        call.move(state, changes)
+        if call.outcome is None:
+            call.outcome = outcome
+            call.done.set()
+        if settle:
+            call.mark_settled()
+
+    def _end_aborted(self, call: ActiveCall, *, partial: str) -> None:
+        self._end(call, CallState.ABORTED, self._aborted(call, partial))
+
+    def _aborted(self, call: ActiveCall, partial: str) -> ToolAborted:
         why = str(call.stop) if call.stop else "stopped"
-        exc = ToolAborted(
+        return ToolAborted(
             f"{call.key.tool} call {call.key.call_id} {why}",
             partial_output=partial,
             call_id=call.key.call_id,
         )
-        self._finish(call, CallState.ABORTED, exc, ErrorCode.TOOL_ABORTED)
+
+    def _failure(self, call: ActiveCall, text: str) -> ToolResult:
+        return ToolResult(
+            output=text,
+            is_error=True,
+            code=ErrorCode.TOOL_FAILED,
+            call_id=call.key.call_id,
+            tool=call.key.tool,
+        )
 
     def _settle(self, call: ActiveCall) -> None:
-        if call.is_settled or call.outcome is None:
+        """Settle a call whose caller was answered: nothing of it changes any more."""
+        if call.settled or call.outcome is None:
             return
         if call.unconfirmed:
-            self._record_unconfirmed_end(call)
+            self._end(call, CallState.ABORTED, call.outcome)
         key = call.key
-        if not self.ledger.is_settled(key.session_id, key.call_id):
-            self.ledger.settle(key.session_id, key.call_id, time.time())
-            self._changed(call)
-        self._forget(call)
-
-    def _forget(self, call: ActiveCall) -> None:
-        """Take a settled call out of the registry and tell its turn."""
-        call.why = None
-        self.active.pop((call.key.session_id, call.key.call_id), None)
-        # Settled: its waiters wake (written here, not as a method of the call: this is
-        # on the path of every call).
-        call.is_settled = True
-        if call._settled_event is not None:
-            call._settled_event.set()
-        call.on_settled(call)
+        self.ledger.settle(key.session_id, key.call_id, self.clock())
+        if self.listened():
+            self.announce(call)
+        call.mark_settled()
 
     # -- stopping ---------------------------------------------------------------------
 
     async def stop_call(self, call: ActiveCall, stop: StopRequest) -> None:
         """The call's stop handler: tell the host and apply the class's policy (S2, S5)."""
-        if call.is_settled:
+        if call.settled:
             return
         if call.stop is not None:
             if call.kill_now:
@@ -489,19 +576,15 @@ class Executor:
             if call.host_phase == "running":
                 # The caller is answered now; the call settles once the host says it
                 # started no process that is still being killed (`_apply_ack`).
-                self._finish_aborted(call, partial=call.streamed())
-                call.why = (
-                    f"{call.class_word}: stopped, asking the host about its processes"
-                )
+                self._end_aborted(call, partial=call.streamed())
+                call.phase = PendingPhase.ASKING_ABOUT_PROCESSES
             else:
                 # Not seen running: only the host can say whether it started (its
                 # "running" may be on the way); its answer decides what the caller is
                 # told and what the ledger records (`_apply_ack`).
-                call.why = (
-                    f"{call.class_word}: stop sent, asking the host whether it started"
-                )
+                call.phase = PendingPhase.ASKING_IF_STARTED
         elif call.outcome is None:
-            call.why = f"{call.class_word}: stop sent, waiting for the host to answer"
+            call.phase = PendingPhase.STOP_SENT
         assert self.host is not None
         request = AbortRequest(call.key, stop.source, stop.reason)
         ack: AbortAck | None = None
@@ -516,7 +599,7 @@ class Executor:
 
     def _apply_ack(self, call: ActiveCall, ack: AbortAck | None) -> None:
         on_stop = call.policy.on_stop
-        if on_stop is OnStop.ABANDON and not call.is_settled and call.outcome is None:
+        if on_stop is OnStop.ABANDON and not call.settled and call.outcome is None:
             if ack is None:
                 # The host did not answer within the bound: the caller is answered now
                 # (a read is never waited for), and the ledger says `aborting` until the
@@ -524,78 +607,54 @@ class Executor:
                 self._answer_unconfirmed(call)
                 return
             # The host's "running", if it was sent, came before its answer.
-            self._finish_aborted(call, partial=call.streamed())
-        if on_stop is OnStop.ABANDON and not call.is_settled:
+            self._end_aborted(call, partial=call.streamed())
+        if on_stop is OnStop.ABANDON and not call.settled:
             if ack is not None and ack.processes:
                 # S13: its result comes once the trees it started are reaped.
                 call.processes = ack.processes
-                trees = "tree" if ack.processes == 1 else "trees"
-                call.why = (
-                    f"{call.class_word}: stopped, waiting for the {ack.processes} "
-                    f"process {trees} it started to be reaped"
-                )
+                call.phase = PendingPhase.REAPING
             else:
                 self._settle(call)
             return
         if call.outcome is not None:
             return
-        word = call.class_word
         if ack is None:
             # Unconfirmed: only the host can say whether the operation started. Its
             # result (TOOL_ABORTED if the stop reached it first) decides (style 18).
-            call.why = f"{word}: stop not confirmed by the host, waiting for result"
+            call.phase = PendingPhase.STOP_UNCONFIRMED
             if on_stop is OnStop.TERMINATE:
                 self._start_grace_window(call)
             return
         if ack.phase in PRE_START_PHASES:
             # The host guarantees a call stopped before its operation never starts.
-            self._finish_aborted(call, partial="")
+            self._end_aborted(call, partial="")
             self._settle(call)
             return
         if ack.phase == "finished":
-            call.why = f"{word}: finished, waiting for its result"
+            call.phase = PendingPhase.FINISHED
             return
         match on_stop:
             case OnStop.TERMINATE:
-                self._move(call, CallState.ABORTING)
-                call.why = f"{word}: terminating, {_left(self.grace)}"
+                call.move(CallState.ABORTING)
+                call.phase = PendingPhase.TERMINATING
                 self._start_grace_window(call)
             case OnStop.AWAIT:
-                call.why = f"{word}: started, waiting for result"
-                if ack.asking:
-                    # spec 01: a pending prompt is withdrawn by the stop.
-                    call.why += f"; its question was withdrawn ({ack.asking})"
+                call.phase = PendingPhase.STARTED
+                # spec 01: a pending prompt is withdrawn by the stop.
+                call.question = ack.asking
             case OnStop.ABANDON:  # pragma: no cover - handled above
                 pass
 
     def _answer_unconfirmed(self, call: ActiveCall) -> None:
         stop = call.stop
-        why = str(stop) if stop else "stopped"
-        call.outcome = ToolAborted(
-            f"{call.key.tool} call {call.key.call_id} {why}",
-            partial_output=call.streamed(),
-            call_id=call.key.call_id,
-        )
-        call.unconfirmed = True
         changes: dict[str, Any] = {}
         if stop is not None:
             changes["abort_source"] = stop.source
             changes["abort_reason"] = stop.reason
-        self._move(call, CallState.ABORTING, changes)
-        call.why = (
-            f"{call.class_word}: stopped, the host has not said whether it started"
-        )
+        call.move(CallState.ABORTING, changes)
+        call.outcome = self._aborted(call, call.streamed())
+        call.phase = PendingPhase.START_UNCONFIRMED
         call.done.set()
-
-    def _record_unconfirmed_end(self, call: ActiveCall) -> None:
-        """End a call answered before the host said whether it started, as it said."""
-        call.unconfirmed = False
-        outcome = call.outcome
-        assert outcome is not None
-        changes = outcome_columns(outcome, call.stop)
-        changes["code"] = ErrorCode.TOOL_ABORTED
-        changes["ended_at"] = time.time()
-        self._move(call, CallState.ABORTED, changes)
 
     def _start_grace_window(self, call: ActiveCall) -> None:
         assert self.task_group is not None
@@ -612,18 +671,11 @@ class Executor:
         for call in list(self.active.values()):
             if call.outcome is None:
                 if call.stop is not None:
-                    self._finish_aborted(call, partial=call.streamed())
+                    self._end_aborted(call, partial=call.streamed())
                 else:
-                    result = ToolResult(
-                        output=reason,
-                        is_error=True,
-                        code=ErrorCode.TOOL_FAILED,
-                        call_id=call.key.call_id,
-                        tool=call.key.tool,
-                    )
-                    self._finish(call, CallState.FAILED, result, ErrorCode.TOOL_FAILED)
+                    self._end(call, CallState.FAILED, self._failure(call, reason))
             if _has_processes(call):
-                call.why = f"{call.class_word}: host lost, waiting for its processes to be reaped"
+                call.phase = PendingPhase.HOST_LOST
                 processes.append(call)
             else:
                 self._settle(call)
@@ -645,39 +697,24 @@ class Executor:
             if call.outcome is None:
                 started = call.host_phase in ("running", "finished")
                 if started and call.policy.on_stop is OnStop.AWAIT:
-                    self._finish(
+                    self._end(
                         call,
                         CallState.END_UNKNOWN,
                         self._failure(
                             call,
                             f"{reason} while it ran; whether it completed is unknown",
                         ),
-                        ErrorCode.TOOL_FAILED,
                     )
                 elif call.stop is not None:
-                    self._finish_aborted(call, partial=call.streamed())
+                    self._end_aborted(call, partial=call.streamed())
                 else:
-                    self._finish(
-                        call,
-                        CallState.FAILED,
-                        self._failure(call, reason),
-                        ErrorCode.TOOL_FAILED,
-                    )
+                    self._end(call, CallState.FAILED, self._failure(call, reason))
             if _has_processes(call):
                 processes.append(call)
             else:
                 self._settle(call)
         if processes:
             await self._settle_after_reaping(host, processes)
-
-    def _failure(self, call: ActiveCall, text: str) -> ToolResult:
-        return ToolResult(
-            output=text,
-            is_error=True,
-            code=ErrorCode.TOOL_FAILED,
-            call_id=call.key.call_id,
-            tool=call.key.tool,
-        )
 
     def started_writes(self) -> list[ActiveCall]:
         """Unsettled calls whose operation started and is never abandoned.
@@ -687,7 +724,7 @@ class Executor:
         return [
             call
             for call in self.active.values()
-            if not call.is_settled
+            if not call.settled
             and call.policy.on_stop is OnStop.AWAIT
             and call.host_phase in ("running", "finished")
         ]
@@ -712,9 +749,8 @@ class Executor:
         left = await host.reap_orphans()
         for call in calls:
             if left:
-                call.why = (
-                    f"{call.class_word}: host lost, processes {left} survive a kill"
-                )
+                call.phase = PendingPhase.SURVIVED_KILL
+                call.survivors = tuple(left)
             else:
                 self._settle(call)
 
@@ -732,8 +768,7 @@ class Executor:
         # kill (its result; what the kill left, such as git's locks, is named there), or,
         # if that result is not here within `KILL_RESULT_BOUND`, with what it streamed
         # until now. Until the host confirms, the report says only that the kill was sent.
-        word = call.class_word
-        call.why = f"{word}: kill sent, not confirmed by the host"
+        call.phase = PendingPhase.KILL_SENT
         assert self.host is not None
         assert self.task_group is not None
         self.task_group.start_soon(self._end_after_kill, call)
@@ -741,14 +776,14 @@ class Executor:
             ack = await self.host.kill(KillRequest(call.key))
         except Exception:  # the host is gone: `host_lost` reaps what it started
             return
-        if not call.is_settled and ack.found and ack.phase == "running":
-            call.why = f"{word}: killed, waiting for the process tree to be reaped"
+        if not call.settled and ack.found and ack.phase == "running":
+            call.phase = PendingPhase.KILLED
 
     async def _end_after_kill(self, call: ActiveCall) -> None:
         with anyio.move_on_after(KILL_RESULT_BOUND):
             await call.done.wait()
         if call.outcome is None:
-            self._finish_aborted(call, partial=call.streamed())
+            self._end_aborted(call, partial=call.streamed())
 
     def kill_now(self, calls: Collection[ActiveCall]) -> None:
         """Close the grace window of each stopped PROCESS call at once.
@@ -758,7 +793,7 @@ class Executor:
         touched: a started write still runs to its real end.
         """
         for call in calls:
-            if call.is_settled:
+            if call.settled:
                 continue
             if call.stop_class is StopClass.EXTENSION:
                 call.kill_now = True
@@ -776,13 +811,12 @@ class Executor:
         it, or at once when the host no longer holds it.
         """
         if (
-            call.is_settled
+            call.settled
             or call.outcome is not None
             or call.stop_class is not StopClass.EXTENSION
         ):
             return
-        word = call.class_word
-        self._finish(
+        self._end(
             call,
             CallState.END_UNKNOWN,
             self._failure(
@@ -790,9 +824,8 @@ class Executor:
                 f"{call.key.tool} was stopped and waited for no more: the server never "
                 "answered; its effect is unknown",
             ),
-            ErrorCode.TOOL_FAILED,
         )
-        call.why = f"{word}: ended unknown, the host is ending the call"
+        call.phase = PendingPhase.ENDING_UNKNOWN
         assert self.host is not None
         try:
             ack = await self.host.kill(KillRequest(call.key))
@@ -812,58 +845,66 @@ class Executor:
         )
 
     def pending(self, calls: list[ActiveCall]) -> tuple[PendingCall, ...]:
-        """Name each unsettled call and why it still runs."""
+        """Name each unsettled call, where it stands and why it still runs."""
         out = []
         for call in calls:
-            if call.is_settled:
+            if call.settled:
                 continue
-            why = call.why or f"{call.class_word}: running, no stop requested"
-            if call.grace is not None and why.startswith(
-                f"{call.class_word}: terminating"
-            ):
-                # The window's deadline is the truth; the text counts down with it.
-                left = max(0.0, call.grace.deadline - anyio.current_time())
-                why = f"{call.class_word}: terminating, {_left(left)}"
-            out.append(PendingCall(call.key.call_id, call.key.tool, why))
+            phase = call.phase or PendingPhase.RUNNING
+            left = None
+            if phase is PendingPhase.TERMINATING:
+                # The window's deadline is the truth; the report counts down with it.
+                grace = call.grace
+                left = shown_seconds(
+                    self.grace
+                    if grace is None
+                    else max(0.0, grace.deadline - anyio.current_time())
+                )
+            out.append(
+                PendingCall(
+                    call_id=call.key.call_id,
+                    tool=call.key.tool,
+                    stop_class=call.treated_as,
+                    phase=phase,
+                    seconds_left=left,
+                    trees=call.processes if phase is PendingPhase.REAPING else 0,
+                    question=call.question if phase is PendingPhase.STARTED else "",
+                    survivors=call.survivors,
+                )
+            )
         return tuple(out)
 
 
-def _left(seconds: float) -> str:
-    """`at most N s left` of a grace window, in whole seconds once above one."""
-    if seconds > 1:
-        shown = f"{math.ceil(seconds - 1e-6)}"
+def _columns(
+    outcome: ToolResult | ToolAborted, stop: StopRequest | None, now: float
+) -> dict[str, Any]:
+    """The ledger's view of how a call ended: output, error, code, who stopped it, when.
+
+    `now` is the wall clock's time (a stop's `at` is the event loop's). Only the columns
+    that differ from a blank record are given: a row keeps no more.
+    """
+    columns: dict[str, Any]
+    if type(outcome) is ToolResult:
+        output = outcome.output
+        columns = {"output": bounded(output)}
+        if outcome.is_error:
+            columns["error"] = output
+        if outcome.code is not None:
+            columns["code"] = outcome.code
     else:
-        shown = f"{math.ceil(seconds * 100 - 1e-6) / 100:g}"
-    return f"at most {shown} s left"
+        assert isinstance(outcome, ToolAborted)
+        columns = {
+            "output": bounded(outcome.partial_output),
+            "error": outcome.message,
+            "code": outcome.code,
+        }
+    if stop is not None:
+        columns["stopped_at"] = now - max(0.0, anyio.current_time() - stop.at)
+        columns["abort_source"] = stop.source
+        columns["abort_reason"] = stop.reason
+    return columns
 
 
 def _has_processes(call: ActiveCall) -> bool:
     """Whether the call may have started processes the host has to reap."""
     return call.policy.on_stop is OnStop.TERMINATE or call.processes > 0
-
-
-def _record(
-    key: CallKey,
-    turn_id: str,
-    stop_class: StopClass | None,
-    state: CallState,
-    now: float,
-) -> CallRecord:
-    return CallRecord(
-        call_id=key.call_id,
-        tool=key.tool,
-        state=state,
-        session_id=key.session_id,
-        turn_id=turn_id,
-        stop_class=stop_class.value if stop_class else "",
-        requested_at=now,
-    )
-
-
-def raise_or_return(call: ActiveCall) -> ToolResult:
-    """Turn a call's outcome into the caller's return value or exception."""
-    outcome = call.outcome
-    assert outcome is not None
-    if isinstance(outcome, ToolError):
-        raise outcome
-    return outcome

@@ -27,14 +27,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import attrs
 
 from .._fs import check_owner_only
-from ..errors import ErrorCode, StoreError, ToolAborted, UsageError
+from ..errors import ErrorCode, StoreError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 __all__ = (
     "CallRecord",
@@ -83,7 +82,7 @@ class CallState(enum.StrEnum):
 _FINAL = frozenset(
     {CallState.SUCCEEDED, CallState.FAILED, CallState.ABORTED, CallState.END_UNKNOWN}
 )
-_LEGAL: dict[CallState, frozenset[CallState]] = {
+NEXT_STATES: dict[CallState, frozenset[CallState]] = {
     CallState.REQUESTED: frozenset(
         {
             CallState.PENDING_PERMISSION,
@@ -99,14 +98,18 @@ _LEGAL: dict[CallState, frozenset[CallState]] = {
     CallState.QUEUED: frozenset({CallState.RUNNING, CallState.ABORTING} | _FINAL),
     CallState.RUNNING: frozenset({CallState.ABORTING} | _FINAL),
     CallState.ABORTING: _FINAL,
+    **{final: frozenset() for final in _FINAL},
 }
+"""The states each state may move to (`CallState`'s docstring, as a table)."""
 # The ledger's rows keep states and codes as their plain string values: a row that
 # holds only strings, numbers and None is untracked by the cycle collector, so a long
 # session's ledger adds nothing to the collector's full passes.
 _FINAL_VALUES = frozenset(s.value for s in _FINAL)
 _LEGAL_VALUES = {
-    old.value: frozenset(s.value for s in new) for old, new in _LEGAL.items()
+    old.value: frozenset(s.value for s in new) for old, new in NEXT_STATES.items()
 }
+_VALUE = {s: s.value for s in CallState}
+"""Each state's own value string: `str()` of a member makes a new string each time."""
 
 
 def _error_code(value: ErrorCode | str | None) -> ErrorCode | None:
@@ -173,24 +176,6 @@ def bounded(text: str, bound: int = OUTPUT_BOUND) -> str:
     return f"{text[:half]}\n[... {left_out} characters left out ...]\n{text[-half:]}"
 
 
-def outcome_columns(outcome: object, stop: Any | None) -> dict[str, Any]:
-    """The ledger's view of how a call ended: output, error and when it was stopped.
-
-    `outcome` is the call's `ToolResult` or `ToolAborted`; `stop` its `StopRequest`
-    (whose `at` is in the event loop's clock) or None.
-    """
-    error: str | None
-    if isinstance(outcome, ToolAborted):
-        output, error = outcome.partial_output, outcome.message
-    else:
-        output = str(getattr(outcome, "output", ""))
-        error = output if getattr(outcome, "is_error", False) else None
-    stopped_at = None
-    if stop is not None:
-        stopped_at = time.time() - max(0.0, anyio.current_time() - stop.at)
-    return {"output": bounded(output), "error": error, "stopped_at": stopped_at}
-
-
 def input_column(value: object) -> str:
     """A call's input as the ledger keeps it: JSON, bounded."""
     try:
@@ -200,11 +185,6 @@ def input_column(value: object) -> str:
 
 
 _REQUESTED = CallState.REQUESTED.value
-_RUNNING = CallState.RUNNING.value
-_SUCCEEDED = CallState.SUCCEEDED.value
-_STARTABLE = frozenset(
-    {old for old, new in _LEGAL_VALUES.items() if _RUNNING in new} | {_RUNNING}
-)
 _INSERT = (
     f"INSERT INTO calls ({', '.join(_COLUMNS)}, writer)"
     f" VALUES ({', '.join(f':{c}' for c in _COLUMNS)}, :writer)"
@@ -253,7 +233,12 @@ class Ledger:
     the smallest dict that holds them, and every call of a long session keeps one.
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(
+        self, path: Path | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.clock = clock
+        """Wall-clock seconds since the epoch: when calls are requested, end and
+        settle (the executor stamps with it too)."""
         self._rows: dict[str, dict[str, Row]] = {}
         """Rows by session, then by call id, in the order they were requested."""
         self._turns: dict[tuple[str, str], list[str]] = {}
@@ -279,7 +264,7 @@ class Ledger:
             self._db.execute(
                 "INSERT OR REPLACE INTO writers (writer, pid, opened_at)"
                 " VALUES (?, ?, ?)",
-                (self._writer.name, os.getpid(), time.time()),
+                (self._writer.name, os.getpid(), clock()),
             )
 
     def close(self) -> None:
@@ -312,7 +297,7 @@ class Ledger:
             "turn_id": turn_id,
             "stop_class": stop_class,
             "state": _REQUESTED,
-            "requested_at": time.time(),
+            "requested_at": self.clock(),
             "input": input,
         }
         rows = self._rows.get(session_id)
@@ -369,50 +354,15 @@ class Ledger:
         """
         row = self._rows[session_id][call_id]
         old: str = row["state"]
-        new = str(state)  # a StrEnum's str() is its value, without the enum machinery
-        if new != old and new not in _LEGAL_VALUES.get(old, ()):
+        new = _VALUE[state]
+        if new != old and new not in _LEGAL_VALUES[old]:
             raise UsageError(f"call {call_id}: illegal move {old} -> {new}")
         row["state"] = new
         if changes:
-            row.update(changes)
+            row |= changes  # no argument tuple, as `update()` makes
             code = changes.get("code")
             if code is not None:
                 row["code"] = ErrorCode(code).value
-        if self._db is not None:
-            self._write(session_id, call_id, row, insert=False)
-
-    def start(self, session_id: str, call_id: str, at: float) -> None:
-        """Move a call to RUNNING, started at `at`.
-
-        `transition()` without a changes mapping, on the path of every call.
-
-        Raises:
-            UsageError: the call cannot start from its state.
-        """
-        row = self._rows[session_id][call_id]
-        if row["state"] not in _STARTABLE:
-            raise UsageError(f"call {call_id}: illegal move {row['state']} -> running")
-        row["state"] = _RUNNING
-        row["started_at"] = at
-        if self._db is not None:
-            self._write(session_id, call_id, row, insert=False)
-
-    def succeed(self, session_id: str, call_id: str, output: str, at: float) -> None:
-        """End and settle a call that returned `output` with no stop and no error.
-
-        The most common end, written in one move.
-
-        Raises:
-            UsageError: the call has already ended.
-        """
-        row = self._rows[session_id][call_id]
-        if row["state"] in _FINAL_VALUES:
-            raise UsageError(
-                f"call {call_id}: illegal move {row['state']} -> succeeded"
-            )
-        row["state"] = _SUCCEEDED
-        row["output"] = output
-        row["ended_at"] = row["settled_at"] = at
         if self._db is not None:
             self._write(session_id, call_id, row, insert=False)
 
@@ -472,7 +422,7 @@ class Ledger:
             self._db.execute(
                 "INSERT INTO transcript (session_id, turn_id, message, created_at)"
                 " VALUES (?, ?, ?, ?)",
-                (session_id, turn_id, json.dumps(data), time.time()),
+                (session_id, turn_id, json.dumps(data), self.clock()),
             )
 
     def messages(self, session_id: str) -> list[dict[str, Any]]:
@@ -496,7 +446,7 @@ class Ledger:
         A title is kept once: the first one given stays.
         """
         known = self.session(session_id)
-        now = time.time()
+        now = self.clock()
         record = SessionRecord(
             session_id,
             cwd,

@@ -161,6 +161,8 @@ class Runtime:
             listened=functools.partial(bool, self._subscribers),
         )
         self._stack: AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        """The runtime's own tasks (grace windows, integrations' calls), while entered."""
         self.host: HostConnection | None = None
 
     @property
@@ -234,8 +236,9 @@ class Runtime:
         await stack.__aenter__()
         try:
             await self._note_containment()
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            self.executor.task_group = tg
+            tg = self._task_group = await stack.enter_async_context(
+                anyio.create_task_group()
+            )
             if self._use_defaults and self.host_kind == "inprocess":
                 self._add_tools(
                     await stack.enter_async_context(
@@ -248,7 +251,8 @@ class Runtime:
                     )
                 )
             self.host = await stack.enter_async_context(self._open_host())
-            self.executor.host = self.host
+            # Closed first: no call is sent once the host starts closing.
+            stack.enter_context(self.executor.serving(self.host, tg))
         except BaseException:
             await stack.__aexit__(None, None, None)
             raise
@@ -285,9 +289,8 @@ class Runtime:
             await self._wait_for_started_writes()
         finally:
             self.host = None
-            self.executor.host = None
-            assert self.executor.task_group is not None
-            self.executor.task_group.cancel_scope.cancel()
+            assert self._task_group is not None
+            self._task_group.cancel_scope.cancel()
             try:
                 await stack.__aexit__(exc_type, exc, tb)
             finally:

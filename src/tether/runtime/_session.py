@@ -17,14 +17,14 @@ import anyio
 import anyio.lowlevel
 
 from .._ids import new_id
-from ..errors import DuplicateCallId, UsageError
+from ..errors import DuplicateCallId, ToolError, UsageError
 from ..host._protocol import AbortSource, CallKey
-from ._executor import ActiveCall, Executor, raise_or_return
 from ._values import AbortReport, PendingCall, StopRequest, ToolResult, TurnSettled
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from ._executor import ActiveCall, Executor
     from ._ledger import CallRecord
 
 __all__ = ("Session", "Turn")
@@ -124,9 +124,10 @@ class Turn:
                 )
             raise
         outcome = active.outcome
-        if type(outcome) is ToolResult:  # `raise_or_return`, on the path of every call
-            return outcome
-        return raise_or_return(active)
+        if isinstance(outcome, ToolError):
+            raise outcome
+        assert outcome is not None
+        return outcome
 
     def _on_call_settled(self, call: ActiveCall) -> None:
         del self.calls[call.key.call_id]
@@ -235,7 +236,7 @@ class Session:
             (call, each.stop or request)
             for each in turns
             for call in list(each.calls.values())
-            if not call.is_settled
+            if not call.settled
         ]
         # Calls the host has not started go first (S10): an out-of-process host reads
         # the stops in order, so a queued call leaves its admission queue before a
