@@ -25,6 +25,7 @@ from ._store import crash_point, stale
 from ._values import (
     LANE_MOVES_INTO,
     RUN_MOVES_INTO,
+    AgentSession,
     Claim,
     Event,
     LaneRow,
@@ -85,7 +86,12 @@ CREATE TABLE IF NOT EXISTS lanes (
     stage INTEGER NOT NULL DEFAULT 0,
     saved_ref TEXT,
     saved_commit TEXT,
-    note TEXT
+    note TEXT,
+    stage_name TEXT,
+    session_stage TEXT,
+    session_id TEXT,
+    session_transcript TEXT,
+    held_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS lanes_run ON lanes(run);
 CREATE TABLE IF NOT EXISTS receipts (
@@ -110,6 +116,23 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events(run);
 """
 
+_LANE_FACTS = (
+    "stage_name",
+    "session_stage",
+    "session_id",
+    "session_transcript",
+    "held_reason",
+)
+"""The lanes' columns added after the first schema (all TEXT, NULL in older rows)."""
+
+_STAGE_NAMES_OF_BEFORE = """
+UPDATE lanes SET stage_name = (
+    SELECT e.detail FROM events e WHERE e.lane = lanes.id AND e.kind = 'stage-start'
+    ORDER BY e.seq DESC LIMIT 1
+)
+"""
+"""Once, as the column is added: the stage each lane of before started last."""
+
 _BUSY_MS = 30_000
 
 
@@ -127,7 +150,8 @@ def _prepare_file(path: Path) -> None:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a store made by an earlier version up to the schema.
 
-    The columns added since: items.holder, runs.expires.
+    The columns added since: items.holder, runs.expires, and the lane's facts
+    (`_LANE_FACTS`).
     """
     cols = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
     if cols and "holder" not in cols:
@@ -141,6 +165,13 @@ def _migrate(conn: sqlite3.Connection) -> None:
     if cols and "expires" not in cols:
         with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
             conn.execute("ALTER TABLE runs ADD COLUMN expires REAL")
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(lanes)")}
+    for column in _LANE_FACTS:
+        if cols and column not in cols:
+            with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
+                conn.execute(f"ALTER TABLE lanes ADD COLUMN {column} TEXT")
+                if column == "stage_name":
+                    conn.execute(_STAGE_NAMES_OF_BEFORE)
 
 
 @final
@@ -447,22 +478,12 @@ class SqliteStore:
     # -- lanes, receipts, ledger -----------------------------------------------------
     def add_lane(self, lane: LaneRow) -> None:
         """Record a new lane."""
+        values = rows.lane_values(lane)
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO lanes (id, run, item, state, branch, worktree, stage, "
-                "saved_ref, saved_commit, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    lane.id,
-                    lane.run,
-                    lane.item,
-                    lane.state.value,
-                    lane.branch,
-                    lane.worktree,
-                    lane.stage,
-                    lane.saved_ref,
-                    lane.saved_commit,
-                    lane.note,
-                ),
+                f"INSERT INTO lanes ({', '.join(values)}) "
+                f"VALUES ({', '.join('?' * len(values))})",
+                tuple(values.values()),
             )
 
     def update_lane(
@@ -473,8 +494,10 @@ class SqliteStore:
         stage: int | None = None,
         saved: tuple[str, str] | None = None,
         note: str | None = None,
+        stage_name: str | None = None,
+        held_reason: str | None = None,
     ) -> None:
-        """Change a lane's state, next stage, saved (ref, commit) or note."""
+        """Change a lane's state, next stage, saved (ref, commit) or a fact."""
         sets: list[str] = []
         args: list[object] = []
         if state is not None:
@@ -486,9 +509,11 @@ class SqliteStore:
         if saved is not None:
             sets += ["saved_ref = ?", "saved_commit = ?"]
             args += list(saved)
-        if note is not None:
-            sets.append("note = ?")
-            args.append(note)
+        facts = {"note": note, "stage_name": stage_name, "held_reason": held_reason}
+        for column, value in facts.items():
+            if value is not None:
+                sets.append(f"{column} = ?")
+                args.append(value)
         if not sets:
             return
         where, keys = "id = ?", [lane]
@@ -505,6 +530,15 @@ class SqliteStore:
                     "SELECT state FROM lanes WHERE id = ?", (lane,)
                 ).fetchone()
                 raise StoreError(refused_move(lane, row[0] if row else None, state))
+
+    def record_session(self, lane: str, session: AgentSession) -> None:
+        """Record the agent session a lane's stage started (a take-over resumes it)."""
+        values = rows.session_values(session)
+        with self._write() as conn:
+            conn.execute(
+                f"UPDATE lanes SET {', '.join(f'{c} = ?' for c in values)} WHERE id = ?",
+                (*values.values(), lane),
+            )
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""
