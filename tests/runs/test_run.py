@@ -355,6 +355,7 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     lanes = {lane.item: lane for lane in store.lanes(run)}
     assert lanes["one"].state is LaneState.HELD
     assert "cannot save" in (lanes["one"].note or "")
+    assert lanes["one"].held_reason == lanes["one"].note
     assert Path(lanes["one"].worktree).is_dir()  # whole, where it was
     assert lanes["two"].state is LaneState.HALTED
     assert "saved at" in (lanes["two"].note or "")
