@@ -580,18 +580,40 @@ def test_a_lane_keeps_its_stage_name_agent_session_and_held_reason(
     assert _lane(store, "lane2") == row
 
 
+def test_every_save_of_a_lane_is_kept_in_order_and_a_refused_move_keeps_none(
+    store: Store,
+) -> None:
+    """`saved_refs` lists each save's view ref, oldest first, per lane; a save whose
+    state move the store refused is not kept (a tether choice: one transaction)."""
+    _lane_in(store, "lane1", [])
+    _lane_in(store, "lane2", [])
+    assert store.saved_refs("run1") == {}
+    store.update_lane("lane1", state=LaneState.SAVED, saved=("r/1", "c1"))
+    store.update_lane("lane2", saved=("r/2", "c2"))
+    store.update_lane("lane1", saved=("r/1b", "c3"))
+    with pytest.raises(StoreError):
+        store.update_lane("lane2", state=LaneState.OPEN, saved=("r/no", "c4"))
+    assert store.saved_refs("run1") == {"lane1": ["r/1", "r/1b"], "lane2": ["r/2"]}
+    assert store.saved_refs("run2") == {}
+    assert (_lane(store, "lane1").saved_ref, _lane(store, "lane1").saved_commit) == (
+        "r/1b",
+        "c3",
+    )
+
+
 def test_a_store_file_of_before_the_lane_facts_opens_and_records_them(
     tmp_path: os.PathLike[str],
 ) -> None:
-    """A SQLite store whose lanes table is the earlier one (no fact columns) opens,
-    keeps its lanes, takes each one's last stage from its ledger once, and records
-    sessions from then on."""
+    """A SQLite store of the first schema (lanes without fact columns, no saves) opens,
+    keeps its lanes, takes each one's last stage and saves from its ledger once, and
+    records sessions from then on."""
     import sqlite3
 
     path = Path(tmp_path) / "s" / "runs.sqlite3"
     SqliteStore.open(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE lanes")
+        conn.execute("DROP TABLE saves")  # the first schema had neither
         conn.execute(_LANES_BEFORE_FACTS)
         write_lane_of_before(
             lambda sql, args: conn.execute(sql.replace("%s", "?"), args)

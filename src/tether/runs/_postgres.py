@@ -138,7 +138,8 @@ _MIGRATIONS: Final = (
     CREATE INDEX events_run ON events (run);
     """,
     # 1 -> 2: a lane's facts as columns (the stage it started, its agent session,
-    # why its save failed), NULL in the rows of before.
+    # why its save failed), NULL in the rows of before but the stage, which the
+    # ledger holds; every save of a lane, those of before from the ledger.
     """
     ALTER TABLE lanes
         ADD COLUMN stage_name text,
@@ -150,6 +151,18 @@ _MIGRATIONS: Final = (
         SELECT e.detail FROM events e WHERE e.lane = lanes.id AND e.kind = 'stage-start'
         ORDER BY e.seq DESC LIMIT 1
     );
+    CREATE TABLE saves (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run text NOT NULL,
+        lane text NOT NULL,
+        ref text NOT NULL,
+        saved_commit text NOT NULL
+    );
+    CREATE INDEX saves_run ON saves (run);
+    INSERT INTO saves (run, lane, ref, saved_commit)
+    SELECT run, lane, split_part(detail, ' ', 1), split_part(detail, ' ', 2)
+    FROM events WHERE kind = 'saved' AND lane IS NOT NULL AND detail LIKE '% %'
+    ORDER BY seq;
     """,
 )
 
@@ -634,11 +647,14 @@ class PostgresStore:
         if state is not None:  # only a move LaneState allows (two writers, one lane)
             values["froms"] = sorted(s.value for s in LANE_MOVES_INTO[state])
             where += " AND state = ANY(%(froms)s)"
-        done = self._one(
-            "record a lane",
-            f"UPDATE lanes SET {sets} WHERE {where} RETURNING id",
-            {**values, "lane_id": lane},
-        )
+        update = f"UPDATE lanes SET {sets} WHERE {where} RETURNING id, run"
+        if saved is not None:  # and the save kept in the lane's list, at once
+            update = (
+                f"WITH up AS ({update}) INSERT INTO saves (run, lane, ref, "
+                "saved_commit) SELECT run, id, %(saved_ref)s, %(saved_commit)s "
+                "FROM up RETURNING lane"
+            )
+        done = self._one("record a lane", update, {**values, "lane_id": lane})
         if state is not None and done is None:
             row = self._one(
                 "read a lane", "SELECT state FROM lanes WHERE id = %(id)s", {"id": lane}
@@ -654,6 +670,17 @@ class PostgresStore:
             "WHERE id = %(lane_id)s RETURNING id",
             {**values, "lane_id": lane},
         )
+
+    def saved_refs(self, run: str) -> dict[str, list[str]]:
+        """Per lane of `run`, the view ref of every save, oldest first."""
+        found: dict[str, list[str]] = {}
+        for lane, ref in self._all(
+            "list saves",
+            "SELECT lane, ref FROM saves WHERE run = %(run)s ORDER BY seq",
+            {"run": run},
+        ):
+            found.setdefault(lane, []).append(ref)
+        return found
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -116,6 +116,29 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events(run);
 """
 
+_SAVES_TABLE = """
+CREATE TABLE IF NOT EXISTS saves (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    saved_commit TEXT NOT NULL
+)
+"""
+"""Every save of every lane (its view's ref and commit), in the order made."""
+
+_SAVES_INDEX = "CREATE INDEX IF NOT EXISTS saves_run ON saves(run)"
+
+_SAVES_OF_BEFORE = """
+INSERT INTO saves (run, lane, ref, saved_commit)
+SELECT run, lane, substr(detail, 1, instr(detail, ' ') - 1),
+       substr(detail, instr(detail, ' ') + 1)
+FROM events WHERE kind = 'saved' AND lane IS NOT NULL AND instr(detail, ' ') > 0
+ORDER BY seq
+"""
+"""Once, as the table is made in a store of before: the saves its ledger recorded
+(`REF COMMIT`)."""
+
 _LANE_FACTS = (
     "stage_name",
     "session_stage",
@@ -147,11 +170,18 @@ def _prepare_file(path: Path) -> None:
     check_owner_only(path)
 
 
+def _has_saves(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'saves'"
+    ).fetchone()
+    return found is not None
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a store made by an earlier version up to the schema.
 
     The columns added since: items.holder, runs.expires, and the lane's facts
-    (`_LANE_FACTS`).
+    (`_LANE_FACTS`); the table of saves.
     """
     cols = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
     if cols and "holder" not in cols:
@@ -166,6 +196,16 @@ def _migrate(conn: sqlite3.Connection) -> None:
         with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
             conn.execute("ALTER TABLE runs ADD COLUMN expires REAL")
     cols = {row[1] for row in conn.execute("PRAGMA table_info(lanes)")}
+    if cols and not _has_saves(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not _has_saves(conn):  # a peer migrated first
+                conn.execute(_SAVES_TABLE)
+                conn.execute(_SAVES_OF_BEFORE)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
     for column in _LANE_FACTS:
         if cols and column not in cols:
             with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
@@ -208,6 +248,8 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             _migrate(conn)
             conn.executescript(_SCHEMA)
+            conn.execute(_SAVES_TABLE)
+            conn.execute(_SAVES_INDEX)
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{path} is not a usable tether store ({exc}); move it away and try again"
@@ -530,6 +572,12 @@ class SqliteStore:
                     "SELECT state FROM lanes WHERE id = ?", (lane,)
                 ).fetchone()
                 raise StoreError(refused_move(lane, row[0] if row else None, state))
+            if saved is not None:
+                conn.execute(
+                    "INSERT INTO saves (run, lane, ref, saved_commit) "
+                    "SELECT run, id, ?, ? FROM lanes WHERE id = ?",
+                    (*saved, lane),
+                )
 
     def record_session(self, lane: str, session: AgentSession) -> None:
         """Record the agent session a lane's stage started (a take-over resumes it)."""
@@ -539,6 +587,15 @@ class SqliteStore:
                 f"UPDATE lanes SET {', '.join(f'{c} = ?' for c in values)} WHERE id = ?",
                 (*values.values(), lane),
             )
+
+    def saved_refs(self, run: str) -> dict[str, list[str]]:
+        """Per lane of `run`, the view ref of every save, oldest first."""
+        found: dict[str, list[str]] = {}
+        for lane, ref in self._conn.execute(
+            "SELECT lane, ref FROM saves WHERE run = ? ORDER BY seq", (run,)
+        ):
+            found.setdefault(lane, []).append(ref)
+        return found
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -170,6 +170,8 @@ class Store(Protocol):
     ) -> None:
         """Change a lane's state, next stage, saved (ref, commit) or a fact of it.
 
+        A save is also kept in the lane's list of saves (`saved_refs`).
+
         The facts: its note, the name of the stage it started (`stage_name`), why its
         save failed (`held_reason`).
         """
@@ -178,6 +180,12 @@ class Store(Protocol):
         """Record the agent session a lane's stage started, in place of any earlier.
 
         A take-over reads it back from the lane (`LaneRow.session`) to resume it.
+        """
+
+    def saved_refs(self, run: str) -> dict[str, list[str]]:
+        """Per lane of `run`, the view ref of every save, oldest first.
+
+        Every `update_lane(saved=...)` adds one; a lane never saved is absent.
         """
 
     def lanes(self, run: str) -> list[LaneRow]:
