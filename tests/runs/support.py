@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import textwrap
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tests.cli._run import TETHER
@@ -12,9 +13,10 @@ from tests.cli._run import tether as run_tether
 
 from tether.runs._open import default_store_path
 from tether.runs._sqlite import SqliteStore
+from tether.runs._values import AgentSession
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
 
     from tether.runs import Store
 
@@ -164,3 +166,45 @@ def halted_run(
     code = proc.wait(timeout=60)
     assert code == 3, proc.communicate()
     return run
+
+
+def write_lane_of_before(execute: Callable[[str, tuple[object, ...]], object]) -> None:
+    """Record, with the first schema's columns, a lane `old` of run `run1` that started
+    two stages (`implement`, then `write tests`) and was saved twice; `execute` takes
+    `%s` marks."""
+    execute(
+        "INSERT INTO lanes (id, run, item, state, branch, worktree, stage, note) "
+        "VALUES ('old', 'run1', 'a', 'halted', 'tether/a', '/w', 1, 'n')",
+        (),
+    )
+    ledger = [
+        ("stage-start", "implement"),
+        ("saved", "refs/tether/saved/run1/old c0ffee"),
+        ("stage-start", "write tests"),
+        ("saved", "refs/tether/saved/run1/old-1 beef"),
+    ]
+    for at, (kind, detail) in enumerate(ledger):
+        execute(
+            "INSERT INTO events (at, run, lane, kind, detail) "
+            "VALUES (%s, 'run1', 'old', %s, %s)",
+            (float(at), kind, detail),
+        )
+
+
+def check_lane_of_before(store: Store) -> None:
+    """The lane `write_lane_of_before` recorded reads back, its last stage and its
+    saves taken from the ledger once, and records an agent session from then on."""
+    (old,) = store.lanes("run1")
+    assert (old.stage, old.note, old.stage_name, old.session) == (
+        1,
+        "n",
+        "write tests",
+        None,
+    )
+    assert store.saved_refs("run1") == {
+        "old": ["refs/tether/saved/run1/old", "refs/tether/saved/run1/old-1"]
+    }
+    session = AgentSession("write tests", "s-1", Path("/t/my lane.transcript"))
+    store.record_session("old", session)
+    (old,) = store.item_lanes("a")
+    assert old.session == session

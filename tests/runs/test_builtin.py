@@ -25,7 +25,6 @@ from tether.models import (
 )
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
 from tether.runs._lanes import lossless_save
-from tether.runs._values import AgentSession
 from tether.stop import lift_stop, set_stop
 
 from .support import git, make_repo, open_default_store, run_id_of, start, tether
@@ -508,7 +507,8 @@ def test_a_run_halts_at_the_builtin_agents_next_call_and_the_takeover_resumes_it
     assert _ran(saved) == {1: "start\nend\n"}
     (receipt,) = store.receipts(run)
     assert "stopped at the person's stop after 1 tool call" in receipt.log_tail
-    assert any(e.kind == "agent-session" for e in store.events(run))
+    assert lane.session is not None
+    assert lane.session.stage == "write tests"
     lift_stop()
     taken = tether("takeover", run)
     assert taken.returncode == 0, taken.stdout + taken.stderr
@@ -566,15 +566,11 @@ def test_a_transcript_that_is_not_a_regular_file_is_not_carried_over(
     wait_until(started, what="the first call running in each lane")
     set_stop()
     assert proc.wait(timeout=60) == 3
-    lane_item = {lane.id: lane.item for lane in store.lanes(run)}
-    for event in store.events(run):
-        if event.kind != "agent-session":
-            continue
-        recorded = AgentSession.from_detail(event.detail)
-        assert recorded is not None
-        assert recorded.transcript is not None
-        transcript = recorded.transcript
-        plant = plants[lane_item[event.lane]]  # type: ignore[index]
+    for lane in store.lanes(run):
+        assert lane.session is not None
+        transcript = lane.session.transcript
+        assert transcript is not None
+        plant = plants[lane.item]
         victim = tmp_path / f"victim-{plant}"
         victim.write_bytes(transcript.read_bytes())
         transcript.unlink()

@@ -10,9 +10,10 @@ import pytest
 
 from tether.errors import StoreError, UsageError
 from tether.runs import open_store
-from tether.runs._postgres import SCHEMA_VERSION, PostgresStore, redact
+from tether.runs._postgres import _MIGRATIONS, SCHEMA_VERSION, PostgresStore, redact
 
 from . import pg
+from .support import check_lane_of_before, write_lane_of_before
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +100,25 @@ def test_a_database_of_a_newer_schema_is_refused_with_what_to_do(pg_url: str) ->
         f"{SCHEMA_VERSION + 1}, newer than this tether's ({SCHEMA_VERSION}); "
         "upgrade tether on this machine"
     )
+
+
+def test_a_database_of_the_first_schema_gains_the_lane_facts(pg_url: str) -> None:
+    """A database a tether of schema 1 made opens: its lanes are kept, each one's last
+    stage is taken from its ledger once, and sessions are recorded from then on."""
+    with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+        conn.execute("CREATE TABLE tether_schema (version integer NOT NULL)")
+        conn.execute("INSERT INTO tether_schema (version) VALUES (1)")
+        conn.execute(_MIGRATIONS[0])
+        write_lane_of_before(conn.execute)
+    store = PostgresStore.open(pg_url)
+    try:
+        check_lane_of_before(store)
+    finally:
+        store.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM tether_schema").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
 
 
 def test_runs_starting_at_once_make_the_schema_once(pg_url: str) -> None:

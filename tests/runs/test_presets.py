@@ -91,13 +91,15 @@ def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_t
     (receipt,) = store.receipts(run)
     assert "stopped at the person's stop after 1 tool call" in receipt.log_tail
     assert "ended by tether" in receipt.log_tail
-    sessions = [e for e in store.events(run) if e.kind == "agent-session"]
-    assert len(sessions) == 1
-    assert sessions[0].detail.startswith("implement ")
+    assert len([e for e in store.events(run) if e.kind == "agent-session"]) == 1
+    (lane,) = store.lanes(run)
+    assert lane.session is not None
+    assert lane.session.stage == "implement"
     log = lane_dir(run, receipt.lane).parent / f"{receipt.lane}.log"
     transcript = log.read_text(encoding="utf-8")
-    session = sessions[0].detail.split()[1]
-    assert session in transcript  # the CLI's own JSON events, in the lane log
+    assert (
+        lane.session.session in transcript
+    )  # the CLI's own JSON events, in the lane log
     assert "sleep" in transcript
     assert "later" in transcript
     assert git(repo, "status", "--porcelain") == ""
@@ -152,7 +154,7 @@ def test_a_takeover_resumes_the_agents_own_session_and_the_branch_holds_the_work
         wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
         store = open_default_store()
         wait_until(
-            lambda: any(e.kind == "agent-session" for e in store.events(run)),
+            lambda: any(lane.session is not None for lane in store.lanes(run)),
             what="the session recorded",
         )
         # The CLI writes its session file (in the lane's CLI folder, in the state

@@ -355,6 +355,7 @@ def test_a_save_that_fails_holds_its_lane_and_claim_and_says_why(
     lanes = {lane.item: lane for lane in store.lanes(run)}
     assert lanes["one"].state is LaneState.HELD
     assert "cannot save" in (lanes["one"].note or "")
+    assert lanes["one"].held_reason == lanes["one"].note
     assert Path(lanes["one"].worktree).is_dir()  # whole, where it was
     assert lanes["two"].state is LaneState.HALTED
     assert "saved at" in (lanes["two"].note or "")
@@ -481,11 +482,11 @@ def test_a_full_tether_home_ends_the_run_with_one_line_and_loses_nothing(
     run = run_id_of(proc)
     wait_until(lambda: len(list(marks.glob("*.impl"))) == 1, what="the agent busy")
     filler = small_tmpfs / "filler"
-    with filler.open("wb") as out:
+    # Unbuffered: a short last write leaves nothing for the close to fail on.
+    with filler.open("wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * 65536)
-                out.flush()
         except OSError:
             pass
     (marks / "go").touch()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import attrs
@@ -23,7 +24,9 @@ from tether.runs import (
     Store,
 )
 from tether.runs._sqlite import SqliteStore
-from tether.runs._values import LANE_MOVES_INTO, RUN_MOVES_INTO
+from tether.runs._values import LANE_MOVES_INTO, RUN_MOVES_INTO, AgentSession
+
+from .support import check_lane_of_before, write_lane_of_before
 
 if TYPE_CHECKING:
     from tests.clocks import Clock
@@ -543,6 +546,105 @@ def test_a_store_file_of_an_earlier_version_gains_the_run_heartbeat(
         store.close()
 
 
+def test_a_lane_keeps_its_stage_name_agent_session_and_held_reason(
+    store: Store,
+) -> None:
+    """The facts a take-over and the views read come back as typed values: a stage of
+    two words, a transcript path with a space, a later session in place of an earlier
+    one, and facts given at `add_lane` (a tether choice: columns, not the ledger)."""
+    _lane_in(store, "lane1", [LaneState.IN_CALL])
+    assert (_lane(store, "lane1").stage_name, _lane(store, "lane1").session) == (
+        None,
+        None,
+    )
+    store.update_lane("lane1", stage_name="write tests")
+    first = AgentSession("write tests", "s-1", Path("/state/my lanes/l.transcript"))
+    store.record_session("lane1", first)
+    store.update_lane("lane1", held_reason='it\'s "full"')
+    got = _lane(store, "lane1")
+    assert (got.stage_name, got.session, got.held_reason, got.state) == (
+        "write tests",
+        first,
+        'it\'s "full"',
+        LaneState.IN_CALL,
+    )
+    later = AgentSession("review", "7f3c9a")
+    store.record_session("lane1", later)
+    (got,) = store.item_lanes("lane1")
+    assert got.session == later
+    assert got.stage_name == "write tests"
+    row = attrs.evolve(
+        got, id="lane2", stage_name="s", session=first, held_reason="r", note="n"
+    )
+    store.add_lane(row)
+    assert _lane(store, "lane2") == row
+
+
+def test_every_save_of_a_lane_is_kept_in_order_and_a_refused_move_keeps_none(
+    store: Store,
+) -> None:
+    """`saved_refs` lists each save's view ref, oldest first, per lane; a save whose
+    state move the store refused is not kept (a tether choice: one transaction)."""
+    _lane_in(store, "lane1", [])
+    _lane_in(store, "lane2", [])
+    assert store.saved_refs("run1") == {}
+    store.update_lane("lane1", state=LaneState.SAVED, saved=("r/1", "c1"))
+    store.update_lane("lane2", saved=("r/2", "c2"))
+    store.update_lane("lane1", saved=("r/1b", "c3"))
+    with pytest.raises(StoreError):
+        store.update_lane("lane2", state=LaneState.OPEN, saved=("r/no", "c4"))
+    assert store.saved_refs("run1") == {"lane1": ["r/1", "r/1b"], "lane2": ["r/2"]}
+    assert store.saved_refs("run2") == {}
+    assert (_lane(store, "lane1").saved_ref, _lane(store, "lane1").saved_commit) == (
+        "r/1b",
+        "c3",
+    )
+
+
+def test_a_store_file_of_before_the_lane_facts_opens_and_records_them(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """A SQLite store of the first schema (lanes without fact columns, no saves) opens,
+    keeps its lanes, takes each one's last stage and saves from its ledger once, and
+    records sessions from then on."""
+    import sqlite3
+
+    path = Path(tmp_path) / "s" / "runs.sqlite3"
+    SqliteStore.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE lanes")
+        conn.execute("DROP TABLE saves")  # the first schema had neither
+        conn.execute(_LANES_BEFORE_FACTS)
+        write_lane_of_before(
+            lambda sql, args: conn.execute(sql.replace("%s", "?"), args)
+        )
+    conn.close()
+    store = SqliteStore.open(path)
+    try:
+        check_lane_of_before(store)
+    finally:
+        store.close()
+    SqliteStore.open(path).close()  # opened again: nothing left to migrate
+
+
+_LANES_BEFORE_FACTS = """
+CREATE TABLE lanes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    run TEXT NOT NULL,
+    item TEXT NOT NULL,
+    state TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    worktree TEXT NOT NULL,
+    stage INTEGER NOT NULL DEFAULT 0,
+    saved_ref TEXT,
+    saved_commit TEXT,
+    note TEXT
+)
+"""
+"""The lanes table as the first schema made it."""
+
+
 def test_docs_runs_shows_the_lanes_moves_as_the_stores_hold_them() -> None:
     """docs/runs.md's table of lane moves is LANE_MOVES_INTO, row for row."""
     assert _docs_table("| to | from |", LaneState) == LANE_MOVES_INTO
@@ -555,7 +657,6 @@ def test_docs_runs_shows_the_runs_moves_as_the_stores_hold_them() -> None:
 
 def _docs_table(head: str, kind: type[_S]) -> dict[_S, set[_S]]:
     import re
-    from pathlib import Path
 
     text = (Path(__file__).parents[2] / "docs" / "runs.md").read_text()
     table = text[text.index(head) :].split("\n\n", 1)[0]

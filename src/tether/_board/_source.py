@@ -252,14 +252,7 @@ class OwnRuns:
         receipts = store.receipts(run_id)
         lanes = []
         for lane in store.lanes(run_id):
-            stage = next(
-                (
-                    e.detail
-                    for e in reversed(events)
-                    if e.lane == lane.id and e.kind == "stage-start"
-                ),
-                None,
-            )
+            stage = lane.stage_name
             lanes.append(
                 LaneCard(
                     id=lane.id,

@@ -163,14 +163,12 @@ def killed_lines(store: Store, run_id: str) -> list[str]:
     Where each lane's work was saved aside (or that the take-over saves it first), and
     the command that takes the run over.
     """
-    saved: dict[str, str] = {}
-    for event in store.events(run_id):
-        if event.kind == "saved-aside" and event.lane is not None:
-            saved[event.lane] = event.detail
+    from ._lanes import lossless_save
+
     lines = [f"run {run_id} killed by a second Ctrl-C; its claims stay held"]
     for lane in store.lanes(run_id):
-        where = saved.get(lane.id)
-        if where:
+        where = lossless_save(lane) if lane.state is LaneState.SAVED else None
+        if where is not None:
             lines.append(f"{lane.item}: its worktree is saved aside in {where}")
         elif lane.state is LaneState.DONE:
             lines.append(f"{lane.item}: done; its branch {lane.branch} holds its work")

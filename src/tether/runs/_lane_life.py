@@ -342,7 +342,7 @@ class Lane:
                     if run.halting:
                         return False
                     continue
-            run.store.update_lane(lane_id, state=LaneState.IN_CALL)
+            run.store.update_lane(lane_id, state=LaneState.IN_CALL, stage_name=name)
             run.log("stage-start", lane=lane_id, detail=name)
             run.say(f"{self.row.item}: {name} started")
             try:
@@ -503,8 +503,9 @@ class Lane:
                 resume=resume,
             )
             if outcome.session_id is not None:
-                recorded = AgentSession(stage.name, outcome.session_id, transcript)
-                run.log("agent-session", lane=self.row.id, detail=recorded.detail())
+                self._record_session(
+                    AgentSession(stage.name, outcome.session_id, transcript)
+                )
             return outcome
         values = {"brief": brief, "lane": self.row.id, "item": self.row.item}
         if stage.preset is not None:
@@ -513,9 +514,7 @@ class Lane:
             name = stage.name
 
             def on_session(session: str) -> None:
-                # Recorded for a take-over, which resumes this session.
-                recorded = AgentSession(name, session).detail()
-                run.log("agent-session", lane=self.row.id, detail=recorded)
+                self._record_session(AgentSession(name, session))
 
             return await PresetCall(
                 stage=attrs.evolve(stage, args=tuple(expand(stage.args, values))),
@@ -579,6 +578,16 @@ class Lane:
             )
             return False
         return True
+
+    def _record_session(self, session: AgentSession) -> None:
+        """Record the session its stage's agent started, for a take-over to resume."""
+        run = self.run
+        run.store.record_session(self.row.id, session)
+        run.log(
+            "agent-session",
+            lane=self.row.id,
+            detail=f"{session.stage}: session {session.session}",
+        )
 
     async def _wait_usage(self, stage: str, reset: float) -> None:
         run = self.run
@@ -713,6 +722,7 @@ class Lane:
         try:
             moved = await move_aside(self.worktree, run=run.id, lane_id=self.row.id)
         except SaveFailed as exc:
+            run.store.update_lane(self.row.id, held_reason=str(exc))
             run.log("save-failed", lane=self.row.id, detail=str(exc))
             return None
         run.store.update_lane(self.row.id, state=LaneState.SAVED)
@@ -763,10 +773,8 @@ class Lane:
                     await anyio.sleep(run.poll)
                     moved = await self._move()
             if moved is None:
-                events = [e for e in run.store.events(run.id) if e.lane == lane_id]
-                why = next(
-                    (e.detail for e in reversed(events) if e.kind == "save-failed"), ""
-                )
+                rows = [row for row in run.store.lanes(run.id) if row.id == lane_id]
+                why = (rows[0].held_reason if rows else None) or "save failed"
                 run.store.update_lane(lane_id, state=LaneState.HELD, note=why)
                 run.log("held", lane=lane_id, detail=why)
                 run.say(f"{self.row.item}: held: {why}")

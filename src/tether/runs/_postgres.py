@@ -36,6 +36,7 @@ from ._url import has_password, redact
 from ._values import (
     LANE_MOVES_INTO,
     RUN_MOVES_INTO,
+    AgentSession,
     Claim,
     Event,
     LaneRow,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ("SCHEMA_VERSION", "PostgresStore", "redact")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The schema this build writes; a database at a higher version is refused."""
 
 _LOCK_KEY: Final = 0x7E7E_0001
@@ -135,6 +136,33 @@ _MIGRATIONS: Final = (
         detail text NOT NULL
     );
     CREATE INDEX events_run ON events (run);
+    """,
+    # 1 -> 2: a lane's facts as columns (the stage it started, its agent session,
+    # why its save failed), NULL in the rows of before but the stage, which the
+    # ledger holds; every save of a lane, those of before from the ledger.
+    """
+    ALTER TABLE lanes
+        ADD COLUMN stage_name text,
+        ADD COLUMN session_stage text,
+        ADD COLUMN session_id text,
+        ADD COLUMN session_transcript text,
+        ADD COLUMN held_reason text;
+    UPDATE lanes SET stage_name = (
+        SELECT e.detail FROM events e WHERE e.lane = lanes.id AND e.kind = 'stage-start'
+        ORDER BY e.seq DESC LIMIT 1
+    );
+    CREATE TABLE saves (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run text NOT NULL,
+        lane text NOT NULL,
+        ref text NOT NULL,
+        saved_commit text NOT NULL
+    );
+    CREATE INDEX saves_run ON saves (run);
+    INSERT INTO saves (run, lane, ref, saved_commit)
+    SELECT run, lane, split_part(detail, ' ', 1), split_part(detail, ' ', 2)
+    FROM events WHERE kind = 'saved' AND lane IS NOT NULL AND detail LIKE '% %'
+    ORDER BY seq;
     """,
 )
 
@@ -583,24 +611,12 @@ class PostgresStore:
     # -- lanes, receipts, ledger -----------------------------------------------------
     def add_lane(self, lane: LaneRow) -> None:
         """Record a new lane."""
+        values = rows.lane_values(lane)
         self._one(
             "record a lane",
-            "INSERT INTO lanes (id, run, item, state, branch, worktree, stage, "
-            "saved_ref, saved_commit, note) VALUES (%(id)s, %(run)s, %(item)s, "
-            "%(state)s, %(branch)s, %(worktree)s, %(stage)s, %(saved_ref)s, "
-            "%(saved_commit)s, %(note)s) RETURNING id",
-            {
-                "id": lane.id,
-                "run": lane.run,
-                "item": lane.item,
-                "state": lane.state.value,
-                "branch": lane.branch,
-                "worktree": lane.worktree,
-                "stage": lane.stage,
-                "saved_ref": lane.saved_ref,
-                "saved_commit": lane.saved_commit,
-                "note": lane.note,
-            },
+            f"INSERT INTO lanes ({', '.join(values)}) VALUES "
+            f"({', '.join(f'%({c})s' for c in values)}) RETURNING id",
+            values,
         )
 
     def update_lane(
@@ -611,8 +627,10 @@ class PostgresStore:
         stage: int | None = None,
         saved: tuple[str, str] | None = None,
         note: str | None = None,
+        stage_name: str | None = None,
+        held_reason: str | None = None,
     ) -> None:
-        """Change a lane's state, next stage, saved (ref, commit) or note."""
+        """Change a lane's state, next stage, saved (ref, commit) or a fact."""
         values: dict[str, Any] = {}
         if state is not None:
             values["state"] = state.value
@@ -620,8 +638,8 @@ class PostgresStore:
             values["stage"] = stage
         if saved is not None:
             values["saved_ref"], values["saved_commit"] = saved
-        if note is not None:
-            values["note"] = note
+        facts = {"note": note, "stage_name": stage_name, "held_reason": held_reason}
+        values.update((c, v) for c, v in facts.items() if v is not None)
         if not values:
             return
         sets = ", ".join(f"{column} = %({column})s" for column in values)
@@ -629,16 +647,40 @@ class PostgresStore:
         if state is not None:  # only a move LaneState allows (two writers, one lane)
             values["froms"] = sorted(s.value for s in LANE_MOVES_INTO[state])
             where += " AND state = ANY(%(froms)s)"
-        done = self._one(
-            "record a lane",
-            f"UPDATE lanes SET {sets} WHERE {where} RETURNING id",
-            {**values, "lane_id": lane},
-        )
+        update = f"UPDATE lanes SET {sets} WHERE {where} RETURNING id, run"
+        if saved is not None:  # and the save kept in the lane's list, at once
+            update = (
+                f"WITH up AS ({update}) INSERT INTO saves (run, lane, ref, "
+                "saved_commit) SELECT run, id, %(saved_ref)s, %(saved_commit)s "
+                "FROM up RETURNING lane"
+            )
+        done = self._one("record a lane", update, {**values, "lane_id": lane})
         if state is not None and done is None:
             row = self._one(
                 "read a lane", "SELECT state FROM lanes WHERE id = %(id)s", {"id": lane}
             )
             raise StoreError(refused_move(lane, row[0] if row else None, state))
+
+    def record_session(self, lane: str, session: AgentSession) -> None:
+        """Record the agent session a lane's stage started (a take-over resumes it)."""
+        values = rows.session_values(session)
+        self._one(
+            "record an agent session",
+            f"UPDATE lanes SET {', '.join(f'{c} = %({c})s' for c in values)} "
+            "WHERE id = %(lane_id)s RETURNING id",
+            {**values, "lane_id": lane},
+        )
+
+    def saved_refs(self, run: str) -> dict[str, list[str]]:
+        """Per lane of `run`, the view ref of every save, oldest first."""
+        found: dict[str, list[str]] = {}
+        for lane, ref in self._all(
+            "list saves",
+            "SELECT lane, ref FROM saves WHERE run = %(run)s ORDER BY seq",
+            {"run": run},
+        ):
+            found.setdefault(lane, []).append(ref)
+        return found
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -249,16 +249,13 @@ def status_record(
     shown = []
     for lane in lanes:
         mine = [e for e in events if e.lane == lane.id]
-        stage = next(
-            (e.detail for e in reversed(mine) if e.kind == "stage-start"), None
-        )
         opened = next((e.at for e in mine if e.kind == "lane-open"), None)
         shown.append(
             {
                 "item": lane.item,
                 "lane": lane.id,
                 "state": lane.state.value,
-                "stage": stage,
+                "stage": lane.stage_name,
                 "started_at": _iso(opened),
                 "branch": lane.branch,
                 "saved_ref": lane.saved_ref,

@@ -7,9 +7,19 @@ turns into its value here, once.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._values import Claim, Event, LaneRow, LaneState, Receipt, RunRow, RunState
+from ._values import (
+    AgentSession,
+    Claim,
+    Event,
+    LaneRow,
+    LaneState,
+    Receipt,
+    RunRow,
+    RunState,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,8 +33,10 @@ __all__ = (
     "claim",
     "event",
     "lane",
+    "lane_values",
     "receipt",
     "run",
+    "session_values",
 )
 
 RUN_COLS = (
@@ -32,7 +44,8 @@ RUN_COLS = (
 )
 CLAIM_COLS = "item, run, lane, epoch, expires, host, pid"
 LANE_COLS = (
-    "id, run, item, state, branch, worktree, stage, saved_ref, saved_commit, note"
+    "id, run, item, state, branch, worktree, stage, saved_ref, saved_commit, note, "
+    "stage_name, session_stage, session_id, session_transcript, held_reason"
 )
 RECEIPT_COLS = "run, lane, item, stage, exit_status, log_tail, commits, at"
 EVENT_COLS = "seq, at, run, lane, kind, detail"
@@ -74,7 +87,44 @@ def lane(r: Sequence[Any]) -> LaneRow:
         saved_ref=r[7],
         saved_commit=r[8],
         note=r[9],
+        stage_name=r[10],
+        session=None
+        if r[12] is None
+        else AgentSession(r[11], r[12], None if r[13] is None else Path(r[13])),
+        held_reason=r[14],
     )
+
+
+def lane_values(lane: LaneRow) -> dict[str, Any]:
+    """A lane's `LANE_COLS` by name, as both stores insert them."""
+    session = lane.session
+    return {
+        "id": lane.id,
+        "run": lane.run,
+        "item": lane.item,
+        "state": lane.state.value,
+        "branch": lane.branch,
+        "worktree": lane.worktree,
+        "stage": lane.stage,
+        "saved_ref": lane.saved_ref,
+        "saved_commit": lane.saved_commit,
+        "note": lane.note,
+        "stage_name": lane.stage_name,
+        **session_values(session),
+        "held_reason": lane.held_reason,
+    }
+
+
+def session_values(session: AgentSession | None) -> dict[str, str | None]:
+    """An agent session's lane columns by name (all None for none)."""
+    if session is None:
+        return {"session_stage": None, "session_id": None, "session_transcript": None}
+    transcript = session.transcript
+    return {
+        "session_stage": session.stage,
+        "session_id": session.session,
+        "session_transcript": None if transcript is None else str(transcript),
+    }
 
 
 def receipt(r: Sequence[Any]) -> Receipt:

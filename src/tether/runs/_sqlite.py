@@ -25,6 +25,7 @@ from ._store import crash_point, stale
 from ._values import (
     LANE_MOVES_INTO,
     RUN_MOVES_INTO,
+    AgentSession,
     Claim,
     Event,
     LaneRow,
@@ -85,7 +86,12 @@ CREATE TABLE IF NOT EXISTS lanes (
     stage INTEGER NOT NULL DEFAULT 0,
     saved_ref TEXT,
     saved_commit TEXT,
-    note TEXT
+    note TEXT,
+    stage_name TEXT,
+    session_stage TEXT,
+    session_id TEXT,
+    session_transcript TEXT,
+    held_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS lanes_run ON lanes(run);
 CREATE TABLE IF NOT EXISTS receipts (
@@ -110,6 +116,46 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events(run);
 """
 
+_SAVES_TABLE = """
+CREATE TABLE IF NOT EXISTS saves (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    saved_commit TEXT NOT NULL
+)
+"""
+"""Every save of every lane (its view's ref and commit), in the order made."""
+
+_SAVES_INDEX = "CREATE INDEX IF NOT EXISTS saves_run ON saves(run)"
+
+_SAVES_OF_BEFORE = """
+INSERT INTO saves (run, lane, ref, saved_commit)
+SELECT run, lane, substr(detail, 1, instr(detail, ' ') - 1),
+       substr(detail, instr(detail, ' ') + 1)
+FROM events WHERE kind = 'saved' AND lane IS NOT NULL AND instr(detail, ' ') > 0
+ORDER BY seq
+"""
+"""Once, as the table is made in a store of before: the saves its ledger recorded
+(`REF COMMIT`)."""
+
+_LANE_FACTS = (
+    "stage_name",
+    "session_stage",
+    "session_id",
+    "session_transcript",
+    "held_reason",
+)
+"""The lanes' columns added after the first schema (all TEXT, NULL in older rows)."""
+
+_STAGE_NAMES_OF_BEFORE = """
+UPDATE lanes SET stage_name = (
+    SELECT e.detail FROM events e WHERE e.lane = lanes.id AND e.kind = 'stage-start'
+    ORDER BY e.seq DESC LIMIT 1
+)
+"""
+"""Once, as the column is added: the stage each lane of before started last."""
+
 _BUSY_MS = 30_000
 
 
@@ -124,10 +170,18 @@ def _prepare_file(path: Path) -> None:
     check_owner_only(path)
 
 
+def _has_saves(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'saves'"
+    ).fetchone()
+    return found is not None
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a store made by an earlier version up to the schema.
 
-    The columns added since: items.holder, runs.expires.
+    The columns added since: items.holder, runs.expires, and the lane's facts
+    (`_LANE_FACTS`); the table of saves.
     """
     cols = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
     if cols and "holder" not in cols:
@@ -141,6 +195,23 @@ def _migrate(conn: sqlite3.Connection) -> None:
     if cols and "expires" not in cols:
         with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
             conn.execute("ALTER TABLE runs ADD COLUMN expires REAL")
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(lanes)")}
+    if cols and not _has_saves(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not _has_saves(conn):  # a peer migrated first
+                conn.execute(_SAVES_TABLE)
+                conn.execute(_SAVES_OF_BEFORE)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    for column in _LANE_FACTS:
+        if cols and column not in cols:
+            with contextlib.suppress(sqlite3.OperationalError):  # a peer migrated first
+                conn.execute(f"ALTER TABLE lanes ADD COLUMN {column} TEXT")
+                if column == "stage_name":
+                    conn.execute(_STAGE_NAMES_OF_BEFORE)
 
 
 @final
@@ -177,6 +248,8 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             _migrate(conn)
             conn.executescript(_SCHEMA)
+            conn.execute(_SAVES_TABLE)
+            conn.execute(_SAVES_INDEX)
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{path} is not a usable tether store ({exc}); move it away and try again"
@@ -447,22 +520,12 @@ class SqliteStore:
     # -- lanes, receipts, ledger -----------------------------------------------------
     def add_lane(self, lane: LaneRow) -> None:
         """Record a new lane."""
+        values = rows.lane_values(lane)
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO lanes (id, run, item, state, branch, worktree, stage, "
-                "saved_ref, saved_commit, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    lane.id,
-                    lane.run,
-                    lane.item,
-                    lane.state.value,
-                    lane.branch,
-                    lane.worktree,
-                    lane.stage,
-                    lane.saved_ref,
-                    lane.saved_commit,
-                    lane.note,
-                ),
+                f"INSERT INTO lanes ({', '.join(values)}) "
+                f"VALUES ({', '.join('?' * len(values))})",
+                tuple(values.values()),
             )
 
     def update_lane(
@@ -473,8 +536,10 @@ class SqliteStore:
         stage: int | None = None,
         saved: tuple[str, str] | None = None,
         note: str | None = None,
+        stage_name: str | None = None,
+        held_reason: str | None = None,
     ) -> None:
-        """Change a lane's state, next stage, saved (ref, commit) or note."""
+        """Change a lane's state, next stage, saved (ref, commit) or a fact."""
         sets: list[str] = []
         args: list[object] = []
         if state is not None:
@@ -486,9 +551,11 @@ class SqliteStore:
         if saved is not None:
             sets += ["saved_ref = ?", "saved_commit = ?"]
             args += list(saved)
-        if note is not None:
-            sets.append("note = ?")
-            args.append(note)
+        facts = {"note": note, "stage_name": stage_name, "held_reason": held_reason}
+        for column, value in facts.items():
+            if value is not None:
+                sets.append(f"{column} = ?")
+                args.append(value)
         if not sets:
             return
         where, keys = "id = ?", [lane]
@@ -505,6 +572,30 @@ class SqliteStore:
                     "SELECT state FROM lanes WHERE id = ?", (lane,)
                 ).fetchone()
                 raise StoreError(refused_move(lane, row[0] if row else None, state))
+            if saved is not None:
+                conn.execute(
+                    "INSERT INTO saves (run, lane, ref, saved_commit) "
+                    "SELECT run, id, ?, ? FROM lanes WHERE id = ?",
+                    (*saved, lane),
+                )
+
+    def record_session(self, lane: str, session: AgentSession) -> None:
+        """Record the agent session a lane's stage started (a take-over resumes it)."""
+        values = rows.session_values(session)
+        with self._write() as conn:
+            conn.execute(
+                f"UPDATE lanes SET {', '.join(f'{c} = ?' for c in values)} WHERE id = ?",
+                (*values.values(), lane),
+            )
+
+    def saved_refs(self, run: str) -> dict[str, list[str]]:
+        """Per lane of `run`, the view ref of every save, oldest first."""
+        found: dict[str, list[str]] = {}
+        for lane, ref in self._conn.execute(
+            "SELECT lane, ref FROM saves WHERE run = ? ORDER BY seq", (run,)
+        ):
+            found.setdefault(lane, []).append(ref)
+        return found
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

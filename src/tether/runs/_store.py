@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .._env import TetherEnv
 from ._values import (
+    AgentSession,
     Claim,
     Event,
     LaneRow,
@@ -164,8 +165,28 @@ class Store(Protocol):
         stage: int | None = None,
         saved: tuple[str, str] | None = None,
         note: str | None = None,
+        stage_name: str | None = None,
+        held_reason: str | None = None,
     ) -> None:
-        """Change a lane's state, next stage, saved (ref, commit) or note."""
+        """Change a lane's state, next stage, saved (ref, commit) or a fact of it.
+
+        A save is also kept in the lane's list of saves (`saved_refs`).
+
+        The facts: its note, the name of the stage it started (`stage_name`), why its
+        save failed (`held_reason`).
+        """
+
+    def record_session(self, lane: str, session: AgentSession) -> None:
+        """Record the agent session a lane's stage started, in place of any earlier.
+
+        A take-over reads it back from the lane (`LaneRow.session`) to resume it.
+        """
+
+    def saved_refs(self, run: str) -> dict[str, list[str]]:
+        """Per lane of `run`, the view ref of every save, oldest first.
+
+        Every `update_lane(saved=...)` adds one; a lane never saved is absent.
+        """
 
     def lanes(self, run: str) -> list[LaneRow]:
         """A run's lanes, in the order they opened."""

@@ -217,7 +217,8 @@ async def _recover(
         try:
             moved = await move_aside(Path(lane.worktree), run=rid, lane_id=lane.id)
         except SaveFailed as exc:
-            store.update_lane(lane.id, state=LaneState.HELD, note=str(exc))
+            why = str(exc)
+            store.update_lane(lane.id, state=LaneState.HELD, note=why, held_reason=why)
             store.log(rid, "save-failed", lane=lane.id, detail=str(exc))
             say(f"{lane.item}: left held: {exc}")
             held.append(lane)
@@ -333,19 +334,19 @@ def earlier_session(
     """The agent session a lane going on from `previous` resumes, and its lane.
 
     Spec 03: a take-over resumes the agent's own session. It is the newest one the
-    agent of `stage` recorded (`agent-session` events) in a lane of the item, up to
+    agent of `stage` recorded (`Store.record_session`) in a lane of the item, up to
     `previous`, that was at `previous`'s stage: a lane restored and lost before its
     agent started (a take-over of a take-over) passes on its own earlier session.
     """
     found = None
     for lane in store.item_lanes(previous.item):
-        if lane.stage == previous.stage:
-            for event in store.events(lane.run):
-                if event.kind != "agent-session" or event.lane != lane.id:
-                    continue
-                recorded = AgentSession.from_detail(event.detail)
-                if recorded is not None and recorded.stage == stage:
-                    found = (lane, recorded)
+        recorded = lane.session
+        if (
+            lane.stage == previous.stage
+            and recorded is not None
+            and recorded.stage == stage
+        ):
+            found = (lane, recorded)
         if lane.id == previous.id:
             break
     return found

@@ -7,7 +7,6 @@ spec's fixed vocabularies (spec 03, observable results): their values travel in 
 from __future__ import annotations
 
 import enum
-import shlex
 from pathlib import Path
 from typing import final
 
@@ -231,6 +230,12 @@ class LaneRow:
     """The commit the saved ref points at."""
     note: str | None = None
     """Why it is held or failed, if it is."""
+    stage_name: str | None = None
+    """The name of the stage it started last; None before its first."""
+    session: AgentSession | None = None
+    """The agent session it recorded last (`Store.record_session`), if any."""
+    held_reason: str | None = None
+    """Why its last save failed (what holds it), if one did."""
 
 
 @final
@@ -257,46 +262,20 @@ class Receipt:
 
 
 @final
-@final
 @attrs.frozen
 class AgentSession:
-    """A stage agent's session, recorded for a take-over to resume (`agent-session`).
+    """A stage agent's session, recorded on its lane for a take-over to resume.
 
-    Written and read here only: the words are quoted as a shell quotes them, so a stage
-    named `write tests` or a transcript path with a space reads back as written.
+    The store keeps its parts as columns of the lane (`Store.record_session`), so a
+    stage named `write tests` or a transcript path with a space reads back as written.
     """
 
     stage: str
+    """The stage's name."""
     session: str
+    """The agent's session id."""
     transcript: Path | None = None
     """The builtin agent's transcript; None for a preset (its CLI keeps its session)."""
-
-    def detail(self) -> str:
-        """The event's line of detail."""
-        words = [self.stage, self.session]
-        if self.transcript is not None:
-            words.append(str(self.transcript))
-        return shlex.join(words)
-
-    @classmethod
-    def from_detail(cls, detail: str) -> AgentSession | None:
-        """The session a detail line records; None when it records none.
-
-        Lines recorded before the words were quoted (`STAGE SESSION [TRANSCRIPT]`, the
-        transcript an absolute path) read the same, a stage name of several words
-        included: a session id has no space.
-        """
-        try:
-            words = shlex.split(detail)
-        except ValueError:
-            words = detail.split()
-        transcript = None
-        if len(words) >= 3 and words[-1].startswith("/"):
-            transcript = Path(words.pop())
-        if len(words) < 2:
-            return None
-        *stage, session = words
-        return cls(" ".join(stage), session, transcript)
 
 
 @attrs.frozen(kw_only=True)

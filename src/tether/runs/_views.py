@@ -11,28 +11,29 @@ from ._liveness import effective_state
 from ._open import default_store_path, open_store, store_url
 
 if TYPE_CHECKING:
-    from ._values import Event
+    from ._values import Event, LaneRow
 
 __all__ = ("account_runs", "failures", "lane_log", "list_runs", "show_run")
 
 
-def _lane_details(lane: str, run: str, events: list[Event]) -> dict[str, Any]:
-    """A lane's `stage`, `started_at`, `log` and `saved_refs`, from the ledger.
+def _lane_details(
+    lane: LaneRow, run: str, events: list[Event], saves: dict[str, list[str]]
+) -> dict[str, Any]:
+    """A lane's `stage`, `started_at`, `log` and `saved_refs`.
 
-    `stage` is the last one started, `started_at` is ISO 8601 in UTC, and
-    `saved_refs` holds every save's view, oldest first.
+    `stage` is the last one started, `started_at` (when its `lane-open` was recorded)
+    is ISO 8601 in UTC, and `saved_refs` holds every save's view, oldest first.
     """
-    mine = [e for e in events if e.lane == lane]
-    stage = next((e.detail for e in reversed(mine) if e.kind == "stage-start"), None)
+    mine = [e for e in events if e.lane == lane.id]
+    stage = lane.stage_name
     opened = next((e.at for e in mine if e.kind == "lane-open"), None)
-    refs = [e.detail.split()[0] for e in mine if e.kind == "saved" and e.detail]
     return {
         "stage": stage,
         "started_at": None
         if opened is None
         else datetime.fromtimestamp(opened, UTC).isoformat(timespec="seconds"),
-        "log": str(lane_log(run, lane)),
-        "saved_refs": refs,
+        "log": str(lane_log(run, lane.id)),
+        "saved_refs": saves.get(lane.id, []),
     }
 
 
@@ -86,6 +87,7 @@ def show_run(run_id: str, store_option: str | None = None) -> dict[str, Any]:
             raise UsageError(f"no run {run_id} in {store.url}; see `tether runs`")
         claimed = {(c.item, c.lane) for c in store.claims(run_id)}
         events = store.events(run_id)
+        saves = store.saved_refs(run_id)
         return {
             "id": row.id,
             "state": effective_state(store, row).value,
@@ -95,7 +97,7 @@ def show_run(run_id: str, store_option: str | None = None) -> dict[str, Any]:
                     "state": lane.state.value,
                     "saved_ref": lane.saved_ref,
                     "claimed": (lane.item, lane.id) in claimed,
-                    **_lane_details(lane.id, run_id, events),
+                    **_lane_details(lane, run_id, events, saves),
                 }
                 for lane in store.lanes(run_id)
             ],
