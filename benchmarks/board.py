@@ -51,7 +51,7 @@ new MutationObserver(() => {
 def _fill(home: Path, runs: int, lanes: int) -> list[Path]:
     """The store and lane logs of `runs` working runs; the lane logs."""
     os.environ["TETHER_HOME"] = str(home)
-    from tether.runs._lanes import lane_log
+    from tether.runs._lane_git import lane_log
     from tether.runs._liveness import here, process_start
     from tether.runs._open import default_store_path
     from tether.runs._sqlite import SqliteStore

@@ -82,7 +82,7 @@ def git_only_save(worktree: Path, ref: str) -> None:
 
 
 def one_round(root: Path, files: int, total: int, n: int) -> tuple[float, float]:
-    from tether.runs._lanes import lane_dir, open_lane, save_lane
+    from tether.runs._lane_git import lane_dir, open_lane, save_lane
 
     # One person's repository each, so neither save finds the other's objects.
     repos = []

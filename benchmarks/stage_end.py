@@ -69,7 +69,7 @@ def agent_work(lane: Path, changed: int, n: int) -> None:
 
 
 async def rounds(args: argparse.Namespace, root: Path) -> None:
-    from tether.runs._lanes import commit_leftovers, lane_dir, make_view, open_lane
+    from tether.runs._lane_git import commit_leftovers, lane_dir, make_view, open_lane
 
     repo = root / "repo"
     repo.mkdir()

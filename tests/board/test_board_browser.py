@@ -19,8 +19,8 @@ from tests.runs.support import make_repo, write_plan
 from tests.waiting import wait_until
 
 from tether._board._app import REFUSED
+from tether.runs._lane_git import lane_log
 from tether.runs._lane_log import LaneLog
-from tether.runs._lanes import lane_log
 from tether.stop import set_stop
 
 if TYPE_CHECKING:

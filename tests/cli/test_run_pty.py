@@ -25,7 +25,7 @@ from tests.runs.support import (
 from tests.waiting import wait_until
 
 from tether.runs import LaneState
-from tether.runs._lanes import lossless_save
+from tether.runs._lane_git import lossless_save
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tests.waiting import wait_until
 
-from tether.runs._lanes import lane_dir
+from tether.runs._lane_git import lane_dir
 from tether.stop import set_stop
 from tether.testing._agent_server import Move, tool_results
 

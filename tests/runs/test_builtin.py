@@ -24,7 +24,7 @@ from tether.models import (
     ToolCall,
 )
 from tether.runs._builtin import STOPPED_EXIT, TAKEOVER_PROMPT, run_builtin_agent
-from tether.runs._lanes import lossless_save
+from tether.runs._lane_git import lossless_save
 from tether.stop import lift_stop, set_stop
 
 from .support import git, make_repo, open_default_store, run_id_of, start, tether

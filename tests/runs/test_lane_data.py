@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tether.runs._lanes import (
+from tether.runs._lane_git import (
     GitFailed,
     LaneUnreadable,
     SaveFailed,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from tether.runs._lanes import bring_back, git, lane_dir, open_lane
+from tether.runs._lane_git import bring_back, git, lane_dir, open_lane
 
 from .support import git as sh_git
 from .support import make_repo

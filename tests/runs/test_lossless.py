@@ -11,7 +11,13 @@ import anyio
 import pytest
 from tests.waiting import wait_until
 
-from tether.runs._lanes import find_saves, lane_dir, open_lane, restore_copy, save_lane
+from tether.runs._lane_git import (
+    find_saves,
+    lane_dir,
+    open_lane,
+    restore_copy,
+    save_lane,
+)
 from tether.stop import lift_stop, set_stop
 
 from .snapshot import assert_same, snapshot
@@ -269,7 +275,7 @@ async def test_a_view_of_an_empty_tree_restores_to_an_empty_lane(
 ) -> None:
     """A lane whose tree is empty, restored from its view alone (saved elsewhere):
     nothing to bring back is not a failure."""
-    from tether.runs._lanes import make_view, restore
+    from tether.runs._lane_git import make_view, restore
 
     repo = make_repo(tmp_path)
     git(repo, "rm", "-q", "README.md")

@@ -13,7 +13,7 @@ import pytest
 from tests.runs.support import make_repo
 from tests.threads import default_threads_held
 
-from tether.runs._lanes import git, lane_dir, open_lane, restore_copy, save_lane
+from tether.runs._lane_git import git, lane_dir, open_lane, restore_copy, save_lane
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -17,7 +17,7 @@ import pytest
 from tests.waiting import wait_until
 
 from tether._config import paths
-from tether.runs._lanes import lane_dir
+from tether.runs._lane_git import lane_dir
 from tether.stop import lift_stop, set_stop
 
 from .presets_support import (

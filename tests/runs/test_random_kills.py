@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tether.runs import RunState, Store
-from tether.runs._lanes import lossless_save
+from tether.runs._lane_git import lossless_save
 from tether.runs._liveness import found_dead, process_alive
 from tether.runs._open import default_store_path
 from tether.runs._takeover import effective_state

@@ -12,7 +12,7 @@ import pytest
 from tests.waiting import wait_until
 
 from tether.runs import LaneState, RunState
-from tether.runs._lanes import find_saves, lossless_save
+from tether.runs._lane_git import find_saves, lossless_save
 from tether.stop import lift_stop, set_stop
 
 from .support import (

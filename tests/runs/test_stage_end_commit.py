@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tether.runs._lanes import bring_back, commit_leftovers, lane_dir, open_lane
+from tether.runs._lane_git import bring_back, commit_leftovers, lane_dir, open_lane
 
 from .support import git, make_repo
 

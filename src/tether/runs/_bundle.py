@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._config import paths
 from .._threads import in_thread
-from ._lanes import git
+from ._lane_git import git
 from ._own_git import GitFailed, own_git, tgit
 from ._pubdir import BUNDLE_BOUND, open_own_dir, sub_dir
 

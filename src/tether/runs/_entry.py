@@ -163,7 +163,7 @@ def killed_lines(store: Store, run_id: str) -> list[str]:
     Where each lane's work was saved aside (or that the take-over saves it first), and
     the command that takes the run over.
     """
-    from ._lanes import lossless_save
+    from ._lane_git import lossless_save
 
     lines = [f"run {run_id} killed by a second Ctrl-C; its claims stay held"]
     for lane in store.lanes(run_id):
@@ -192,7 +192,7 @@ async def run_summary(store: Store, run_id: str, repo: Path) -> list[str]:
     those of the branch that the person's HEAD lacks (subjects bounded: an agent
     wrote them).
     """
-    from ._lanes import GitFailed, git
+    from ._lane_git import GitFailed, git
 
     lines = [f"run {run_id}, item by item:"]
     for lane in store.lanes(run_id):
@@ -231,7 +231,7 @@ async def check_parts(plan: Plan) -> None:
     """
     import shutil
 
-    from ._lanes import GitFailed, git
+    from ._lane_git import GitFailed, git
 
     if not plan.repo.is_dir():
         raise UsageError(

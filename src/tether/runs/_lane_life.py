@@ -13,7 +13,7 @@ plan, the stop's gate, the ledger, the usage windows) is `LaneRun`; the run open
 lanes, keeps the registry of them, reads the stop between their moves and renews their
 claims (`_run.py`). Which lane a new one goes on from, and which agent session it
 resumes, is the take-over's (`_takeover.py`); git work on a lane's repository is
-`_lanes.py`'s.
+`_lane_git.py`'s.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ._agents import (
     window_reset,
 )
 from ._events import failure_line
-from ._lanes import (
+from ._lane_git import (
     GitFailed,
     LaneUnreadable,
     SaveFailed,
@@ -687,7 +687,7 @@ class Lane:
         then points at a commit the person's HEAD already has (nothing is lost), it
         is not checked out, and no earlier lane of the item used it. True when gone.
         """
-        from ._lanes import git
+        from ._lane_git import git
 
         run, ref = self.run, f"refs/heads/{self.row.branch}"
         if len(run.store.item_lanes(self.row.item)) != 1:

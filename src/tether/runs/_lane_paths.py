@@ -1,6 +1,6 @@
 """Where a lane's files live in the account's state dir: its directory, log and saves.
 
-Kept apart from `_lanes` (git, saves, restores) so that the read-only views (`tether
+Kept apart from `_lane_git` (git, saves, restores) so that the read-only views (`tether
 status`, `runs`, `logs`, the board) name a lane's log without importing the lane machinery.
 """
 

@@ -221,7 +221,7 @@ def _is_dir(path: Path) -> bool:
 
 def prunable(store: Store, *, older_than: float = 0.0) -> list[Prunable]:
     """What may be deleted now, oldest first."""
-    from ._lanes import lane_log
+    from ._lane_git import lane_log
     from ._own_git import own_git_of
     from ._presets import agent_dir
 

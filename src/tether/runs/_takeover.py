@@ -29,7 +29,7 @@ from .._accounts import who
 from .._threads import in_thread
 from ..errors import Refused, StoreError, UsageError
 from ..stop import ReadOutcome, StopWatch
-from ._lanes import (
+from ._lane_git import (
     SaveFailed,
     find_saves,
     lossless_save,
