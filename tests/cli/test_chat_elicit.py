@@ -6,7 +6,6 @@ in this process (its keys through prompt_toolkit's input, as typed), which is ch
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from contextlib import asynccontextmanager
@@ -18,6 +17,7 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from rich.console import Console
 from tests.cli._pty import Pty
+from tests.cli._screen import Screen
 
 from tether._config import Config
 from tether.cli.chat import _Terminal
@@ -92,34 +92,10 @@ def test_chat_answers_a_server_question_field_by_field(
         pty.close()
 
 
-class _Screen(io.StringIO):
-    """The chat's screen: what was printed, and a wake-up when `marker` shows."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.marker = ""
-        self.shown = anyio.Event()
-
-    def write(self, text: str, /) -> int:
-        written = super().write(text)
-        if self.marker and self.marker in self.getvalue():
-            self.marker = ""
-            self.shown.set()
-        return written
-
-    async def wait_for(self, marker: str) -> None:
-        """Wait until `marker` is on the screen (a prompt's line is printed last)."""
-        if marker in self.getvalue():
-            return
-        self.marker, self.shown = marker, anyio.Event()
-        with anyio.fail_after(60):
-            await self.shown.wait()
-
-
 @asynccontextmanager
 async def _chat_turn(
     workspace: Path, tmp_path: Path
-) -> AsyncIterator[tuple[PipeInput, _Screen]]:
+) -> AsyncIterator[tuple[PipeInput, Screen]]:
     """A turn of the chat's terminal, in this process, on a pipe for keys and a string
     for its screen, over a runtime whose MCP server is the fixture (its permission and
     elicitation prompts are the terminal's, as `tether chat` wires them); the block
@@ -128,7 +104,7 @@ async def _chat_turn(
     config = Config(
         mcp_servers={"fx": {"command": sys.executable, "args": [str(_FIXTURE)]}}
     )
-    screen = _Screen()
+    screen = Screen()
     console = Console(file=screen, force_terminal=False, width=200, color_system=None)
     with create_pipe_input() as keys:
         terminal = _Terminal(console, keys)

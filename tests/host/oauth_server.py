@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import attrs
+import httpx2
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from typing import Any
 
-__all__ = ("Issuer", "OAuthServers", "oauth_servers")
+__all__ = ("Issuer", "OAuthServers", "browse", "oauth_servers")
 
 
 @attrs.define(eq=False)
@@ -223,3 +224,9 @@ async def oauth_servers(issuer: Issuer | None = None) -> AsyncIterator[OAuthServ
             finally:
                 for s in servers:
                     s.should_exit = True
+
+
+async def browse(url: str) -> httpx2.Response:
+    """The person's browser: consent (the issuer consents at once) and follow back."""
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as browser:
+        return await browser.get(url)

@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from mcp.shared.auth import OAuthToken
 from tests.cli._run import TETHER, invoke, person_env
-from tests.host.oauth_server import OAuthServers, oauth_servers
+from tests.host.oauth_server import OAuthServers, browse, oauth_servers
 
 from tether._config import Config, paths
 from tether._loopback import listen_loopback
@@ -44,12 +44,6 @@ LOGIN = "run `tether mcp login docs`"
 
 def _ctx(workspace: Path) -> ToolContext:
     return ToolContext(call_id="c1", session_id="s1", workspace=workspace)
-
-
-async def _browse(url: str) -> httpx2.Response:
-    """The person's browser: consent (the issuer consents at once) and follow back."""
-    async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as browser:
-        return await browser.get(url)
 
 
 async def _login_with(
@@ -79,7 +73,7 @@ async def _login(servers: OAuthServers) -> LoginResult:
     async with anyio.create_task_group() as tg:
 
         async def visit(url: str) -> None:
-            pages.append(await _browse(url))
+            pages.append(await browse(url))
 
         result = await _login_with(servers, lambda url: tg.start_soon(visit, url))
     assert [p.status_code for p in pages] == [200]

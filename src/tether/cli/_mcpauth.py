@@ -18,23 +18,74 @@ from ._output import echo_json
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ("list_servers", "login", "logout")
+    from ..host._mcplogin import LoginResult
+
+__all__ = (
+    "agent_marker",
+    "list_servers",
+    "login",
+    "login_line",
+    "logout",
+    "url_shower",
+)
+
+
+def agent_marker() -> str | None:
+    """The variable that says this runs inside an agent session, if one is set."""
+    import os
+
+    from ..stop import AGENT_MARKERS
+
+    return next((name for name in AGENT_MARKERS if os.environ.get(name)), None)
 
 
 def _refuse_agent(verb: str) -> None:
     """Authorising tether is the person's act: an agent session is refused."""
-    import os
-
     from ..errors import Refused
-    from ..stop import AGENT_MARKERS
 
-    markers = [name for name in AGENT_MARKERS if os.environ.get(name)]
-    if markers:
+    marker = agent_marker()
+    if marker is not None:
         raise Refused(
             f"mcp {verb} refused: this runs inside an agent session "
-            f"({markers[0]} is set); authorising tether at a server is the person's "
+            f"({marker} is set); authorising tether at a server is the person's "
             "act, run from their own terminal"
         )
+
+
+def url_shower(
+    server: str, echo: Callable[[str], object], *, open_browser: bool = False
+) -> Callable[[str], None]:
+    """The login's `show`: the authorisation URL and what to do with it, or a note."""
+
+    def show(text: str) -> None:
+        if not text.startswith(("http://", "https://")):
+            echo(text)
+            return
+        echo(f"Authorise tether at MCP server {server!r}: open this URL")
+        echo(f"  {text}")
+        echo(
+            "then consent; or paste here the URL the browser is sent to (or the code) "
+            "and press Enter"
+        )
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(text)
+
+    return show
+
+
+def login_line(result: LoginResult) -> str:
+    """What a login did, in one line."""
+    if result.asked:
+        return (
+            f"tether is authorised at MCP server {result.server!r}: {result.tools} "
+            f"tools; the tokens are in {result.path}"
+        )
+    return (
+        f"MCP server {result.server!r} did not ask for authorisation "
+        f"({result.tools} tools); nothing was stored"
+    )
 
 
 def _needs_mcp(what: str) -> None:
@@ -124,48 +175,35 @@ def login(
     On a machine you reach over SSH, forward that port from your own machine
     (ssh -L 8765:127.0.0.1:8765 HOST) and run the last line on HOST; or paste.
     """
+    import functools
+
     import anyio
 
     from .._config import load_config
 
     _refuse_agent("login")
     _needs_mcp("tether mcp login")
-    from ..host._mcpauth import TokenFile
-    from ..host._mcplogin import callback_socket, http_server, utc_text
-    from ..host._mcplogin import login as run_login
+    from ..host._mcp import server_name
+    from ..host._mcplogin import login_named, utc_text
 
-    server, url, client = http_server(load_config(), name)
-    file = TokenFile.open(server, url, start_over=True, client=client)
-    sock = callback_socket(file, port)
-
-    def show(text: str) -> None:
-        if not text.startswith(("http://", "https://")):
-            click.echo(text, err=True)
-            return
-        click.echo(
-            f"Authorise tether at MCP server {server!r}: open this URL", err=True
+    config = load_config()
+    show = url_shower(
+        server_name(name),
+        functools.partial(click.echo, err=True),
+        open_browser=open_browser,
+    )
+    result = anyio.run(
+        lambda: login_named(
+            config,
+            name,
+            port=port,
+            show=show,
+            pasted=_stdin_lines(),
+            timeout=timeout,
         )
-        click.echo(f"  {text}", err=True)
-        click.echo(
-            "then consent; or paste here the URL the browser is sent to (or the code) "
-            "and press Enter",
-            err=True,
-        )
-        if open_browser:
-            import webbrowser
-
-            webbrowser.open(text)
-
-    try:
-        result = anyio.run(
-            lambda: run_login(
-                file, sock=sock, show=show, pasted=_stdin_lines(), timeout=timeout
-            )
-        )
-    finally:
-        sock.close()
+    )
     view = {
-        "server": server,
+        "server": result.server,
         "authorised": result.asked,
         "tools": result.tools,
         "expires_at": utc_text(result.expires_at),
@@ -173,16 +211,8 @@ def login(
     }
     if as_json:
         echo_json(view)
-    elif result.asked:
-        click.echo(
-            f"tether is authorised at MCP server {server!r}: {result.tools} tools; "
-            f"the tokens are in {result.path}"
-        )
     else:
-        click.echo(
-            f"MCP server {server!r} did not ask for authorisation "
-            f"({result.tools} tools); nothing was stored"
-        )
+        click.echo(login_line(result))
 
 
 @click.command()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.input import Input
     from rich.console import Console
 
+    from .._config import Config
     from ..models import Model
     from ..runtime import (
         AgentEvent,
@@ -66,8 +68,18 @@ _SHOWN_LINES = 20
     show_default=True,
     help="The directory the tools work in.",
 )
+@click.option(
+    "--no-login",
+    is_flag=True,
+    help="Do not offer to authorise the MCP servers that need it: each is skipped,"
+    " with the line naming `tether mcp login NAME`.",
+)
 def chat(
-    model_spec: str | None, system: str | None, resume_id: str | None, workspace: Path
+    model_spec: str | None,
+    system: str | None,
+    resume_id: str | None,
+    workspace: Path,
+    no_login: bool,
 ) -> None:
     """Talk to an agent whose tool calls run through tether.
 
@@ -77,6 +89,11 @@ def chat(
     stops waiting for the tools whose servers never answered (they end unknown). Ctrl-C or Ctrl-D at the prompt exits. Sessions are
     kept in the account's ledger; the first line shows the session id.
 
+    A streamable-HTTP MCP server that needs authorisation is offered before the
+    first turn (`Authorise now? [Y/n]`): yes runs the login of `tether mcp login
+    NAME` and connects it; no, or Ctrl-C during the login, goes on without it.
+    --no-login, or an output that is not a terminal, skips it without asking.
+
     \b
     Examples:
       TETHER_MODEL_URL=http://127.0.0.1:8000/v1 TETHER_MODEL_KEY=none \\
@@ -84,12 +101,14 @@ def chat(
       tether chat --model scripted:moves.jsonl
       tether chat --model openai:gpt-4o --system "Answer in one sentence."
       tether chat --resume session_3f2a… --model openai:gpt-4o
+      tether chat --model scripted:moves.jsonl --no-login
     """
     import anyio
 
     from .._config import load_config
     from ..errors import Refused, UsageError
     from ..models import ModelError, model_from_spec
+    from ._mcpauth import agent_marker
 
     config = load_config()
     spec = model_spec or config.model
@@ -116,8 +135,10 @@ def chat(
         hint += f" --system {shlex.quote(system)}"
     else:
         system = config.model_system
+    # Authorising a server is the person's act: at a terminal, never for an agent.
+    offer = not no_login and sys.stdout.isatty() and agent_marker() is None
     try:
-        anyio.run(_chat, model, hint, system, resume_id, workspace)
+        anyio.run(_chat, model, config, hint, system, resume_id, workspace, offer)
     except BaseExceptionGroup as group:
         # The runtime's task group wraps an error of the session; show it as itself.
         raise _only_error(group) from None
@@ -521,27 +542,39 @@ class _Terminal:
 
 async def _chat(
     model: Model,
+    config: Config,
     hint: str,
     system: str | None,
     resume_id: str | None,
     workspace: Path,
+    offer_login: bool,
 ) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import create_input
 
     from .._term import rich_console
+    from ..host._mcpperson import person_authorises
     from ..runtime import Agent, Runtime, default_system
+    from ._chatlogin import LoginOffer
 
     console = rich_console()
     keys = create_input()
     terminal = _Terminal(console, keys)
     lines: PromptSession[str] = PromptSession()
-    async with Runtime(
-        workspace=workspace,
-        ledger=ledger_path(),
-        approver=terminal.approve,
-        elicitor=terminal.elicit,
-    ) as runtime:
+    async with AsyncExitStack() as stack:
+        runtime = Runtime(
+            workspace=workspace,
+            ledger=ledger_path(),
+            approver=terminal.approve,
+            elicitor=terminal.elicit,
+            config=config,
+        )
+        if offer_login:
+            # Only while its servers start: nothing started later asks the person.
+            with person_authorises(LoginOffer(console, keys, config)):
+                await stack.enter_async_context(runtime)
+        else:
+            await stack.enter_async_context(runtime)
         for problem in runtime.problems:
             console.print(f"note: {problem}", style="yellow", markup=False)
         agent = Agent(

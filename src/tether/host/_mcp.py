@@ -56,8 +56,10 @@ call's output and result say why.
 
 An HTTP server that answers 401 is authorised with OAuth (`_mcpauth.py`): the SDK's
 flow on the tokens `tether mcp login` saved in the account's state, refreshed when
-they expire. No one is asked here: a server that wants the person's authorisation is
-skipped at start, or fails the call, with one line naming `tether mcp login NAME`.
+they expire. A server that wants the person's authorisation fails the call with one
+line naming `tether mcp login NAME`; at start it is skipped with that line, unless a
+person at a terminal may authorise it there (`_mcpperson.py`, the first `tether chat`):
+asked once, and connected again at once if they did.
 
 The request id a cancel names is learnt from the client's own write of the
 `tools/call` message (`_Tap`): the SDK mints it and does not return it.
@@ -108,6 +110,7 @@ from .._env import TetherEnv
 from .._mcptasks import call_state
 from ..errors import InvalidInput, ToolAborted, ToolFailed, UsageError
 from ._contain import Network, containment_now, supervisor_argv, tree_env
+from ._mcpperson import Authoriser, authoriser
 from ._proctree import namespace_wall, resolve_command
 from ._protocol import ElicitationAnswer, ElicitationRequest, Elicitor
 from ._tool import StopClass, Tool, ToolContext
@@ -794,6 +797,9 @@ class McpTools:
     _closing: anyio.Event = attrs.field(factory=anyio.Event, alias="closing")
     _workspace: Path = attrs.field(factory=Path.cwd, alias="workspace")
     _elicitor: Elicitor | None = attrs.field(default=None, alias="elicitor")
+    _authorise: Authoriser | None = attrs.field(default=None, alias="authorise")
+    _asked: set[str] = attrs.field(factory=set)
+    """Servers the person was asked to authorise (once each)."""
 
     @classmethod
     @asynccontextmanager
@@ -804,6 +810,7 @@ class McpTools:
         startup_timeout: float = 10.0,
         workspace: Path | None = None,
         elicitor: Elicitor | None = None,
+        authorise: Authoriser | None = None,
     ) -> AsyncIterator[McpTools]:
         """Start the configured servers and yield their tools; stop them on exit.
 
@@ -812,8 +819,14 @@ class McpTools:
         found, no answer within `startup_timeout` seconds, a protocol error) is
         reported in `.problems`. `elicitor` answers the servers' questions to the
         person (None: they are declined, and the capability is not advertised).
+        `authorise` (default: the one `person_authorises` set, if any) is asked once
+        for each server whose first connection is refused for want of authorisation.
         """
-        mcp = cls(workspace=(workspace or Path.cwd()).absolute(), elicitor=elicitor)
+        mcp = cls(
+            workspace=(workspace or Path.cwd()).absolute(),
+            elicitor=elicitor,
+            authorise=authorise if authorise is not None else authoriser(),
+        )
         read_only_hint = config.mcp_read_only_hint
         slots: list[_Slot] = []
         async with anyio.create_task_group() as tg:
@@ -884,7 +897,8 @@ class McpTools:
                     while await self._connect(
                         spec, server, slot, read_only_hint, startup_timeout
                     ):
-                        await server.wait_wanted()
+                        if slot.ready.is_set():  # else: authorised just now
+                            await server.wait_wanted()
                 finally:
                     server.client = None
                     server.closed = True
@@ -898,9 +912,13 @@ class McpTools:
         read_only_hint: bool,
         startup_timeout: float,
     ) -> bool:
-        """Make one connection and hold it until it is dropped; False: give up."""
+        """Make one connection and hold it until it is dropped; False: give up.
+
+        True with the slot not ready: the first connection was refused and the person
+        has just authorised the server; connect again at once.
+        """
         first = not slot.ready.is_set()
-        made = False
+        made = again = False
         errlog = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         scope = anyio.CancelScope(deadline=anyio.current_time() + startup_timeout)
         try:
@@ -931,6 +949,10 @@ class McpTools:
         except Exception as exc:
             server.client = None
             refused = server.refused()
+            if first and refused:
+                again = await self._ask_person(spec)
+                if again:
+                    return True
             why = (
                 f"{refused}; its tools come with the next start"
                 if refused and first
@@ -949,7 +971,17 @@ class McpTools:
                 server.failure = f"no answer within {startup_timeout:g} s"
                 server.changed()
                 slot.done([], McpProblem(spec.name, server.failure))
-            slot.done([], McpProblem(spec.name, "the session ended before it started"))
+            if not again:
+                slot.done(
+                    [], McpProblem(spec.name, "the session ended before it started")
+                )
+
+    async def _ask_person(self, spec: ServerSpec) -> bool:
+        """Whether the person at the terminal authorised `spec` now (asked once)."""
+        if self._authorise is None or spec.name in self._asked:
+            return False
+        self._asked.add(spec.name)
+        return await self._authorise(spec.name, spec.url)
 
 
 async def _walled(spec: ServerSpec, workspace: Path) -> StdioServerParameters:

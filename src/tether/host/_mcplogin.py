@@ -49,6 +49,7 @@ __all__ = (
     "callback_socket",
     "http_server",
     "login",
+    "login_named",
     "parse_answer",
     "server_status",
     "utc_text",
@@ -161,16 +162,18 @@ async def login(
     show: Callable[[str], object],
     pasted: Callable[[], Awaitable[str]] | None = None,
     timeout: float = 300.0,
+    skip: anyio.Event | None = None,
 ) -> LoginResult:
     """Authorise tether at `file`'s server (streamable HTTP) and save its tokens there.
 
     `show` is given the authorisation URL once the server asked for one; `pasted`
     (None: no pasting) returns the next line the person pasted ("" at its end);
-    `timeout` bounds the wait for the person, in seconds.
+    `timeout` bounds the wait for the person, in seconds; `skip`, once set, gives up
+    (the person chose to go on without the server).
 
     Raises:
-        TetherError: the server could not be reached, refused, or no answer came in
-            time; the line says what to do.
+        TetherError: the server could not be reached, refused, no answer came in
+            time, or the login was skipped; the line says what to do.
     """
     host, port = sock.getsockname()[:2]
     host = f"[{host}]" if ":" in host else host
@@ -222,7 +225,7 @@ async def login(
     receiver = quiet_uvicorn(_callback_app(send), signals=False)
     with send, receive:
         tools = await _serve_login(
-            server, url, auth, receiver, sock, pasted, read_pasted
+            server, url, auth, receiver, sock, pasted, read_pasted, skip
         )
     return LoginResult(
         server=server,
@@ -233,6 +236,33 @@ async def login(
     )
 
 
+async def login_named(
+    config: Config,
+    name: str,
+    *,
+    port: int | None = None,
+    show: Callable[[str], object],
+    pasted: Callable[[], Awaitable[str]] | None = None,
+    timeout: float = 300.0,
+    skip: anyio.Event | None = None,
+) -> LoginResult:
+    """`login` at the configured server `name`, on its loopback port (`callback_socket`).
+
+    Raises:
+        UsageError: no such streamable-HTTP server, or the `port` is taken.
+        TetherError: as `login` raises it.
+    """
+    server, url, client = http_server(config, name)
+    file = TokenFile.open(server, url, start_over=True, client=client)
+    sock = callback_socket(file, port)
+    try:
+        return await login(
+            file, sock=sock, show=show, pasted=pasted, timeout=timeout, skip=skip
+        )
+    finally:
+        sock.close()
+
+
 async def _serve_login(
     server: str,
     url: str,
@@ -241,20 +271,29 @@ async def _serve_login(
     sock: socket.socket,
     pasted: Callable[[], Awaitable[str]] | None,
     read_pasted: Callable[[], Coroutine[Any, Any, None]],
+    skip: anyio.Event | None,
 ) -> int:
     """Connect with `auth` while the redirect's receiver and the paste reader run.
 
     The receiver is ended by its own shutdown, not cancelled: it answers the browser's
     request in flight, and a cancelled uvicorn was seen to leave the next loopback
-    socket of the same event loop (on the same file descriptor) unserved.
+    socket of the same event loop (on the same file descriptor) unserved. A `skip`
+    cancels the connection only.
     """
     async with anyio.create_task_group() as tg:
         tg.start_soon(receiver.serve, [sock])
         async with anyio.create_task_group() as reader:
             if pasted is not None:
                 reader.start_soon(read_pasted)
+            outcome: int | TetherError = TetherError(
+                f"MCP server {server!r}: the login was skipped; "
+                f"`tether mcp login {server}` authorises it later"
+            )
             try:
-                outcome: int | TetherError = await _connect(server, url, auth)
+                with anyio.CancelScope() as connecting:
+                    if skip is not None:
+                        reader.start_soon(_cancel_at, skip, connecting)
+                    outcome = await _connect(server, url, auth)
             except TetherError as exc:  # raised below, not wrapped in a group
                 outcome = exc
             finally:
@@ -263,6 +302,11 @@ async def _serve_login(
     if isinstance(outcome, TetherError):
         raise outcome
     return outcome
+
+
+async def _cancel_at(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _connect(server: str, url: str, auth: McpAuth) -> int:
