@@ -5,12 +5,14 @@ A streamable-HTTP server that answers 401 wants OAuth. The flow is the `mcp` SDK
 the code exchange, refresh); this module gives it a `TokenStorage` (`TokenFile`) and
 decides who may answer an authorisation request:
 
-- `tether mcp login NAME` (`_mcplogin.py`): the person, in a terminal.
-- Every other connection (`tether chat`, `tether run`, `tether mcp serve`, `tether
-  tools`): no one. A server that wants the person's authorisation (no tokens, or tokens
-  it refuses and the SDK cannot refresh) fails at once, its reason one line naming
-  `tether mcp login NAME`; nothing waits for a browser. With tokens, an expired access
-  token is refreshed by the SDK and the new one saved.
+- `tether mcp login NAME` (`_mcplogin.py`): the person, in a terminal; so does the
+  first `tether chat`, which offers that login as its servers start (`_mcpperson.py`).
+- Every other connection (`tether chat` after its start, `tether acp`, `tether run`,
+  `tether mcp serve`, `tether tools`): no one. A server that wants the person's
+  authorisation (no tokens, or tokens it refuses and the SDK cannot refresh) fails at
+  once, its reason one line naming `tether mcp login NAME`; nothing waits for a
+  browser. With tokens, an expired access token is refreshed by the SDK and the new
+  one saved.
 
 One file per server, `<state>/mcp-auth/<server>.json` (`Paths.mcp_auth_dir`): the tokens,
 the access token's expiry (the SDK keeps it in memory only), the client registration and
