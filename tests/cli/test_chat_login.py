@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+import httpx2
 import pytest
 from prompt_toolkit.input import create_pipe_input
 from rich.console import Console
@@ -56,34 +57,41 @@ async def _offered(
         yield keys, screen, LoginOffer(console, keys, config, timeout=10)
 
 
-async def _consent(screen: Screen) -> None:
-    """The person's browser follows the URL the offer's login shows."""
+async def _consent(screen: Screen, keys: PipeInput, *, paste: bool) -> None:
+    """The person's browser follows the URL the offer's login shows; with `paste`, a
+    browser on another machine, whose redirect the person pastes (typed, then Enter)."""
     await screen.wait_for("(Ctrl-C: go on without MCP server 'docs')")
     found = _URL.search(screen.getvalue())
     assert found is not None, screen.getvalue()
-    page = await browse(found.group(1))
-    assert "tether is authorised" in page.text
+    if not paste:
+        page = await browse(found.group(1))
+        assert "tether is authorised" in page.text
+        return
+    async with httpx2.AsyncClient(timeout=10) as browser:
+        answer = await browser.get(found.group(1))
+    keys.send_text("not an answer\r")
+    keys.send_text(answer.headers["location"] + "x\x7f\r")  # x, then Backspace
 
 
 @pytest.mark.anyio
 async def test_yes_logs_in_and_connects_the_server(workspace: Path) -> None:
     """Enter takes the default (yes): the login runs, the server's tools come at once
     and a call carries the new token. Later its access token has expired and the
-    refresh is refused: the next start offers it again."""
+    refresh is refused: the next start offers it again, answered by a pasted URL."""
     async with oauth_servers() as servers, _offered(servers) as (keys, screen, offer):
         config = Config(mcp_servers={"docs": {"url": servers.mcp_url}})
         ctx = ToolContext(call_id="c1", session_id="s1", workspace=workspace)
 
-        async def person() -> None:
+        async def person(paste: bool) -> None:
             await screen.wait_for("Authorise now? [Y/n] ")
             keys.send_text("\r")
-            await _consent(screen)
+            await _consent(screen, keys, paste=paste)
 
-        for _start in range(2):
+        for paste in (False, True):
             screen.seek(0)
             screen.truncate()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(person)
+                tg.start_soon(person, paste)
                 with anyio.fail_after(20):
                     async with McpTools.open(config, authorise=offer) as mcp:
                         assert mcp.problems == []
@@ -94,6 +102,7 @@ async def test_yes_logs_in_and_connects_the_server(workspace: Path) -> None:
                 f"MCP server 'docs' ({servers.mcp_url}) needs authorisation." in shown
             )
             assert "tether is authorised at MCP server 'docs': 1 tools" in shown
+            assert ("paste the URL again" in shown) is paste  # "not an answer"
             servers.issuer.revoke_all()  # the refresh will be refused
             _expire(TokenFile.open("docs", servers.mcp_url).path)
         assert servers.issuer.refreshed == 0
