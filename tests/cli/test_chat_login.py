@@ -27,6 +27,7 @@ from tests.cli._pty import Pty
 from tests.cli._run import TETHER
 from tests.cli._screen import Screen
 from tests.host.oauth_server import OAuthServers, browse, oauth_servers
+from tests.waiting import await_until
 
 from tether._config import Config, paths
 from tether.cli._chatlogin import LoginOffer
@@ -257,9 +258,13 @@ async def test_tether_chat_whose_output_is_not_a_terminal_does_not_offer(
             )
         os.close(slave)
         try:
-            with anyio.fail_after(60):
-                while "Ctrl-D exits" not in out.read_text():  # noqa: ASYNC110 (a file)
-                    await anyio.sleep(0.05)
+            await await_until(
+                lambda: "Ctrl-D exits" in out.read_text(),
+                what="the chat's first line",
+                bound=60,
+                explain=out.read_text,
+            )
+            with anyio.fail_after(20):
                 os.write(master, b"\x04")
                 assert await proc.wait() == 0
         finally:

@@ -1,9 +1,10 @@
-"""Shared helpers for tool tests: a context, and a stop at the moment a call reports."""
+"""Shared helpers for tool tests: a context, a stop at the moment a call reports, and a
+person who is asked and never answers."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -52,3 +53,16 @@ async def stop_tool_once_started(
             if not flag_only:
                 scope.cancel()
     return outcome["end"] - t0, outcome.get("error")
+
+
+async def asked_until_withdrawn(
+    asking: anyio.Event, withdrawn: anyio.Event
+) -> NoReturn:
+    """A person asked a question who never answers: `asking` is set at once,
+    `withdrawn` once the question is taken back (this wait cancelled)."""
+    asking.set()
+    try:
+        await anyio.sleep_forever()
+    finally:
+        withdrawn.set()
+    raise AssertionError("unreachable: a question is answered or withdrawn")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from tests.host.support import asked_until_withdrawn
 
 from tether._config import Config
 from tether.host._protocol import AbortAck
@@ -166,12 +167,7 @@ async def test_stop_withdraws_a_pending_question(workspace: Path) -> None:
     withdrawn = anyio.Event()
 
     async def elicitor(request: ElicitationRequest) -> ElicitationAnswer:
-        asking.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            withdrawn.set()
-        raise AssertionError("unreachable")
+        await asked_until_withdrawn(asking, withdrawn)
 
     async with _runtime(workspace, elicitor) as runtime:
         session = runtime.session()

@@ -15,6 +15,7 @@ from ..host._tool import StopClass
 from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_text
 from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
+from ._elicit import ElicitRelay
 from ._stdio import stdio_wire
 
 if TYPE_CHECKING:
@@ -233,14 +234,24 @@ class McpServe:
         name: str,
         arguments: dict[str, Any] | None,
         progress: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        context: ServerRequestContext[Any, Any] | None = None,
     ) -> ServedCall:
         """Start one call in a session of its own, in the server's task group.
 
         Under the person's stop (or a stop that cannot be read) the call starts nothing
         and the ledger keeps it as never started, with the refusal as its reason.
+        `context`: the client's request, which a fronted server's question is relayed
+        to while the call runs (`ElicitRelay`), when the runtime's elicitor relays.
         """
         session = self.runtime.session()
         call = ServedCall(name, arguments or {}, session, self.stop_refusal())
+        relay = self.runtime.elicitor
+        unrelay = (
+            relay.register(session.id, context)
+            if context is not None and isinstance(relay, ElicitRelay)
+            else None
+        )
 
         async def run() -> None:
             try:
@@ -260,6 +271,8 @@ class McpServe:
                     except ToolError as exc:
                         call.box.append(exc)
             finally:
+                if unrelay is not None:
+                    unrelay()
                 call.done.set()
 
         if progress is not None:
@@ -297,14 +310,17 @@ class McpServe:
         arguments: dict[str, Any] | None,
         request_id: object,
         progress: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        context: ServerRequestContext[Any, Any] | None = None,
     ) -> tuple[str, bool]:
         """Run one call and return its text and whether it is an error.
 
         Cancelled from outside (the client's cancel): the call's session is aborted;
         the truth is kept for the next call's result, and the cancellation goes on.
+        `context`: as `start_call` takes it.
         """
         notes = await self.cancelled_lines() if self.tell_next else []
-        call = self.start_call(name, arguments, progress)
+        call = self.start_call(name, arguments, progress, context=context)
         session = call.session
         try:
             await call.done.wait()
@@ -396,7 +412,7 @@ def mcp_server(
                 )
 
         text, error = await serve.call_tool(
-            params.name, params.arguments, ctx.request_id, progress
+            params.name, params.arguments, ctx.request_id, progress, context=ctx
         )
         # The wire's shape as a plain dict (what `CallToolResult` dumps to): the SDK
         # checks it against the protocol's result model once on the way out, and a

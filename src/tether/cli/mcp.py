@@ -146,6 +146,7 @@ def serve(
 
     from .._config import load_config
     from .._mcpserve import serve_stdio
+    from .._mcpserve._elicit import ElicitRelay
     from .._mcpserve._server import freeze_heap
     from ..host._stdio import load_tool_refs
     from ..runtime import Runtime
@@ -169,6 +170,8 @@ def serve(
         grace=grace,
         ledger=ledger_file if ledger_file is not None else ledger_path(),
         config=config,
+        # A fronted server's question goes to the client whose call it belongs to.
+        elicitor=ElicitRelay(),
     )
     freeze_heap(http=http)
     if not http:

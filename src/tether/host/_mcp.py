@@ -112,7 +112,7 @@ from ..errors import InvalidInput, ToolAborted, ToolFailed, UsageError
 from ._contain import Network, containment_now, supervisor_argv, tree_env
 from ._mcpperson import Authoriser, authoriser
 from ._proctree import namespace_wall, resolve_command
-from ._protocol import ElicitationAnswer, ElicitationRequest, Elicitor
+from ._protocol import ElicitationAnswer, ElicitationRequest, Elicitor, NoOneToAsk
 from ._tool import StopClass, Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -433,8 +433,10 @@ class _Server:
                     nonlocal failure
                     try:
                         answers.append(await elicitor(request))
+                    except NoOneToAsk as exc:
+                        failure = f"no one here can answer: {exc}"
                     except Exception as exc:  # the elicitor's own failure: a decline
-                        failure = f"{type(exc).__name__}: {exc}"
+                        failure = f"the elicitor raised {type(exc).__name__}: {exc}"
                     tg.cancel_scope.cancel()
 
                 async def withdraw() -> None:
@@ -448,7 +450,7 @@ class _Server:
             for call in calls:
                 call.ctx.ask_person("")
         if failure:
-            first.note(f"{asked}: declined (the elicitor raised {failure})")
+            first.note(f"{asked}: declined ({failure})")
             return mcp_types.ElicitResult(action="decline")
         if not answers:
             first.note(f"{asked}: withdrawn by the stop (cancel)")

@@ -34,6 +34,7 @@ __all__ = (
     "HostEvent",
     "HostPhase",
     "KillRequest",
+    "NoOneToAsk",
     "OutputEvent",
     "PermissionRequest",
     "PhaseEvent",
@@ -201,6 +202,14 @@ class ElicitationAnswer:
 
 Elicitor: TypeAlias = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]]
 """Answers an MCP server's question; cancelled by a stop (the server is told `cancel`)."""
+
+
+class NoOneToAsk(Exception):
+    """An elicitor has no person to put this question to; `str()` says why.
+
+    The question is declined as it is where there is no elicitor at all, and the
+    call's output says why.
+    """
 
 
 Sink: TypeAlias = Callable[[HostEvent], None]
