@@ -165,7 +165,8 @@ def login(
     press Enter. The tokens are kept in the account's state (owner-only, never shown
     to a tool or agent) and refreshed by themselves; `tether chat`, `tether run` and
     `tether mcp serve` use them. A server that needs a login again fails its calls
-    with one line naming this command; nothing waits for a browser.
+    with one line naming this command; nothing waits for a browser, but the first
+    `tether chat` at a terminal offers this login for the servers that need it.
 
     \b
     Examples:
