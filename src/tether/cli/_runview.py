@@ -155,8 +155,8 @@ class RunView:
         from ..runs._tail import clean_line
 
         text = Text(self._last_said, overflow="ellipsis", no_wrap=True)
-        if stats is not None and stats.held is not None:
-            text = Text(clean_line(f"holding: {stats.held}"), style="yellow")
+        if stats is not None and stats.stop_hold is not None:
+            text = Text(clean_line(f"holding: {stats.stop_hold}"), style="yellow")
         if self._spinner is None:
             self._spinner = Spinner("dots")
         # The head is one line whatever its text: a line that wrapped would be counted
