@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, final
 
 import click
 
+from ._options import seconds_option
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
@@ -58,12 +60,10 @@ PROGRESS_EVERY = 30.0
 """Seconds between two looks for progress lines when not on a terminal (the default)."""
 
 
-progress_option = click.option(
+progress_option = seconds_option(
     "--progress",
-    type=click.FloatRange(min=0),
     default=PROGRESS_EVERY,
-    show_default=True,
-    metavar="SECONDS",
+    zero=True,
     help="When the output is not a terminal: seconds between progress lines (a lane's "
     "stage, time in it and last output line, printed only when that line is new); 0 "
     "for none. A terminal shows a live table instead.",
