@@ -18,6 +18,14 @@ __all__ = ("PREFIX", "SET_FOR_CHILDREN", "TetherEnv", "names")
 PREFIX: Final = "TETHER_"
 """What every name starts with (a child's environment keeps tether's own)."""
 
+_for_children: set[str] = set()
+
+
+def _set_for_children(name: str) -> str:
+    """Return `name`, noted as one tether sets for what it starts (`SET_FOR_CHILDREN`)."""
+    _for_children.add(name)
+    return name
+
 
 class TetherEnv:
     """Names of the environment variables tether reads or sets for what it starts.
@@ -61,31 +69,23 @@ class TetherEnv:
     TEST_CRASH_AT: Final = "TETHER_TEST_CRASH_AT"
     """Test-only: a run SIGKILLs itself at the named point (crash tests)."""
 
-    # Set by tether in the processes it starts, never a setting (`SET_FOR_CHILDREN`).
-    RUN: Final = "TETHER_RUN"
+    # Set by tether in the processes it starts, never a setting: each is noted in
+    # `SET_FOR_CHILDREN` where it is named.
+    RUN: Final = _set_for_children("TETHER_RUN")
     """The run a stage agent works for; its hook then honours the run's stop."""
-    LANE: Final = "TETHER_LANE"
+    LANE: Final = _set_for_children("TETHER_LANE")
     """The lane a stage agent works in (named in the hook's refusal)."""
-    ITEM: Final = "TETHER_ITEM"
+    ITEM: Final = _set_for_children("TETHER_ITEM")
     """The work item a stage agent works on."""
-    CALLS: Final = "TETHER_CALLS"
+    CALLS: Final = _set_for_children("TETHER_CALLS")
     """The call record a preset stage's hook appends to (`tether._channel`)."""
-    TREE: Final = "TETHER_TREE"
+    TREE: Final = _set_for_children("TETHER_TREE")
     """The marker every process of one tree inherits, so the host can sweep what is left."""
-    PROMPT: Final = "TETHER_PROMPT"
+    PROMPT: Final = _set_for_children("TETHER_PROMPT")
     """The prompt of a GenerateImages call, for its command (never in the command line)."""
 
 
-SET_FOR_CHILDREN: Final = frozenset(
-    {
-        TetherEnv.RUN,
-        TetherEnv.LANE,
-        TetherEnv.ITEM,
-        TetherEnv.CALLS,
-        TetherEnv.TREE,
-        TetherEnv.PROMPT,
-    }
-)
+SET_FOR_CHILDREN: Final = frozenset(_for_children)
 """Names tether sets for what it starts that are no setting of the account."""
 
 

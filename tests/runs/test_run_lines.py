@@ -37,7 +37,7 @@ def _stats(log: Path, item: str = "fix-the-typo-in-readme") -> RunStatistics:
     lane = LaneStatistics(
         item=item, lane="lane_1", stage="implement", elapsed=65, log=log, note=None
     )
-    return RunStatistics(lanes=(lane,), held=None, halting=False)
+    return RunStatistics(lanes=(lane,), stop_hold=None, halting=False)
 
 
 def test_the_live_table_keeps_item_and_stage_and_shows_the_last_events_line(

@@ -3,6 +3,7 @@ RUNNING, ends once, and the file agrees."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -102,3 +103,24 @@ def test_a_call_id_is_recorded_once_per_session() -> None:
         ledger.request("s", "c1", "Echo", "t", "read_only", "{}")
     ledger.request("s2", "c1", "Echo", "t", "read_only", "{}")
     assert [r.tool for r in ledger.calls("s", "t")] == ["Echo"]
+
+
+def test_a_dead_writers_calls_settle_at_the_time_of_the_ledgers_clock(
+    tmp_path: Path,
+) -> None:
+    """A ledger that opens a file a dead process left a call unended in records it
+    `end_unknown`, settled at its own clock's time (a tether choice: one clock)."""
+    path = tmp_path / "ledger.db"
+    dead = Ledger(path, clock=lambda: 100.0)
+    dead.request("s", "c1", "Bash", "t", "process", "{}")
+    dead.transition("s", "c1", CallState.RUNNING, {"started_at": 101.0})
+    # The process dies: its lock goes with its descriptor, its lock file stays.
+    assert dead._writer is not None
+    assert dead._db is not None
+    os.close(dead._writer.fd)
+    dead._db.close()
+
+    Ledger(path, clock=lambda: 200.0).close()
+    [record] = read_ledger_file(path)
+    assert record.state is CallState.END_UNKNOWN
+    assert (record.started_at, record.settled_at) == (101.0, 200.0)

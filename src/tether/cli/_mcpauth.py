@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._options import seconds_option
 from ._output import echo_json
 
 if TYPE_CHECKING:
@@ -142,12 +143,9 @@ def _stdin_lines() -> Callable[[], Awaitable[str]]:
     is_flag=True,
     help="Open the authorisation URL in this machine's browser too.",
 )
-@click.option(
+@seconds_option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
     default=300.0,
-    show_default=True,
-    metavar="SECONDS",
     help="How long to wait for the authorisation.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")

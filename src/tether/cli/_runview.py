@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, final
 
 import click
 
+from ._options import seconds_option
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
@@ -58,12 +60,10 @@ PROGRESS_EVERY = 30.0
 """Seconds between two looks for progress lines when not on a terminal (the default)."""
 
 
-progress_option = click.option(
+progress_option = seconds_option(
     "--progress",
-    type=click.FloatRange(min=0),
     default=PROGRESS_EVERY,
-    show_default=True,
-    metavar="SECONDS",
+    zero=True,
     help="When the output is not a terminal: seconds between progress lines (a lane's "
     "stage, time in it and last output line, printed only when that line is new); 0 "
     "for none. A terminal shows a live table instead.",
@@ -155,8 +155,8 @@ class RunView:
         from ..runs._tail import clean_line
 
         text = Text(self._last_said, overflow="ellipsis", no_wrap=True)
-        if stats is not None and stats.held is not None:
-            text = Text(clean_line(f"holding: {stats.held}"), style="yellow")
+        if stats is not None and stats.stop_hold is not None:
+            text = Text(clean_line(f"holding: {stats.stop_hold}"), style="yellow")
         if self._spinner is None:
             self._spinner = Spinner("dots")
         # The head is one line whatever its text: a line that wrapped would be counted

@@ -12,17 +12,16 @@ from typing import Any
 
 import click
 
+from ._options import seconds_option
 from ._output import echo_json
 
 __all__ = ("demo",)
 
 
 @click.group(invoke_without_command=True)
-@click.option(
+@seconds_option(
     "--busy",
-    type=click.FloatRange(min=0, min_open=True),
     default=1.5,
-    show_default=True,
     help="Seconds each implementing agent works (the stop waits for its call).",
 )
 @click.pass_context
@@ -52,11 +51,9 @@ def demo(ctx: click.Context, busy: float) -> None:
 
 
 @demo.command()
-@click.option(
+@seconds_option(
     "--grace",
-    type=click.FloatRange(min=0, min_open=True),
     default=1.0,
-    show_default=True,
     help="PROCESS grace window in seconds.",
 )
 @click.option(

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ._options import seconds_option
+
 if TYPE_CHECKING:
     from .._config import Config
 
@@ -57,18 +59,15 @@ __all__ = ("host",)
     show_default=True,
     help="Calls that may run at once; the others queue.",
 )
-@click.option(
+@seconds_option(
     "--tombstone-ttl",
-    type=click.FloatRange(min=0, min_open=True),
     default=60.0,
-    show_default=True,
     help="Seconds an abort that arrived before its call is kept.",
 )
-@click.option(
+@seconds_option(
     "--eof-drain",
-    type=click.FloatRange(min=0),
     default=5.0,
-    show_default=True,
+    zero=True,
     help="Seconds calls in flight may take to report after stdin closes; a started"
     " write or extension is waited for beyond them.",
 )

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from ._mcpauth import list_servers, login, logout
+from ._options import seconds_option
 
 __all__ = ("mcp",)
 
@@ -48,11 +49,9 @@ def mcp() -> None:
     default=None,
     help="The folder the calls work in; default: the current directory.",
 )
-@click.option(
+@seconds_option(
     "--grace",
-    type=click.FloatRange(min=0, min_open=True),
     default=None,
-    metavar="SECONDS",
     help="A stopped process's grace window; default: the account's (TETHER_GRACE).",
 )
 @click.option(

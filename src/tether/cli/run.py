@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ._options import seconds_option
 from ._runview import progress_option
 
 __all__ = ("run",)
@@ -28,17 +29,15 @@ __all__ = ("run",)
     help="A SQLite file or postgresql:// URL [env var: TETHER_STORE; default: the plan's, "
     "else the embedded SQLite file].",
 )
-@click.option(
+@seconds_option(
     "--poll",
-    type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="Seconds between reads of the stop while nothing moves [default: the plan's, 2].",
 )
-@click.option(
+@seconds_option(
     "--save-retry",
-    type=click.FloatRange(min=0),
     default=10.0,
-    show_default=True,
+    zero=True,
     help="Seconds a failed save is retried before the run ends with the lane held.",
 )
 @click.option(

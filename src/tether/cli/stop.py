@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._options import seconds_option
+
 if TYPE_CHECKING:
     from ..runs._publish import Seat
     from ..stop import StopReading
@@ -31,12 +33,10 @@ _quiet = threading.Event()
     help="Then wait until every run that honours the stop has halted, printing its "
     "progress.",
 )
-@click.option(
+@seconds_option(
     "--timeout",
-    type=click.FloatRange(min=0),
     default=600.0,
-    show_default=True,
-    metavar="S",
+    zero=True,
     help="With --wait: seconds to wait at most.",
 )
 def stop(reason: str | None, wait: bool, timeout: float) -> None:

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ._options import seconds_option
 from ._runview import progress_option
 
 __all__ = ("takeover",)
@@ -19,9 +20,8 @@ __all__ = ("takeover",)
     default=None,
     help="A SQLite file or postgresql:// URL [env var: TETHER_STORE].",
 )
-@click.option(
+@seconds_option(
     "--poll",
-    type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="Seconds between reads of the stop while nothing moves [default: the plan's].",
 )

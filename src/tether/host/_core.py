@@ -289,11 +289,16 @@ class HostCore:
         return _ack(call, phase)
 
     def _release(self, call: HostCall) -> None:
+        """Give back the call's place, if it holds one.
+
+        An abandoned call's place comes back at its stop; its task's end then finds none.
+        """
         if call.placed:
             call.placed = False
             self.admission.give_back()
 
     def _set_phase(self, call: HostCall, phase: HostPhase, emit: Emit) -> None:
+        """Move the call to `phase` and tell the runtime."""
         call.phase = phase
         emit(PhaseEvent(call.key, phase, call.tool.stop_class))
 
@@ -322,8 +327,7 @@ class HostCore:
             if result is None and call.stop_requested:
                 result = _aborted(key, "stopped before it started")
             if result is None:
-                call.phase = "running"  # `_set_phase`, on the path of every call
-                emit(PhaseEvent(key, "running", tool.stop_class))
+                self._set_phase(call, "running", emit)
                 in_tool = True
                 output = await tool.run(call.ctx, call.args)
                 in_tool = False
@@ -351,9 +355,7 @@ class HostCore:
                         result = _aborted(key, "stopped before it started")
                 raise
         finally:
-            if call.placed:  # `_release`, on the path of every call
-                call.placed = False
-                self.admission.give_back()
+            self._release(call)
             self.calls.remove(key)
             call.phase = "finished"
             call.ctx._end()

@@ -108,7 +108,9 @@ class Run:
     on_change: Callable[[], None] | None = None
     """Called at every record of the run (a ledger row, a state): the publisher's mark."""
     _halt: anyio.Event = attrs.field(factory=anyio.Event)
-    _held_reason: str | None = None
+    _stop_hold: str | None = None
+    """Why the last read of the stop held the run (it is `RunState.HELD`); None while
+    it reads clear."""
     _killed: bool = False
     _lanes: dict[str, Lane] = attrs.field(factory=dict)
     """The open lanes, by lane id; the run adds and removes them (`_lane`)."""
@@ -153,7 +155,8 @@ class Run:
         return bool(self._ends[LaneEnd.FAILED] or self._ends[LaneEnd.NOT_OPENED])
 
     @property
-    def _any_held(self) -> bool:
+    def _any_lane_held(self) -> bool:
+        """Whether a lane's save failed and the lane is kept (`LaneEnd.HELD`)."""
         return bool(self._ends[LaneEnd.HELD])
 
     def agents_in_call(self) -> int:
@@ -175,7 +178,7 @@ class Run:
                 )
                 for lane in self._lanes.values()
             ),
-            held=self._held_reason,
+            stop_hold=self._stop_hold,
             halting=self.halting,
         )
 
@@ -316,8 +319,8 @@ class Run:
             return False
         match reading.outcome:
             case ReadOutcome.CLEAR:
-                if self._held_reason is not None:
-                    self._held_reason = None
+                if self._stop_hold is not None:
+                    self._stop_hold = None
                     self.log("hold-ended")
                     self._state(RunState.RUNNING)
                     self.say("the stop reads clear again: going on")
@@ -335,8 +338,8 @@ class Run:
                 return False
             case ReadOutcome.HOLD:
                 reason = reading.reason or "the stop could not be read clearly"
-                if reason != self._held_reason:
-                    self._held_reason = reason
+                if reason != self._stop_hold:
+                    self._stop_hold = reason
                     self.log("hold", detail=reason)
                     self._state(RunState.HELD)
                     self.say(f"holding: {reason}")
@@ -538,7 +541,7 @@ class Run:
             self.log("killed")
             return ExitCode.KILLED
         if self.halting:
-            state = RunState.HALT_HELD if self._any_held else RunState.HALTED
+            state = RunState.HALT_HELD if self._any_lane_held else RunState.HALTED
             self._state(state)
             self.log(state.value)
             self.say(
@@ -548,7 +551,7 @@ class Run:
             # is a rename per lane, whatever the lanes hold.
             for job in self._after_halt:
                 await job()
-            return ExitCode.HALT_HELD if self._any_held else ExitCode.HALTED
+            return ExitCode.HALT_HELD if self._any_lane_held else ExitCode.HALTED
         stranded = self._held_by_dead_runs()
         self._state(RunState.DONE)
         self.log("done", detail="failed" if self._failed else "")
@@ -571,8 +574,8 @@ class Run:
             )
         if self._failed:
             return ExitCode.FAILED
-        if self.takeover is not None and self.takeover.held:
-            held = self.takeover.held
+        if self.takeover is not None and self.takeover.held_items:
+            held = self.takeover.held_items
             self.say(
                 f"{len(held)} item(s) stay held in {self.takeover.of}: {', '.join(held)}"
             )

@@ -78,8 +78,9 @@ class Takeover:
     runs whose claims the new run may take."""
     lanes: tuple[LaneRow, ...]
     """For each item to go on with, the lane it goes on from (its newest save)."""
-    held: tuple[str, ...]
-    """Items whose lanes stay held in the runs taken over (their saves failed)."""
+    held_items: tuple[str, ...]
+    """Items whose lanes stay `LaneState.HELD` in the runs taken over (their saves
+    failed: kept for a person)."""
     lines: tuple[str, ...]
     """What the restart path did, to be told after the new run's `run <id>`."""
 
@@ -92,11 +93,12 @@ class Takeover:
         Raises:
             Refused: another take-over marked `of` first.
         """
-        if self.held:
-            store.log(self.of, "taken-over", detail=f"by {by}, held: {list(self.held)}")
+        held = self.held_items
+        if held:
+            store.log(self.of, "taken-over", detail=f"by {by}, held: {list(held)}")
             lines = [
-                f"{self.of} keeps {len(self.held)} held lane(s) "
-                f"({', '.join(self.held)}): fix what its save says, then "
+                f"{self.of} keeps {len(held)} held lane(s) "
+                f"({', '.join(held)}): fix what its save says, then "
                 f"`tether takeover {self.of}` again"
             ]
         else:
@@ -184,7 +186,7 @@ async def prepare_takeover(
         of=run_id,
         chain=tuple(chain),
         lanes=tuple(_work(store, chain, set(items))),
-        held=items,
+        held_items=items,
         lines=tuple(lines),
     )
 

@@ -34,13 +34,17 @@ __all__ = (
 
 
 class RunState(enum.StrEnum):
-    """A run's state; the stores hold its moves to `RUN_MOVES_INTO`.
+    """A run's state; the stores keep its moves to `RUN_MOVES_INTO`.
+
+    A run that is `held` is paused by its stop (a read answered HOLD); a lane that is
+    `held` (`LaneState.HELD`, and so a run `halt-held`) is kept for a person because
+    its save failed. The values are the spec's and stay as they are.
 
     ```
     running <-> held                    a read of the stop holds, and reads clear again
     held -> held                        it holds for another reason
     running | held -> halting           a stop (or a Ctrl-C) is taken
-    halting -> halted | halt-held       every lane halted (or one held)
+    halting -> halted | halt-held       every lane halted (or one's save failed)
     running | held -> done              nothing is left that it may claim
     running | held | halting -> dead    the restart path found its process gone (or it
                                         was killed by a second Ctrl-C)
@@ -56,13 +60,15 @@ class RunState(enum.StrEnum):
     RUNNING = "running"
     """Making moves."""
     HELD = "held"
-    """A read of the stop held: no move is made, nothing is let go."""
+    """Paused by the stop: a read of it answered HOLD (neither clear nor stopped). No
+    move is made and nothing is let go until a read is clear again."""
     HALTING = "halting"
     """A stop was taken: agents finish their calls, lanes are saved, claims released."""
     HALTED = "halted"
     """Every lane saved and released; stays so after a lift until a take-over."""
     HALT_HELD = "halt-held"
-    """Halted, except a lane whose save failed keeps its worktree and claims."""
+    """Halted, except a lane whose save failed (`LaneState.HELD`) keeps its worktree
+    and claims."""
     DONE = "done"
     """Every item it could claim is finished."""
     DEAD = "dead"
@@ -90,14 +96,14 @@ RUN_MOVES_INTO: dict[RunState, frozenset[RunState]] = {
 
 
 class LaneState(enum.StrEnum):
-    """A lane's state; the stores hold its moves to `LANE_MOVES_INTO`.
+    """A lane's state; the stores keep its moves to `LANE_MOVES_INTO`.
 
     ```
     open <-> in-call                 an agent starts in it, and ends
     open | in-call -> done           its last stage ended, or it failed (or its item
                                      was found finished by the restart path)
     open | in-call -> saved          saved aside (a halt, a kill, a fenced claim, the
-                                     restart path); its claim is still held
+                                     restart path); its claim is not released yet
     open | in-call -> held           its save failed: worktree and claim kept
     held -> held | saved | done      a retry failed again, or saved it
     saved -> halted                  its claim released
@@ -117,7 +123,8 @@ class LaneState(enum.StrEnum):
     HALTED = "halted"
     """Saved aside and released."""
     HELD = "held"
-    """Its save failed: worktree and claim kept."""
+    """Kept for a person: its save failed, so its worktree and claim are kept (not a
+    pause, as a run's `RunState.HELD` is)."""
     DONE = "done"
     """Every stage ran; its branch is left for the person."""
 
@@ -174,7 +181,7 @@ class QueueItem:
     state: str
     """`queued`, `done` or `failed`."""
     claimed_by: str | None = None
-    """The run holding its claim, if any."""
+    """The run whose claim it is, if any."""
 
 
 @final
@@ -229,13 +236,14 @@ class LaneRow:
     saved_commit: str | None = None
     """The commit the saved ref points at."""
     note: str | None = None
-    """Why it is held or failed, if it is."""
+    """Why it is `held` (its save failed) or failed, if it is."""
     stage_name: str | None = None
     """The name of the stage it started last; None before its first."""
     session: AgentSession | None = None
     """The agent session it recorded last (`Store.record_session`), if any."""
     held_reason: str | None = None
-    """Why its last save failed (what holds it), if one did."""
+    """Why its last save failed, if one did: what the lane reports once it is
+    `LaneState.HELD` (the name is the stores' column's)."""
 
 
 @final
@@ -319,12 +327,12 @@ class LaneStatistics:
 @final
 @attrs.frozen(kw_only=True)
 class RunStatistics:
-    """A live run's lanes and what holds it, for a view that refreshes."""
+    """A live run's lanes and why its stop pauses it, for a view that refreshes."""
 
     lanes: tuple[LaneStatistics, ...]
     """The lanes open now, in the order they opened."""
-    held: str | None = None
-    """Why the run holds (a stop read that was not clear), if it does."""
+    stop_hold: str | None = None
+    """Why a read of the stop holds the run (`RunState.HELD`: paused), if it does."""
     halting: bool = False
     """Whether it took a stop and is halting."""
 

@@ -257,7 +257,9 @@ class Ledger:
                 # Held before any call is written: a call stamped with this writer
                 # means its lock was taken.
                 self._writer = _Writer.take(path)
-                _end_calls_of_dead_writers(self._db, path, own=self._writer.name)
+                _end_calls_of_dead_writers(
+                    self._db, path, clock=clock, own=self._writer.name
+                )
             except BaseException:
                 self.close()
                 raise
@@ -675,9 +677,16 @@ def _is_dead(folder: Path, writer: str) -> bool:
 
 
 def _end_calls_of_dead_writers(
-    db: sqlite3.Connection, path: Path, *, own: str | None = None
+    db: sqlite3.Connection,
+    path: Path,
+    *,
+    clock: Callable[[], float],
+    own: str | None = None,
 ) -> None:
-    """Record `END_UNKNOWN` each call a dead writer left unended, in one transaction."""
+    """Record `END_UNKNOWN` each call a dead writer left unended, in one transaction.
+
+    They settle at `clock()`'s time (the ledger's clock, when a ledger opens the file).
+    """
     have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
     if "writer" not in have:
         return
@@ -695,7 +704,7 @@ def _end_calls_of_dead_writers(
     dead = [w for w in writers if _is_dead(folder, w)]
     if not dead:
         return
-    now = time.time()
+    now = clock()
     db.execute("BEGIN IMMEDIATE")
     try:
         for writer in dead:
@@ -742,7 +751,8 @@ def _end_dead_writers_of_file(path: Path) -> None:
         return  # not ours to change: it is shown as it is
     db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
     try:
-        _end_calls_of_dead_writers(db, path)
+        # A reader has no ledger: what it ends settles at the wall clock's time.
+        _end_calls_of_dead_writers(db, path, clock=time.time)
     except sqlite3.Error:
         return  # read-only or busy: shown as it is; the next reader tries again
     finally:
