@@ -9,7 +9,8 @@ for one that is not a request, notification or response), then keeps serving.
 
 It also keeps the editor's requests not yet answered, so a `$/cancel_request`
 notification (which the SDK does not route) reaches `on_cancel_request` with the request
-it names; one naming no pending request is dropped, as the protocol asks.
+it names; one naming no pending request is dropped, as the protocol asks. Each request is
+offered to `on_request` first, which takes (and answers) those the SDK does not route.
 
 It also notes the id of each request of ours sent while `noting_requests()` is open in
 the sending task (the SDK mints ids and does not return them), so a request given up can
@@ -80,6 +81,9 @@ class LineTransport:
         self.on_cancel_request: Callable[[str, dict[str, Any]], None] | None = None
         """Called with the method and params of a pending request a `$/cancel_request`
         names (the request is still answered, by its handler)."""
+        self.on_request: Callable[[str | int, str, dict[str, Any]], bool] | None = None
+        """Offered each request (its id, method and params) before the SDK: True when
+        it takes it, to answer it with `send()` (a method the SDK does not route)."""
         self._pending: dict[str | int, tuple[str, dict[str, Any]]] = {}
         """The peer's requests not answered yet, by id: their method and params."""
 
@@ -134,7 +138,7 @@ class LineTransport:
                 continue
             problem = _problem(message)
             if problem is None:
-                if self._cancels_a_request(message):
+                if self._cancels_a_request(message) or self._taken(message):
                     continue
                 return message  # type: ignore[no-any-return]
             frame_id = message.get("id") if isinstance(message, dict) else None
@@ -158,6 +162,13 @@ class LineTransport:
         if pending is not None and self.on_cancel_request is not None:
             self.on_cancel_request(*pending)
         return True
+
+    def _taken(self, message: dict[str, Any]) -> bool:
+        """Whether `on_request` took the message (a request it serves)."""
+        request_id = message.get("id")
+        if self.on_request is None or "method" not in message or not _is_id(request_id):
+            return False
+        return self.on_request(request_id, message["method"], _params(message))
 
     async def close(self) -> None:
         """Stop sending; a frame being written is finished first."""
