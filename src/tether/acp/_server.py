@@ -389,8 +389,10 @@ class AcpServer:
         """
         async with _OPEN.deleting(session_id):
             for owner in _OPEN.owners(session_id):
-                if owner.ledger != self.ledger:
-                    continue  # another account's store: not this session
+                if owner is not self and (
+                    self.ledger is None or owner.ledger != self.ledger
+                ):
+                    continue  # kept in another store (or in memory there)
                 session = owner.sessions.get(session_id)
                 if session is not None:
                     await owner._close(session, reason="the editor deleted the session")
@@ -472,6 +474,9 @@ class AcpServer:
             answer = {"error": error.to_error_obj()}
         except RequestError as exc:
             answer = {"error": exc.to_error_obj()}
+        except Exception as exc:  # as the SDK answers a handler's failure: -32603
+            error = RequestError.internal_error({"details": f"{exc!r}"})
+            answer = {"error": error.to_error_obj()}
         assert self._transport is not None, "serve() sets the transport"
         with contextlib.suppress(ConnectionError):  # an editor gone cannot be told
             await self._transport.send({"jsonrpc": "2.0", "id": request_id, **answer})

@@ -561,11 +561,20 @@ def delete_session(path: Path, session_id: str) -> None:
     Raises:
         UsageError: the session is open in a live process (the runtime that noted it
             last still holds its ledger); it is not removed.
-        StoreError: the file is not this account's own.
+        StoreError: the file is not this account's own, or cannot be written.
     """
     if not path.exists():
         return
     check_owner_only(path)
+    try:
+        _delete_session(path, session_id)
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"cannot delete session {session_id} from {path}: {exc}"
+        ) from None
+
+
+def _delete_session(path: Path, session_id: str) -> None:
     db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
     try:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
