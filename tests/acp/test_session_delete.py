@@ -5,6 +5,7 @@ connection or another of the process; one open in another process is refused."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,7 +15,6 @@ from tests.acp.support import (
     Embedded,
     alive,
     details,
-    editor,
     embedded,
     hang_moves,
     stop_mid_call,
@@ -24,7 +24,7 @@ from tests.acp.support import (
 )
 
 from tether.config import paths
-from tether.runtime._ledger import read_ledger_file
+from tether.runtime._ledger import Ledger, read_ledger_file
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -161,20 +161,24 @@ async def test_delete_on_another_connection_stops_the_turn_where_it_runs(
 async def test_a_session_open_in_another_process_is_refused_until_closed_there(
     tmp_path: Path, workspace: Path
 ) -> None:
-    """A session open in another `tether acp` process is not deleted under it: the
-    delete answers -32602 naming that process, and the session stays listed. Once
-    closed there, the delete succeeds."""
+    """A session another process holds open (its runtime's ledger noted it and is
+    still open: here a `Ledger` of this process that no connection knows, which holds
+    its lock as another process's would) is not deleted under it: the delete answers
+    -32602 naming the process, and the session stays listed. Once closed there, the
+    delete succeeds."""
     model = write_script(tmp_path / "s.jsonl", [{"text": "hi"}])
-    async with editor(model) as ed, embedded(model) as here:
+    async with embedded(model) as ed:
         sid = await ed.open_session(workspace)
-        await here.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await ed.conn.close_session(session_id=sid)
+        elsewhere = Ledger(paths().state_dir / "sessions.sqlite")
+        elsewhere.note_session(sid, cwd=str(workspace))
         with pytest.raises(RequestError) as refused:
-            await _delete(here, sid)
+            await _delete(ed, sid)
         assert refused.value.code == -32602
         assert details(refused.value).startswith(
-            f"session {sid} is open in process {ed.process.pid}; close it there"
+            f"session {sid} is open in process {os.getpid()}; close it there"
         )
-        assert await _listed(here) == [sid]
-        await ed.conn.close_session(session_id=sid)
-        assert await _delete(here, sid) == {}
-        assert await _listed(ed) == await _listed(here) == []
+        assert await _listed(ed) == [sid]
+        elsewhere.close()
+        assert await _delete(ed, sid) == {}
+        assert await _listed(ed) == []

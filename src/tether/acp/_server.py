@@ -58,7 +58,8 @@ from .._config import Config, load_config
 from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..models import ModelError, model_from_spec
-from ..runtime import SessionRecord, delete_session, read_sessions
+from ..runtime import SessionRecord, read_sessions
+from ..runtime import delete_session as delete_from_ledger
 from ._early import initialize_result
 from ._elicit import takes_forms
 from ._mcp_servers import AcpMcpServers, config_servers
@@ -398,7 +399,7 @@ class AcpServer:
                     await owner._close(session, reason="the editor deleted the session")
             if self.ledger is not None:
                 try:
-                    await in_thread(delete_session, self.ledger, session_id)
+                    await in_thread(delete_from_ledger, self.ledger, session_id)
                 except UsageError as exc:
                     raise _invalid(str(exc)) from None
                 except TetherError as exc:
