@@ -164,8 +164,8 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
 ) -> None:
     """A stop while the editor shows a permission request: the call never runs and
     ends `TOOL_ABORTED` (a stop, not a refusal, S9), whether the editor answers the
-    request `cancelled` (as ACP asks of it) or leaves it open; a late approval runs
-    nothing."""
+    request `cancelled` (as ACP asks of it) or leaves it open, and then it is told
+    the request is void (`$/cancel_request`); a late approval runs nothing."""
     model = write_script(
         tmp_path / "s.jsonl",
         _one_call("Write", {"file_path": "w.txt", "content": "never"}),
@@ -205,6 +205,14 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
         assert result["reason"] == "cancelled"
         call = _start_of(ed, "Write")
         assert ed.recorder.statuses(call) == ["pending", "failed"]
+        withdrawn = [
+            (method, params["toolCall"]["toolCallId"])
+            for method, params in ed.recorder.withdrawn
+        ]
+        if editor_answers:  # void already: told only if the stop came first
+            assert withdrawn in ([], [("session/request_permission", call)])
+        else:
+            assert withdrawn == [("session/request_permission", call)]
         final = ed.recorder.tool_updates(call)[-1]
         assert final.raw_output["code"] == "TOOL_ABORTED"
         # The session goes on; the late approval started nothing.

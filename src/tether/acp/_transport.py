@@ -33,9 +33,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._jsonrpc import INVALID_REQUEST, MAX_LINE, PARSE_ERROR
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-__all__ = ("CANCEL_REQUEST", "LineTransport", "noting_requests")
+__all__ = ("CANCEL_REQUEST", "LineTransport", "noting_requests", "withdrawn_on_stop")
 
 _VERSION: Final = "2.0"
 CANCEL_REQUEST: Final = "$/cancel_request"
@@ -54,6 +54,29 @@ def noting_requests() -> Iterator[list[str | int]]:
         yield ids
     finally:
         _NOTING.reset(token)
+
+
+WITHDRAW_BOUND: Final = 1.0
+"""Longest wait, in seconds, to tell the peer a request of ours is given up."""
+
+
+@contextlib.asynccontextmanager
+async def withdrawn_on_stop(
+    withdraw: Callable[[str | int], Awaitable[None]],
+) -> AsyncIterator[None]:
+    """Withdraw the requests this task sends inside, if a cancellation ends the wait.
+
+    Each is named to `withdraw` (which sends `$/cancel_request`), briefly and
+    shielded; the cancellation then goes on.
+    """
+    with noting_requests() as sent:
+        try:
+            yield
+        except anyio.get_cancelled_exc_class():
+            with anyio.move_on_after(WITHDRAW_BOUND, shield=True):
+                for request_id in sent:
+                    await withdraw(request_id)
+            raise
 
 
 class LineTransport:
