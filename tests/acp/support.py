@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -13,7 +14,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import attrs
-from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process
+import psutil
+from acp import (
+    PROTOCOL_VERSION,
+    Client,
+    RequestError,
+    spawn_agent_process,
+    text_block,
+)
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
@@ -321,3 +329,85 @@ async def editor(
         observers=[recorder.observe],
     ) as (conn, process):
         yield Editor(conn, recorder, process)
+
+
+def hang_moves() -> list[dict[str, Any]]:
+    """A model's moves: a `Hang` call (it writes `m.txt` as it ends), then text a stop
+    never lets the model reach."""
+    call = {"id": "m1", "name": "Hang", "input": {"marker": "m.txt"}}
+    return [
+        {"text": "On it.", "tool_calls": [call]},
+        {"text": "unreachable after a stop"},
+    ]
+
+
+def stubborn_bash(path: Path) -> tuple[str, str]:
+    """Write a model whose move is a Bash call that prints `started` and whose shell
+    ignores SIGTERM while a grandchild left its session (only the grace window's kill
+    ends them); return its `--model` value and the marker its processes' command lines
+    hold."""
+    marker = f"32{time.monotonic_ns() % 10**6}.5"
+    command = (
+        f"trap '' TERM; setsid sleep {marker} & echo started; sleep {marker}; wait"
+    )
+    call = {"id": "m1", "name": "Bash", "input": {"command": command}}
+    moves: list[dict[str, Any]] = [
+        {"text": "", "tool_calls": [call]},
+        {"text": "unreachable after a stop"},
+    ]
+    return write_script(path, moves), marker
+
+
+async def stop_mid_call(
+    ed: Editor | Embedded, session_id: str, stop: Callable[[], Awaitable[object]]
+) -> list[str]:
+    """Prompt the session and run `stop` once its call printed `started`; return the
+    order the answers came in: `prompt <stopReason>` and `stop`."""
+    order: list[str] = []
+
+    async def prompt() -> None:
+        response = await ed.conn.prompt(
+            session_id=session_id, prompt=[text_block("go")]
+        )
+        order.append(f"prompt {response.stop_reason}")
+
+    with anyio.fail_after(20):  # a stop that is not taken fails, never hangs
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt)
+            await ed.recorder.wait_for(lambda: progress_says(ed, "started"))
+            with anyio.fail_after(10):
+                await stop()
+            order.append("stop")
+    return order
+
+
+def tool_statuses(ed: Editor | Embedded) -> list[str]:
+    """The statuses the editor was told of the tool calls, in order."""
+    return [
+        u.status
+        for _, u in ed.recorder.updates
+        if u.session_update == "tool_call_update" and u.status is not None
+    ]
+
+
+def progress_says(ed: Editor | Embedded, word: str) -> bool:
+    """Whether a tool call's output so far, as the editor saw it, holds `word`."""
+    return any(
+        u.session_update == "tool_call_update"
+        and u.content
+        and word in u.content[0].content.text
+        for _, u in ed.recorder.updates
+    )
+
+
+def alive(marker: str) -> list[psutil.Process]:
+    """The processes (zombies aside) whose command line holds `marker`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            mine = any(marker in part for part in proc.info["cmdline"] or ())
+            if mine and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

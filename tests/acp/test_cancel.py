@@ -9,10 +9,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import psutil
 import pytest
 from acp import RequestError, text_block
-from tests.acp.support import Editor, Embedded, editor, embedded, write_script
+from tests.acp.support import (
+    Editor,
+    Embedded,
+    alive,
+    editor,
+    embedded,
+    progress_says,
+    write_script,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,15 +79,6 @@ def _final_update_index(ed: Editor | Embedded, call_id: str) -> int:
     raise AssertionError(f"no final status for {call_id}")
 
 
-def _progress_says(ed: Editor | Embedded, word: str) -> bool:
-    return any(
-        u.session_update == "tool_call_update"
-        and u.content
-        and word in u.content[0].content.text
-        for _, u in ed.recorder.updates
-    )
-
-
 @pytest.mark.rule("acp-cancel")
 async def test_cancel_during_a_hung_read_only_tool_answers_within_the_abort_bound(
     tmp_path: Path, workspace: Path
@@ -91,7 +89,7 @@ async def test_cancel_during_a_hung_read_only_tool_answers_within_the_abort_boun
     async with embedded(model, tools=["tether.testing:Hang"]) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, answered = await _prompt_then_cancel_when(
-            ed, sid, lambda: _progress_says(ed, "started")
+            ed, sid, lambda: progress_says(ed, "started")
         )
         assert reason == "cancelled"
         assert elapsed < ABORT_BOUND
@@ -103,18 +101,6 @@ async def test_cancel_during_a_hung_read_only_tool_answers_within_the_abort_boun
         assert "unreachable" not in ed.recorder.text()  # S10: nothing after the stop
     # The process has exited: the host told the tool (its token was set) before then.
     assert (workspace / "m.txt").read_text(encoding="utf-8") == "cancelled"
-
-
-def _alive(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            mine = any(marker in part for part in proc.info["cmdline"] or ())
-            if mine and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 @pytest.mark.rule("acp-cancel")
@@ -132,9 +118,9 @@ async def test_cancel_while_bash_runs_answers_only_once_the_process_tree_is_gone
     async with editor(model, env={"TETHER_GRACE": "0.5"}) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, answered = await _prompt_then_cancel_when(
-            ed, sid, lambda: _progress_says(ed, "started")
+            ed, sid, lambda: progress_says(ed, "started")
         )
-        still = _alive(marker)
+        still = alive(marker)
         assert reason == "cancelled"
         assert still == []
         assert elapsed >= 0.5  # the shell ignored SIGTERM: only the kill ended it
@@ -159,7 +145,7 @@ async def test_cancel_while_a_write_runs_answers_after_its_real_result_went_out(
     async with embedded(model, tools=["tether.testing:SlowWrite"]) as ed:
         sid = await ed.open_session(workspace)
         reason, elapsed, answered = await _prompt_then_cancel_when(
-            ed, sid, lambda: _progress_says(ed, "started")
+            ed, sid, lambda: progress_says(ed, "started")
         )
         assert reason == "cancelled"
         call = _start_of(ed, "SlowWrite")
@@ -178,8 +164,8 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
 ) -> None:
     """A stop while the editor shows a permission request: the call never runs and
     ends `TOOL_ABORTED` (a stop, not a refusal, S9), whether the editor answers the
-    request `cancelled` (as ACP asks of it) or leaves it open; a late approval runs
-    nothing."""
+    request `cancelled` (as ACP asks of it) or leaves it open, and then it is told
+    the request is void (`$/cancel_request`); a late approval runs nothing."""
     model = write_script(
         tmp_path / "s.jsonl",
         _one_call("Write", {"file_path": "w.txt", "content": "never"}),
@@ -219,6 +205,14 @@ async def test_cancel_during_a_permission_request_ends_the_call_unstarted(
         assert result["reason"] == "cancelled"
         call = _start_of(ed, "Write")
         assert ed.recorder.statuses(call) == ["pending", "failed"]
+        withdrawn = [
+            (method, params["toolCall"]["toolCallId"])
+            for method, params in ed.recorder.withdrawn
+        ]
+        if editor_answers:  # void already: told only if the stop came first
+            assert withdrawn in ([], [("session/request_permission", call)])
+        else:
+            assert withdrawn == [("session/request_permission", call)]
         final = ed.recorder.tool_updates(call)[-1]
         assert final.raw_output["code"] == "TOOL_ABORTED"
         # The session goes on; the late approval started nothing.
@@ -247,16 +241,16 @@ async def test_an_editor_that_quits_mid_turn_leaves_no_process_behind(
                     await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
 
             tg.start_soon(prompt)
-            await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+            await ed.recorder.wait_for(lambda: progress_says(ed, "started"))
             # The shell and both children (forked before `started`) are alive.
-            assert len(_alive(marker)) >= 3
+            assert len(alive(marker)) >= 3
             assert ed.process.stdin is not None
             ed.process.stdin.close()
             with anyio.fail_after(15):
                 code = await ed.process.wait()
             tg.cancel_scope.cancel()
         assert code == 0
-        assert _alive(marker) == []
+        assert alive(marker) == []
 
 
 @pytest.mark.rule("acp-cancel")

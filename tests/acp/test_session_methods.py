@@ -1,24 +1,27 @@
 """ACP v1's session methods: `session/load` of any session of the account (one open on
 the same connection, one never prompted), `session/list`, `session/resume` and
 `session/close` (a close stops the running turn first), and method-not-found for what
-tether does not offer (spec 04)."""
+tether does not offer (spec 04). `session/delete`: test_session_delete.py."""
 
 from __future__ import annotations
 
 import datetime
-import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import psutil
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from tests.acp.support import (
-    Editor,
     Embedded,
+    alive,
     details,
     editor,
     embedded,
+    hang_moves,
+    progress_says,
+    stop_mid_call,
+    stubborn_bash,
+    tool_statuses,
     write_script,
 )
 
@@ -139,23 +142,6 @@ async def test_resume_reopens_a_session_without_replaying_it(
         assert said == ["first", "second"]
 
 
-def _hang() -> list[dict[str, Any]]:
-    call = {"id": "m1", "name": "Hang", "input": {"marker": "m.txt"}}
-    return [
-        {"text": "On it.", "tool_calls": [call]},
-        {"text": "unreachable after a stop"},
-    ]
-
-
-def _progress_says(ed: Editor | Embedded, word: str) -> bool:
-    return any(
-        u.session_update == "tool_call_update"
-        and u.content
-        and word in u.content[0].content.text
-        for _, u in ed.recorder.updates
-    )
-
-
 @pytest.mark.rule("acp-cancel")
 async def test_close_during_a_hung_call_answers_the_prompt_cancelled_first(
     tmp_path: Path, workspace: Path
@@ -164,7 +150,7 @@ async def test_close_during_a_hung_call_answers_the_prompt_cancelled_first(
     does: the prompt answers `cancelled` after the call's `failed` status, no update
     follows that answer, the close answers after it, and the session is gone from the
     connection (a prompt to it is refused) but kept in the account's list."""
-    model = write_script(tmp_path / "s.jsonl", _hang())
+    model = write_script(tmp_path / "s.jsonl", hang_moves())
     async with embedded(model, tools=["tether.testing:Hang"]) as ed:
         sid = await ed.open_session(workspace)
         frames = ed.recorder.frames
@@ -177,17 +163,12 @@ async def test_close_during_a_hung_call_answers_the_prompt_cancelled_first(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(prompt)
-            await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+            await ed.recorder.wait_for(lambda: progress_says(ed, "started"))
             with anyio.fail_after(10):
                 await ed.conn.close_session(session_id=sid)
             answered["close"] = len(frames)
         assert answered["prompt"] <= answered["close"]
-        statuses = [
-            u.status
-            for _, u in ed.recorder.updates
-            if u.session_update == "tool_call_update" and u.status is not None
-        ]
-        assert statuses == ["in_progress", "failed"]
+        assert tool_statuses(ed) == ["in_progress", "failed"]
         with pytest.raises(RequestError) as gone:
             await ed.conn.prompt(session_id=sid, prompt=[text_block("again")])
         assert "no session" in details(gone.value)
@@ -204,18 +185,6 @@ async def test_close_during_a_hung_call_answers_the_prompt_cancelled_first(
     assert (workspace / "m.txt").read_text(encoding="utf-8") == "cancelled"
 
 
-def _alive(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            mine = any(marker in part for part in proc.info["cmdline"] or ())
-            if mine and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
 @pytest.mark.rule("acp-cancel")
 async def test_close_during_bash_answers_once_the_process_tree_is_gone(
     tmp_path: Path, workspace: Path
@@ -223,30 +192,16 @@ async def test_close_during_bash_answers_once_the_process_tree_is_gone(
     """`session/close` while a Bash call's shell ignores SIGTERM and a grandchild left
     its session: the prompt answers `cancelled`, then the close answers, and by then no
     process of the call is alive (the grace window's kill ended them)."""
-    marker = f"32{time.monotonic_ns() % 10**6}.5"
-    command = (
-        f"trap '' TERM; setsid sleep {marker} & echo started; sleep {marker}; wait"
-    )
-    call = {"id": "m1", "name": "Bash", "input": {"command": command}}
-    model = write_script(
-        tmp_path / "s.jsonl",
-        [{"text": "", "tool_calls": [call]}, {"text": "unreachable after a stop"}],
-    )
+    model, marker = stubborn_bash(tmp_path / "s.jsonl")
     async with editor(model, env={"TETHER_GRACE": "0.5"}) as ed:
         sid = await ed.open_session(workspace)
-        order: list[str] = []
+        still: list[object] = []
 
-        async def prompt() -> None:
-            response = await ed.conn.prompt(session_id=sid, prompt=[text_block("go")])
-            order.append(f"prompt {response.stop_reason}")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(prompt)
-            await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+        async def close() -> None:
             await ed.conn.close_session(session_id=sid)
-            order.append("close")
-            still = _alive(marker)
-        assert order == ["prompt cancelled", "close"]
+            still.extend(alive(marker))
+
+        assert await stop_mid_call(ed, sid, close) == ["prompt cancelled", "stop"]
         assert still == []
         [final] = [
             u
@@ -308,10 +263,9 @@ async def test_a_load_racing_a_close_reopens_the_session(
 async def test_capabilities_say_what_is_served_and_the_rest_is_method_not_found(
     tmp_path: Path, workspace: Path
 ) -> None:
-    """`initialize` advertises load, list, resume and close; a method tether does not
-    offer (`session/delete`, `session/fork`, `session/set_mode`, and
-    `$/cancel_request` sent as a request: it is a notification) answers -32601 and the
-    agent keeps serving."""
+    """`initialize` advertises load, list, resume, close and delete; a method tether
+    does not offer (`session/fork`, `session/set_mode`, and `$/cancel_request` sent as
+    a request: it is a notification) answers -32601 and the agent keeps serving."""
     model = write_script(tmp_path / "s.jsonl", [{"text": "hi"}])
     async with editor(model) as ed:
         ready = await ed.conn.initialize(protocol_version=PROTOCOL_VERSION)
@@ -320,9 +274,8 @@ async def test_capabilities_say_what_is_served_and_the_rest_is_method_not_found(
         assert caps.load_session is True
         assert caps.session_capabilities is not None
         said = caps.session_capabilities.model_dump(exclude_none=True)
-        assert said == {"list": {}, "resume": {}, "close": {}}
-        methods = ["session/delete", "session/fork", "$/cancel_request"]
-        methods.append("session/set_mode")
+        assert said == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+        methods = ["session/fork", "$/cancel_request", "session/set_mode"]
         for n, method in enumerate(methods, start=100):
             frame = (
                 f'{{"jsonrpc": "2.0", "id": {n}, "method": "{method}", "params": '
@@ -348,7 +301,7 @@ async def test_cancel_request_naming_a_running_prompt_stops_its_turn(
     """`$/cancel_request` naming a pending `session/prompt` stops the turn as
     `session/cancel` does: the prompt answers `cancelled` after the call's `failed`
     status. One naming no pending request is dropped, and the agent keeps serving."""
-    model = write_script(tmp_path / "s.jsonl", _hang())
+    model = write_script(tmp_path / "s.jsonl", hang_moves())
     async with editor(model, tools=["tether.testing:Hang"]) as ed:
         sid = await ed.open_session(workspace)
         frames = ed.recorder.frames
@@ -361,7 +314,7 @@ async def test_cancel_request_naming_a_running_prompt_stops_its_turn(
             f'{{"sessionId": "{sid}", "prompt": [{{"type": "text", "text": "go"}}]}}}}\n'
         )
         await ed.write_raw(prompt.encode())
-        await ed.recorder.wait_for(lambda: _progress_says(ed, "started"))
+        await ed.recorder.wait_for(lambda: progress_says(ed, "started"))
         await ed.write_raw(
             b'{"jsonrpc": "2.0", "method": "$/cancel_request", '
             b'"params": {"requestId": "p1"}}\n'

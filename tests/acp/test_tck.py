@@ -17,7 +17,13 @@ from acp import (
     resource_link_block,
     text_block,
 )
-from tests.acp.support import embedded, write_script
+from tests.acp.support import (
+    embedded,
+    hang_moves,
+    stop_mid_call,
+    tool_statuses,
+    write_script,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -67,3 +73,26 @@ async def test_versions_prompts_meta_custom_methods_and_an_empty_list(
         assert info.value.code == -32601
         nowhere = await ed.conn.list_sessions(cwd=str(tmp_path / "nowhere"))
         assert nowhere.sessions == []
+
+
+async def test_a_cancel_carrying_meta_stops_the_turn(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The v2 kit's ACP-CANCEL-206 and 205 in v1: a `session/cancel` carrying `_meta`
+    (a `traceparent`) beside its `sessionId` is taken, the prompt answers `cancelled`
+    after the call's `failed` status, and the notification itself gets no answer."""
+    model = write_script(tmp_path / "s.jsonl", hang_moves())
+    async with embedded(model, tools=["tether.testing:Hang"]) as ed:
+        sid = await ed.open_session(workspace)
+
+        async def cancel() -> None:
+            await ed.conn.cancel(
+                session_id=sid,
+                traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            )
+
+        # A notification has no answer: "stop" is its sending.
+        assert await stop_mid_call(ed, sid, cancel) == ["stop", "prompt cancelled"]
+        assert tool_statuses(ed) == ["in_progress", "failed"]
+        answers = [f for f in ed.recorder.frames if "method" not in f]
+        assert all(isinstance(f["id"], int) and "result" in f for f in answers)

@@ -63,7 +63,12 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
         "protocolVersion": min(protocol_version, PROTOCOL_VERSION),
         "agentCapabilities": {
             "loadSession": True,
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "close": {},
+                "delete": {},
+            },
             "promptCapabilities": {"embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
         },

@@ -17,9 +17,8 @@ request) leaves the editor no other sign the form is void.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-import anyio
 from acp.schema import (
     AcceptElicitationResponse,
     CancelElicitationResponse,
@@ -29,7 +28,7 @@ from acp.schema import (
 )
 
 from ..runtime import ElicitationAnswer
-from ._transport import noting_requests
+from ._transport import withdrawn_on_stop
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -41,9 +40,6 @@ if TYPE_CHECKING:
     from ._permissions import PermissionBridge
 
 __all__ = ("ElicitationBridge", "takes_forms")
-
-_WITHDRAW_BOUND: Final = 1.0
-"""Longest wait, in seconds, to tell the editor a question is withdrawn."""
 
 
 def takes_forms(capabilities: ClientCapabilities | None) -> bool:
@@ -83,17 +79,11 @@ class ElicitationBridge:
             requested_schema=schema,
         )
         self.asked += 1
-        with noting_requests() as sent:
-            try:
-                response = await self._client.create_elicitation(
-                    message=f"{request.server} asks: {request.message}", mode=mode
-                )
-            except anyio.get_cancelled_exc_class():
-                # A stop: the editor's form is void; tell it, briefly, then go on.
-                with anyio.move_on_after(_WITHDRAW_BOUND, shield=True):
-                    for request_id in sent:
-                        await self._withdraw(request_id)
-                raise
+        # A stop: the editor's form is void; it is told, briefly.
+        async with withdrawn_on_stop(self._withdraw):
+            response = await self._client.create_elicitation(
+                message=f"{request.server} asks: {request.message}", mode=mode
+            )
         match response:
             case AcceptElicitationResponse(content=content):
                 return ElicitationAnswer("accept", dict(content or {}))

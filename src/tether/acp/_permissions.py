@@ -4,9 +4,12 @@ The runtime asks its approver whether a call that a rule sends to `ask` may run;
 question goes to the editor as a permission request with three options: allow once,
 allow always (this tool, for the rest of the session), reject. A stop cancels the
 approver's wait (the host cancels it before the call could start), so a late answer is
-dropped and the call ends `TOOL_ABORTED`. An editor that answers `cancelled` (it does so
-for every pending request after `session/cancel`) gets the same: the call never runs and
-ends `TOOL_ABORTED`, a stop and not a refusal (S9).
+dropped and the call ends `TOOL_ABORTED`; the editor is told with `$/cancel_request`
+naming the request, since a stop that did not come from `session/cancel` (a closed or
+deleted session, a stopped prompt request) leaves it no other sign the question is void.
+An editor that answers `cancelled` (it does so for every pending request after
+`session/cancel`) gets the same: the call never runs and ends `TOOL_ABORTED`, a stop and
+not a refusal (S9).
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from acp.schema import (
 )
 
 from ..errors import ToolAborted
+from ._transport import withdrawn_on_stop
 from ._updates import tool_kind
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from acp import Client
 
@@ -52,8 +56,10 @@ class PermissionBridge:
         client: Client,
         *,
         on_cancelled: Callable[[], None],
+        withdraw: Callable[[str | int], Awaitable[None]],
     ) -> None:
         self._client = client
+        self._withdraw = withdraw
         self.session_id = ""
         """The ACP session id (set once the session exists)."""
         self._on_cancelled = on_cancelled
@@ -79,9 +85,10 @@ class PermissionBridge:
             raw_input=request.input,
         )
         self.asked += 1
-        response = await self._client.request_permission(
-            session_id=self.session_id, tool_call=tool_call, options=_OPTIONS
-        )
+        async with withdrawn_on_stop(self._withdraw):
+            response = await self._client.request_permission(
+                session_id=self.session_id, tool_call=tool_call, options=_OPTIONS
+            )
         match response.outcome:
             case DeniedOutcome():
                 # The editor withdrew the prompt: that is a stop of the turn, never a

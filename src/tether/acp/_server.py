@@ -7,6 +7,9 @@ ends. The SDK runs each incoming request as its own task, so `session/cancel` is
 while `session/prompt` waits; cancel calls `Session.abort()`, and the prompt answers
 `cancelled` only after its turn has settled and every call's final status went out.
 
+The SDK does not route `session/delete`: the transport hands it here (`_take_request`),
+and it is answered here, as the SDK answers the others.
+
 It does not parse frames (`_transport.py`) nor build update payloads (`_updates.py`).
 """
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, cast, final
 import anyio
 import anyio.abc
 import attrs
+from pydantic import ValidationError
 
 from .. import _extras
 
@@ -31,6 +35,8 @@ try:  # the SDK is an extra: without it, the line that says how to install it
         AudioContentBlock,
         ClientCapabilities,
         CloseSessionResponse,
+        DeleteSessionRequest,
+        DeleteSessionResponse,
         EmbeddedResourceContentBlock,
         ImageContentBlock,
         Implementation,
@@ -53,9 +59,11 @@ from .._threads import in_thread
 from ..errors import TetherError, UsageError
 from ..models import ModelError, model_from_spec
 from ..runtime import SessionRecord, read_sessions
+from ..runtime import delete_session as delete_from_ledger
 from ._early import initialize_result
 from ._elicit import takes_forms
 from ._mcp_servers import AcpMcpServers, config_servers
+from ._registry import OpenSessions
 from ._session import AcpSession, TurnFailed
 from ._transport import CANCEL_REQUEST, LineTransport
 
@@ -65,6 +73,9 @@ if TYPE_CHECKING:
     from ..host import Tool
 
 __all__ = ("AcpServer", "AcpStatistics")
+
+DELETE_METHOD: Final = "session/delete"
+"""The method the SDK does not route, served here."""
 
 PromptBlock = (
     TextContentBlock
@@ -222,6 +233,7 @@ class AcpServer:
                 )
             transport.on_result = server._result_sent
             transport.on_cancel_request = server._cancel_request
+            transport.on_request = server._take_request
             # The SDK's Agent protocol lists every optional method; the router answers
             # -32601 for those this class does not define. `session/resume` and
             # `session/close` are routed only with the SDK's "unstable" flag (they are
@@ -239,6 +251,8 @@ class AcpServer:
                 bound = server.config.grace + 4 * server.config.abort_bound + 5
                 with anyio.move_on_after(bound, shield=True):
                     await server._close_all()
+                for session_id in list(server.sessions):
+                    _OPEN.closed(session_id, server)
                 with anyio.move_on_after(server.config.abort_bound, shield=True):
                     await conn.close()
 
@@ -360,10 +374,37 @@ class AcpServer:
         `cancelled` once settled, before this answer.
         """
         session = self._session(session_id)
-        await session.close(reason="the editor closed the session")
-        if self.sessions.get(session_id) is session:
-            del self.sessions[session_id]
+        await self._close(session, reason="the editor closed the session")
         return CloseSessionResponse()
+
+    async def delete_session(
+        self, session_id: str, **kwargs: Any
+    ) -> DeleteSessionResponse:
+        """Delete a session of the account: gone from `session/list`, not to be loaded.
+
+        Open on a connection of this process, it is closed there first, its running
+        turn stopped as `session/close` stops it (its prompt answers `cancelled` once
+        settled, before this answer). Its record and transcript leave the ledger; its
+        calls stay. A session no one knows is no error (there is nothing to delete);
+        one open in another process is refused, with where it is open.
+        """
+        async with _OPEN.deleting(session_id):
+            for owner in _OPEN.owners(session_id):
+                if owner is not self and (
+                    self.ledger is None or owner.ledger != self.ledger
+                ):
+                    continue  # kept in another store (or in memory there)
+                session = owner.sessions.get(session_id)
+                if session is not None:
+                    await owner._close(session, reason="the editor deleted the session")
+            if self.ledger is not None:
+                try:
+                    await in_thread(delete_from_ledger, self.ledger, session_id)
+                except UsageError as exc:
+                    raise _invalid(str(exc)) from None
+                except TetherError as exc:
+                    raise RequestError.internal_error({"details": str(exc)}) from None
+        return DeleteSessionResponse()
 
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
@@ -408,6 +449,39 @@ class AcpServer:
                 )
             )
 
+    def _take_request(
+        self, request_id: str | int, method: str, params: dict[str, Any]
+    ) -> bool:
+        """Serve a request the SDK does not route (`session/delete`); else False."""
+        if method != DELETE_METHOD:
+            return False
+        self._tg.start_soon(self._answer_delete, request_id, params)
+        return True
+
+    async def _answer_delete(
+        self, request_id: str | int, params: dict[str, Any]
+    ) -> None:
+        """Run `delete_session` and answer it, as the SDK answers what it routes."""
+        try:
+            request = DeleteSessionRequest.model_validate(params)
+            await self.delete_session(request.session_id)
+            answer: dict[str, Any] = {"result": {}}
+        except ValidationError as exc:
+            wrong = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            error = _invalid(f"{DELETE_METHOD} takes {{sessionId: string}}: {wrong}")
+            answer = {"error": error.to_error_obj()}
+        except RequestError as exc:
+            answer = {"error": exc.to_error_obj()}
+        except Exception as exc:  # as the SDK answers a handler's failure: -32603
+            error = RequestError.internal_error({"details": f"{exc!r}"})
+            answer = {"error": error.to_error_obj()}
+        assert self._transport is not None, "serve() sets the transport"
+        with contextlib.suppress(ConnectionError):  # an editor gone cannot be told
+            await self._transport.send({"jsonrpc": "2.0", "id": request_id, **answer})
+
     # -- sessions ---------------------------------------------------------------------
 
     def _result_sent(self, result: object) -> None:
@@ -437,8 +511,9 @@ class AcpServer:
     async def _open_now(self, session_id: str) -> AcpSession | None:
         """The session if it is open on this connection, else None.
 
-        One being closed is waited for, and is not open.
+        One being closed is waited for, and is not open; so is a delete of it.
         """
+        await _OPEN.wait_deleted(session_id)
         session = self.sessions.get(session_id)
         if session is not None and session.ending:
             await session.closed.wait()
@@ -488,7 +563,15 @@ class AcpServer:
         except TetherError as exc:
             raise _invalid(str(exc)) from None
         self.sessions[session.id] = session
+        _OPEN.opened(session.id, self)
         return session
+
+    async def _close(self, session: AcpSession, *, reason: str) -> None:
+        """Close a session of this connection, its running turn stopped first."""
+        await session.close(reason=reason)
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+            _OPEN.closed(session.id, self)
 
     async def _withdraw(self, request_id: str | int) -> None:
         """Tell the editor a request of tether's is given up (`$/cancel_request`)."""
@@ -505,3 +588,8 @@ class AcpServer:
     def _connected_client(self) -> Client:
         assert self._client is not None, "on_connect() gives the client first"
         return self._client
+
+
+_OPEN: Final[OpenSessions[AcpServer]] = OpenSessions()
+"""The sessions open on every connection of this process (`session/delete` stops them
+wherever they are)."""

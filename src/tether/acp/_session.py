@@ -98,7 +98,7 @@ class AcpSession:
         """The tools to offer (None: the standard tools)."""
         self._tg = task_group
         self.bridge = PermissionBridge(
-            client, on_cancelled=self._on_permission_cancelled
+            client, on_cancelled=self._on_permission_cancelled, withdraw=withdraw
         )
         self.questions = (
             ElicitationBridge(client, self.bridge, withdraw=withdraw)

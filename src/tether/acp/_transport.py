@@ -9,7 +9,8 @@ for one that is not a request, notification or response), then keeps serving.
 
 It also keeps the editor's requests not yet answered, so a `$/cancel_request`
 notification (which the SDK does not route) reaches `on_cancel_request` with the request
-it names; one naming no pending request is dropped, as the protocol asks.
+it names; one naming no pending request is dropped, as the protocol asks. Each request is
+offered to `on_request` first, which takes (and answers) those the SDK does not route.
 
 It also notes the id of each request of ours sent while `noting_requests()` is open in
 the sending task (the SDK mints ids and does not return them), so a request given up can
@@ -32,9 +33,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._jsonrpc import INVALID_REQUEST, MAX_LINE, PARSE_ERROR
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-__all__ = ("CANCEL_REQUEST", "LineTransport", "noting_requests")
+__all__ = ("CANCEL_REQUEST", "LineTransport", "noting_requests", "withdrawn_on_stop")
 
 _VERSION: Final = "2.0"
 CANCEL_REQUEST: Final = "$/cancel_request"
@@ -53,6 +54,29 @@ def noting_requests() -> Iterator[list[str | int]]:
         yield ids
     finally:
         _NOTING.reset(token)
+
+
+WITHDRAW_BOUND: Final = 1.0
+"""Longest wait, in seconds, to tell the peer a request of ours is given up."""
+
+
+@contextlib.asynccontextmanager
+async def withdrawn_on_stop(
+    withdraw: Callable[[str | int], Awaitable[None]],
+) -> AsyncIterator[None]:
+    """Withdraw the requests this task sends inside, if a cancellation ends the wait.
+
+    Each is named to `withdraw` (which sends `$/cancel_request`), briefly and
+    shielded; the cancellation then goes on.
+    """
+    with noting_requests() as sent:
+        try:
+            yield
+        except anyio.get_cancelled_exc_class():
+            with anyio.move_on_after(WITHDRAW_BOUND, shield=True):
+                for request_id in sent:
+                    await withdraw(request_id)
+            raise
 
 
 class LineTransport:
@@ -80,6 +104,9 @@ class LineTransport:
         self.on_cancel_request: Callable[[str, dict[str, Any]], None] | None = None
         """Called with the method and params of a pending request a `$/cancel_request`
         names (the request is still answered, by its handler)."""
+        self.on_request: Callable[[str | int, str, dict[str, Any]], bool] | None = None
+        """Offered each request (its id, method and params) before the SDK: True when
+        it takes it, to answer it with `send()` (a method the SDK does not route)."""
         self._pending: dict[str | int, tuple[str, dict[str, Any]]] = {}
         """The peer's requests not answered yet, by id: their method and params."""
 
@@ -134,7 +161,7 @@ class LineTransport:
                 continue
             problem = _problem(message)
             if problem is None:
-                if self._cancels_a_request(message):
+                if self._cancels_a_request(message) or self._taken(message):
                     continue
                 return message  # type: ignore[no-any-return]
             frame_id = message.get("id") if isinstance(message, dict) else None
@@ -158,6 +185,13 @@ class LineTransport:
         if pending is not None and self.on_cancel_request is not None:
             self.on_cancel_request(*pending)
         return True
+
+    def _taken(self, message: dict[str, Any]) -> bool:
+        """Whether `on_request` took the message (a request it serves)."""
+        request_id = message.get("id")
+        if self.on_request is None or "method" not in message or not _is_id(request_id):
+            return False
+        return self.on_request(request_id, message["method"], _params(message))
 
     async def close(self) -> None:
         """Stop sending; a frame being written is finished first."""

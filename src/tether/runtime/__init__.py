@@ -23,6 +23,7 @@ from ._agent_events import TurnEnded as TurnEnded
 from ._ledger import CallRecord as CallRecord
 from ._ledger import CallState as CallState
 from ._ledger import SessionRecord as SessionRecord
+from ._ledger import delete_session as delete_session
 from ._ledger import read_sessions as read_sessions
 from ._runtime import Runtime as Runtime
 from ._session import Session as Session
@@ -68,6 +69,7 @@ __all__ = (
     "TurnEnded",
     "TurnSettled",
     "default_system",
+    "delete_session",
     "read_sessions",
     "tool_result_text",
 )

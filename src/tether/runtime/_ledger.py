@@ -10,7 +10,9 @@ exclusive `flock` on a file of its own in `<ledger>.writers/` for as long as it 
 and stamps its calls with that file's name. The kernel drops the lock when the process
 dies, whatever kills it (and a reused pid cannot hold it), so a call whose writer's lock
 is free was left by a dead process: the next `Ledger` or `read_ledger_file()` on the file
-records it `END_UNKNOWN` (one transaction), as the next model turn is told.
+records it `END_UNKNOWN` (one transaction), as the next model turn is told. The same
+locks say where a session is open: each writer that notes a session is kept beside it
+(`session_writers`), and `delete_session` refuses a session one of them still holds.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = (
     "CallState",
     "Ledger",
     "SessionRecord",
+    "delete_session",
     "read_ledger_file",
     "read_sessions",
 )
@@ -464,6 +467,14 @@ class Ledger:
                 " updated_at = excluded.updated_at",
                 (session_id, cwd, record.title, now, now),
             )
+            assert self._writer is not None
+            # While this writer's lock is held, the session is open here
+            # (`delete_session` refuses it).
+            self._db.execute(
+                "INSERT OR IGNORE INTO session_writers (session_id, writer)"
+                " VALUES (?, ?)",
+                (session_id, self._writer.name),
+            )
         return record
 
     def session(self, session_id: str) -> SessionRecord | None:
@@ -542,6 +553,72 @@ def read_sessions(path: Path) -> list[SessionRecord]:
     return [SessionRecord(*row) for row in rows]
 
 
+def delete_session(path: Path, session_id: str) -> None:
+    """Remove a session's record and transcript from a SQLite ledger file.
+
+    One transaction: killed half-way, the file keeps the session whole. Its calls
+    stay (they are the record of what was done). A session the file does not keep,
+    or a file that is not there, is no error: there is nothing to remove.
+
+    Raises:
+        UsageError: the session is open in a live process (the runtime that noted it
+            last still holds its ledger); it is not removed.
+        StoreError: the file is not this account's own, or cannot be written.
+    """
+    if not path.exists():
+        return
+    check_owner_only(path)
+    try:
+        _delete_session(path, session_id)
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"cannot delete session {session_id} from {path}: {exc}"
+        ) from None
+
+
+def _delete_session(path: Path, session_id: str) -> None:
+    db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        if "sessions" not in tables:
+            return
+        # Taken before the check: a runtime that notes the session now waits for
+        # this transaction, and one that opens it after finds it gone.
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if "session_writers" in tables:
+                _refuse_if_open(db, path, session_id)
+                db.execute(
+                    "DELETE FROM session_writers WHERE session_id = ?", (session_id,)
+                )
+            for table in ("transcript", "sessions"):
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
+
+
+def _refuse_if_open(db: sqlite3.Connection, path: Path, session_id: str) -> None:
+    """Raise `UsageError` if a runtime that noted the session still holds its ledger."""
+    folder = _writers_dir(path)
+    for (writer,) in db.execute(
+        "SELECT writer FROM session_writers WHERE session_id = ?", (session_id,)
+    ).fetchall():
+        if _probe(folder, writer) is not True:
+            continue
+        pid = db.execute(
+            "SELECT pid FROM writers WHERE writer = ?", (writer,)
+        ).fetchone()
+        where = f"process {pid[0]}" if pid and pid[0] else "another process"
+        raise UsageError(
+            f"session {session_id} is open in {where}; close it there"
+            " (session/close, or quit that editor), then delete it"
+        )
+
+
 def _from_row(row: tuple[Any, ...]) -> CallRecord:
     return CallRecord(**dict(zip(_COLUMNS, row, strict=True)))
 
@@ -586,6 +663,11 @@ def _open_db(path: Path) -> sqlite3.Connection:
         "CREATE TABLE IF NOT EXISTS sessions ("
         "session_id TEXT PRIMARY KEY, cwd TEXT NOT NULL, title TEXT,"
         " created_at REAL, updated_at REAL NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS session_writers ("
+        "session_id TEXT NOT NULL, writer TEXT NOT NULL,"
+        " PRIMARY KEY (session_id, writer))"
     )
     for suffix in ("-wal", "-shm"):
         side = Path(f"{path}{suffix}")
@@ -659,21 +741,30 @@ def _is_dead(folder: Path, writer: str) -> bool:
     removed its file (what it left unended it left on purpose); anything unclear counts
     as alive.
     """
+    return _probe(folder, writer) is False
+
+
+def _probe(folder: Path, writer: str) -> bool | None:
+    """Whether `writer`'s lock is held: True, False, or None if that is not known.
+
+    True: its ledger is open in a live process; False: its process died with the
+    ledger open; None: its file is gone (it closed its ledger) or cannot be read.
+    """
     if not writer or "/" in writer or writer.startswith("."):
-        return False
+        return None
     try:
         fd = os.open(
             folder / writer, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         )
     except OSError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
-        return False  # held: its process lives
+        return True  # held: its process lives
     finally:
         os.close(fd)  # the probe's own lock, if it got one, goes with the descriptor
-    return True
+    return False
 
 
 def _end_calls_of_dead_writers(
