@@ -14,12 +14,21 @@ outside PATH too (Debian's PostgreSQL programs): with PATH narrowed to hide the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 HIDE = "TETHER_TEST_HIDE"
+
+NODE_PACKAGES = Path(__file__).parent / "conformance"
+"""The folder whose package.json pins Node.js 22 and the Node packages the tests run
+(the MCP conformance suite, the ACP TypeScript SDK); `NODE_INSTALL` installs them, as
+`.ci/run` does."""
+NODE_INSTALL = "npm ci --prefix tests/conformance"
 
 
 def hidden(name: str) -> bool:
@@ -37,3 +46,24 @@ def missing(what: str, why: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run {what}: {why}")
     pytest.skip(why)
+
+
+def node(what: str) -> str:
+    """The Node.js 22 (or later) that runs `what`: the one `NODE_PACKAGES` pins, else one
+    on PATH; missing (see `missing`) when there is none."""
+    local = NODE_PACKAGES / "node_modules" / ".bin" / "node"
+    if local.exists() and not hidden("node"):
+        return str(local)
+    found = which("node")
+    if found is None:
+        missing(what, f"node is not installed ({NODE_INSTALL})")
+    version = subprocess.run(
+        [found, "--version"], capture_output=True, text=True, check=False
+    ).stdout
+    if not re.match(r"v(2[2-9]|[3-9]\d)\.", version):
+        missing(
+            what,
+            f"{what} needs Node.js 22 or later, not {version.strip()} "
+            f"({NODE_INSTALL} installs it)",
+        )
+    return found

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
-from tests.machine import hidden, missing, which
+from tests.machine import NODE_INSTALL, missing, node
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,25 +42,6 @@ _RESULT_DIR = re.compile(r"^(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 def _missing(why: str) -> NoReturn:
     """Skip with the reason; CI must run the suite, so there it fails."""
     missing("the MCP conformance suite", why)
-
-
-def _node() -> str:
-    """The Node.js the suite runs on: the one package.json pins, else one on PATH."""
-    local = HERE / "node_modules" / ".bin" / "node"
-    if local.exists() and not hidden("node"):
-        return str(local)
-    found = which("node")
-    if found is None:
-        _missing("node is not installed (npm ci --prefix tests/conformance)")
-    version = subprocess.run(
-        [found, "--version"], capture_output=True, text=True, check=False
-    ).stdout
-    if not re.match(r"v(2[2-9]|[3-9]\d)\.", version):
-        _missing(
-            f"the conformance suite needs Node.js 22 or later, not {version.strip()} "
-            "(npm ci --prefix tests/conformance installs it)"
-        )
-    return found
 
 
 def _baseline() -> dict[str, dict[str, str]]:
@@ -96,19 +77,16 @@ def verdicts(results: Path) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def warm_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """`client.py --serve`, and the environment that sends the suite's clients to it."""
-    node = _node()
+    node_path = node("the MCP conformance suite")
     if not (SUITE / "dist" / "index.js").exists():
-        _missing(
-            "the MCP conformance suite is not installed "
-            "(npm ci --prefix tests/conformance)"
-        )
+        _missing(f"the MCP conformance suite is not installed ({NODE_INSTALL})")
     home = tmp_path_factory.mktemp("home")
     socket_path = tmp_path_factory.mktemp("sock") / "client.sock"
     env = {
         **os.environ,
         "TETHER_HOME": str(home),
         "TETHER_CONFORMANCE_SOCKET": str(socket_path),
-        "TETHER_CONFORMANCE_NODE": node,
+        "TETHER_CONFORMANCE_NODE": node_path,
     }
     argv = [sys.executable, str(HERE / "client.py"), "--serve", str(socket_path)]
     serving = subprocess.Popen(
