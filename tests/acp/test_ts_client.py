@@ -152,8 +152,9 @@ def test_close_during_bash_answers_once_the_process_tree_is_gone(
     (the shell, its child, its grandchild in a session of its own) is alive."""
     closed = seen["close during bash"]
     assert closed["order"] == ["prompt cancelled", "close"]
-    running = [p["cmdline"].split()[0] for p in closed["aliveBefore"]]
-    assert running.count("sleep") == 2, closed["aliveBefore"]
+    # The shell, its child and its grandchild (each may not have exec'd yet: its
+    # command line is then its parent's, which holds the marker too).
+    assert len(closed["aliveBefore"]) >= 3, closed["aliveBefore"]
     assert closed["aliveAtAnswer"] == []
     [final] = [u for u in closed["updates"] if u.get("status") == "failed"]
     assert final["code"] == "TOOL_ABORTED"
