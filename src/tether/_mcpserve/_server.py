@@ -261,6 +261,8 @@ class McpServe:
                         call.box.append(exc)
             finally:
                 call.done.set()
+                # One session per call: it leaves the runtime once it has settled.
+                self.runtime.end_session(session)
 
         if progress is not None:
             self.progress_to[session.id] = progress
@@ -507,7 +509,7 @@ async def serve_stdio(
             # The client left (or signalled): what still runs is stopped as a stop
             # would (a process gets its grace window, a started write runs to its
             # end), then the runtime closes.
-            for session in runtime.sessions:
+            for session in list(runtime.sessions):
                 if session.unsettled_turns():
                     await session.abort(source="shutdown", reason=left)
             serve.pump.cancel()

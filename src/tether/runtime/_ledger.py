@@ -393,6 +393,10 @@ class Ledger:
             CallRecord(session_id=session_id, call_id=cid, **rows[cid]) for cid in ids
         ]
 
+    def every_call(self) -> list[CallRecord]:
+        """Every call recorded since this ledger opened, by session, in order."""
+        return [r for session_id in self._rows for r in self.calls(session_id)]
+
     def find(self, session_id: str, call_id: str) -> CallRecord | None:
         """Return the record of a call of this run or of an earlier one in the file."""
         row = self._rows.get(session_id, {}).get(call_id)
