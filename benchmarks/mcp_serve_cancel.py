@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +52,32 @@ from tests.mcpserve._http import (
 )
 
 WARMUP = 20
+PROFILE_ENV = "MCP_SERVE_BENCH_PROFILE"
+"""Set to a path: the server runs under cProfile, its profile written there at exit.
+
+The profile's clock is the main thread's CPU time: what a loaded machine's other work
+takes while the server waits for a core is not counted in it.
+"""
+_PROFILED = """
+import cProfile, runpy, sys, time
+out = sys.argv[1]
+sys.argv = ["tether", *sys.argv[2:]]
+profile = cProfile.Profile(time.thread_time)
+try:
+    profile.runcall(runpy.run_module, "tether", run_name="__main__")
+except SystemExit:
+    pass
+finally:
+    profile.dump_stats(out)
+"""
 TOOLS = ("--tool", "tether.testing:Hang", "--tool", "tether.testing:Echo")
+
+
+def _profiled(argv: list[str]) -> list[str]:
+    """`argv` (`-m tether ...`), under cProfile when `PROFILE_ENV` names a file."""
+    if profile := os.environ.get(PROFILE_ENV):
+        return ["-c", _PROFILED, profile, *argv[2:]]
+    return argv
 
 
 def _running(ledger: Path) -> bool:
@@ -72,7 +98,7 @@ async def _client(
     stack: AsyncExitStack, transport: str, ledger: Path, env: dict[str, str], cwd: Path
 ) -> tuple[Client, psutil.Process]:
     """The SDK client of a fresh `tether mcp serve`, and the server's process."""
-    argv = ["-m", "tether", "mcp", "serve", "--ledger", str(ledger), *TOOLS]
+    argv = _profiled(["-m", "tether", "mcp", "serve", "--ledger", str(ledger), *TOOLS])
     if transport == "stdio":
         params = StdioServerParameters(
             command=sys.executable, args=argv, env=env, cwd=cwd
@@ -130,13 +156,130 @@ async def _one_by_task(client: Client, ledger: Path, n: int) -> float:
     return took
 
 
-async def main(runs: int, transport: str) -> None:
+class _RawClient:
+    """A minimal JSON-RPC line client on the server's stdio: blocking reads and writes.
+
+    The floor a client can reach: no event loop, no models, one line each way.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+        )
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self._in = self.process.stdin.fileno()
+        self._out = self.process.stdout.fileno()
+        self._buffer = b""
+        self._next_id = 0
+
+    def send(self, method: str, params: dict[str, Any], *, notify: bool = False) -> int:
+        """Write one request (or notification) line; return its id."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not notify:
+            self._next_id += 1
+            message["id"] = self._next_id
+        os.write(self._in, json.dumps(message).encode() + b"\n")
+        return self._next_id
+
+    def answer(self, request_id: int) -> dict[str, Any]:
+        """Read lines until the answer to `request_id`."""
+        while True:
+            while b"\n" not in self._buffer:
+                chunk = os.read(self._out, 65536)
+                if not chunk:
+                    raise EOFError("the server closed its stdout")
+                self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                if "error" in message:
+                    raise RuntimeError(message["error"])
+                return message["result"]  # type: ignore[no-any-return]
+
+    def start(self) -> None:
+        request = self.send(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        )
+        self.answer(request)
+        self.send("notifications/initialized", {}, notify=True)
+
+    def close(self) -> None:
+        os.close(self._in)
+        self.process.wait(timeout=30)
+
+    def one(self, ledger: Path, n: int) -> float:
+        hang = self.send(
+            "tools/call", {"name": "Hang", "arguments": {"marker": f"m{n}"}}
+        )
+        while not _running(ledger):
+            time.sleep(0.002)
+        cancelled_at = time.perf_counter()
+        self.send(
+            "notifications/cancelled",
+            {"requestId": hang, "reason": "benchmark"},
+            notify=True,
+        )
+        echo = self.send("tools/call", {"name": "Echo", "arguments": {"text": "next"}})
+        result = self.answer(echo)
+        took = time.perf_counter() - cancelled_at
+        text = "\n".join(b.get("text", "") for b in result["content"])
+        assert "stopped while running; it was ended" in text, text
+        return took
+
+
+def raw_main(runs: int) -> None:
+    folder, ledger, env = _place()
+    argv = ["-m", "tether", "mcp", "serve", "--ledger", str(ledger), *TOOLS]
+    client = _RawClient(_profiled(argv), env, folder)
+    server = psutil.Process(client.process.pid)
+    times: list[float] = []
+    cpu_start = 0.0
+    try:
+        client.start()
+        for n in range(runs + WARMUP):
+            if n == WARMUP:
+                t = server.cpu_times()
+                cpu_start = t.user + t.system
+            took = client.one(ledger, n)
+            if n >= WARMUP:
+                times.append(took)
+            while _running(ledger):
+                time.sleep(0.002)
+        t = server.cpu_times()
+        cpu = (t.user + t.system - cpu_start) / runs
+    finally:
+        client.close()
+    _report("raw", times, cpu)
+
+
+def _place() -> tuple[Path, Path, dict[str, str]]:
+    """A fresh folder, the ledger's path in it, and the server's environment."""
     folder = Path(tempfile.mkdtemp(prefix="mcp-serve-bench-"))
     home = folder / "home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "config.toml").write_text('[permissions]\nallow = ["Hang"]\n')
-    ledger = folder / "ledger.sqlite"
-    env = {**os.environ, "TETHER_HOME": str(home)}
+    return folder, folder / "ledger.sqlite", {**os.environ, "TETHER_HOME": str(home)}
+
+
+def _report(client: str, times: list[float], cpu: float) -> None:
+    print(machine())
+    print(f"client: {client}; load average: {os.getloadavg()}")
+    print(summary("cancel -> the answer that tells the truth", times))
+    print(f"server CPU per run: {cpu * 1e3:.2f} ms")
+
+
+async def main(runs: int, transport: str) -> None:
+    folder, ledger, env = _place()
     one = _one_by_task if transport == "http-task" else _one_by_next_result
     times: list[float] = []
     cpu_start = 0.0
@@ -154,10 +297,7 @@ async def main(runs: int, transport: str) -> None:
                 await anyio.sleep(0.002)
         t = server.cpu_times()
         cpu = (t.user + t.system - cpu_start) / runs
-    print(machine())
-    print(f"transport: {transport}; load average: {os.getloadavg()}")
-    print(summary("cancel -> the answer that tells the truth", times))
-    print(f"server CPU per run: {cpu * 1e3:.2f} ms")
+    _report(f"the SDK's, {transport}", times, cpu)
 
 
 if __name__ == "__main__":
@@ -166,5 +306,16 @@ if __name__ == "__main__":
     parser.add_argument(
         "--transport", choices=("stdio", "http", "http-task"), default="stdio"
     )
+    parser.add_argument(
+        "--client",
+        choices=("sdk", "raw"),
+        default="sdk",
+        help="raw: a minimal JSON-RPC line client on stdio (no --transport)",
+    )
     args = parser.parse_args()
-    anyio.run(main, args.runs, args.transport)
+    if args.client == "raw":
+        if args.transport != "stdio":
+            parser.error("--client raw speaks stdio only: drop --transport")
+        raw_main(args.runs)
+    else:
+        anyio.run(main, args.runs, args.transport)
