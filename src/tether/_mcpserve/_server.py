@@ -15,7 +15,7 @@ from ..host._tool import StopClass
 from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_text
 from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
-from ._stdio import stdio_wire
+from ._stdio import message_streams
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -185,11 +185,14 @@ class McpServe:
         bound = self.runtime.abort_bound
         for entry in list(self.cancelled):
             head = f"tether: request {entry.request_id} ({entry.title}), cancelled by the client,"
-            with anyio.move_on_after(bound):
-                await entry.aborted.wait()
+            # Each wait only when there is one: a wait for a set event is still a
+            # turn of the event loop, on the path of the answer.
+            if not entry.aborted.is_set():
+                with anyio.move_on_after(bound):
+                    await entry.aborted.wait()
             records = entry.session.ledger_calls()
             record = records[-1] if records else None
-            if record is not None and record.settled:
+            if record is not None and record.settled and not entry.done.is_set():
                 with anyio.move_on_after(bound):
                     await entry.done.wait()  # the call's task takes its outcome
             if not entry.done.is_set() and not (record is None or record.settled):
@@ -472,8 +475,6 @@ async def serve_stdio(
     """
     import signal
 
-    from mcp.server.stdio import stdio_server
-
     left = "the MCP client left"
     # The receiver stays open until every call has settled and the runtime has
     # closed: the signals a client sends after the first (Claude Code sends SIGINT,
@@ -494,10 +495,7 @@ async def serve_stdio(
 
             async with anyio.create_task_group() as serving:
                 serving.start_soon(stop_on_signal, serving.cancel_scope)
-                async with (
-                    stdio_wire() as (lines, out),
-                    stdio_server(lines, out) as (read, write),
-                ):
+                async with message_streams() as (read, write):
                     await server.run(
                         _NotingReader(read, serve.peer_cancelled),
                         write,
