@@ -15,7 +15,7 @@ from ..host._tool import StopClass
 from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_text
 from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
-from ._stdio import message_streams
+from ._stdio import ReadStream, message_streams
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -513,7 +513,7 @@ async def serve_stdio(
             serve.pump.cancel()
 
 
-class _NotingReader:
+class _NotingReader(ReadStream):
     """The server's read stream, noting the request ids of `notifications/cancelled`.
 
     The SDK cancels a handler both for the client's cancel and when the client leaves;
@@ -538,18 +538,3 @@ class _NotingReader:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    def __aiter__(self) -> _NotingReader:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _NotingReader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

@@ -30,7 +30,7 @@ from .._jsonrpc import FdReceiveStream, FdSendStream
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-__all__ = ("message_streams", "stdio_wire")
+__all__ = ("ReadStream", "message_streams", "stdio_wire")
 
 ANSWER_WRITE_BOUND = 10.0
 """Seconds an answer whose first bytes are written may wait for the client to read
@@ -122,7 +122,35 @@ class _PipeWriter:
             raise anyio.BrokenResourceError from exc
 
 
-class _WireReader:
+class ReadStream:
+    """What the SDK's server reads messages from: `receive()`, iteration, `aclose()`.
+
+    A subclass gives `receive()` (raising `anyio.EndOfStream` at the end).
+    """
+
+    async def receive(self) -> Any:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Nothing to close here (the wire is closed by its owner)."""
+
+    def __aiter__(self) -> ReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> ReadStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WireReader(ReadStream):
     """The SDK's read stream, read off the wire: each line parsed when it is asked for.
 
     A line that is no JSON-RPC message is handed on as its exception, as the SDK's
@@ -146,24 +174,6 @@ class _WireReader:
             return SessionMessage(self._parse(line, by_name=False))
         except Exception as exc:
             return exc
-
-    def __aiter__(self) -> _WireReader:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        pass
-
-    async def __aenter__(self) -> _WireReader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class _WireWriter:
