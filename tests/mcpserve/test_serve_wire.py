@@ -112,8 +112,8 @@ async def test_an_answer_whose_sender_is_cancelled_mid_write_is_written_whole(
     pipe: tuple[int, int],
 ) -> None:
     """Half a line would break the wire: an answer larger than the pipe, its sender
-    cancelled while the pipe is full, still reaches the client whole, and the next
-    answer comes after it."""
+    cancelled while the pipe is full, still reaches the client whole, and an answer
+    sent meanwhile from another task comes whole after it."""
     from mcp.shared.message import SessionMessage
     from mcp_types import JSONRPCResponse
 
@@ -133,10 +133,11 @@ async def test_an_answer_whose_sender_is_cancelled_mid_write_is_written_whole(
             async with anyio.create_task_group() as senders:
                 senders.start_soon(writer.send, SessionMessage(big))
                 await anyio.wait_all_tasks_blocked()  # the pipe is full
+                after = JSONRPCResponse(jsonrpc="2.0", id=2, result={})
+                tg.start_soon(writer.send, SessionMessage(after))
+                await anyio.wait_all_tasks_blocked()  # it waits for the first
                 senders.cancel_scope.cancel()
                 tg.start_soon(drain)
-            after = JSONRPCResponse(jsonrpc="2.0", id=2, result={})
-            await writer.send(SessionMessage(after))
     assert [line["id"] for line in lines] == [1, 2]
     assert lines[0]["result"] == {"text": "x" * 300_000}
 
