@@ -1,13 +1,32 @@
 """`tether mcp serve`: a client's cancel of a hung read-only call to the truthful answer.
 
 Run: .venv/bin/python benchmarks/mcp_serve_cancel.py [--runs N] [--transport T]
+     [--client sdk|raw] [--instructions RUNS]
 Target (spec 05): p50 <= 5 ms, p99 <= 20 ms.
 
 A real `tether mcp serve` process (the `tether.testing` tools `Hang`, read-only and never
-returning, and `Echo`) and the MCP SDK's own client. Each run calls `Hang`, waits until
-the call runs (its ledger row says `running`) and cancels it; the time runs from the
-cancel to the answer that tells the truth. The server's CPU time per run (psutil) is
-printed too. `--transport`:
+returning, and `Echo`) and a client. Each run calls `Hang`, waits until the call runs
+(its ledger row says `running`) and cancels it; the time runs from the cancel to the
+answer that tells the truth. The server's CPU time per run (psutil, every thread of the
+process) is printed too; a run is two calls (`Hang`, then `Echo`).
+
+`--client`: `sdk` (default), the MCP SDK's own `Client`, whose work (models, its
+session's tasks and streams) is inside the span; `raw`, stdio only, a minimal
+JSON-RPC line client (blocking reads and writes, no event loop, no models) that sends
+the same `notifications/cancelled` and `Echo` call and times the same span: the
+server's share, with the least a client can add. The spec's target is the server's;
+both are reported.
+
+`--instructions RUNS` counts the server's instructions per run under valgrind's
+callgrind (raw client; a figure that the machine's other work does not move).
+
+`MCP_SERVE_BENCH_PROFILE=FILE` runs the server under cProfile, clocked by the main
+thread's CPU time (what the machine's other work takes is not counted), and writes the
+profile to FILE when the client leaves: `python -m pstats FILE`. The profiler slows
+Python code several times over and C code not at all: read its shares, not its
+milliseconds.
+
+`--transport` (with the SDK's client):
 
 - `stdio` (default): the SDK's `stdio_client`; cancelling the task awaiting the call
   sends `notifications/cancelled`, then `Echo` is called at once. MCP answers no
@@ -26,6 +45,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -162,9 +183,11 @@ class _RawClient:
     The floor a client can reach: no event loop, no models, one line each way.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: Path, *, under: list[str]
+    ) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, *argv],
+            [*under, sys.executable, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -240,7 +263,7 @@ class _RawClient:
 def raw_main(runs: int) -> None:
     folder, ledger, env = _place()
     argv = ["-m", "tether", "mcp", "serve", "--ledger", str(ledger), *TOOLS]
-    client = _RawClient(_profiled(argv), env, folder)
+    client = _RawClient(_profiled(argv), env, folder, under=[])
     server = psutil.Process(client.process.pid)
     times: list[float] = []
     cpu_start = 0.0
@@ -260,6 +283,44 @@ def raw_main(runs: int) -> None:
     finally:
         client.close()
     _report("raw", times, cpu)
+
+
+def instructions(runs: int) -> None:
+    """The server's instructions per run (valgrind's callgrind, the raw client).
+
+    A server that serves `runs` runs, minus one that serves none, over `runs`; each
+    first serves 5 runs that both count. One hash seed for both: their dicts and sets
+    grow alike. Under valgrind a run is some fifty times slower than without.
+    """
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (apt-get install valgrind)")
+
+    def count(n: int) -> int:
+        folder, ledger, env = _place()
+        log = folder / "callgrind.log"
+        under = [
+            *("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"),
+            f"--log-file={log}",
+        ]
+        argv = ["-m", "tether", "mcp", "serve", "--ledger", str(ledger), *TOOLS]
+        client = _RawClient(argv, {**env, "PYTHONHASHSEED": "0"}, folder, under=under)
+        try:
+            client.start()
+            for k in range(5 + n):
+                client.one(ledger, k)
+                while _running(ledger):
+                    time.sleep(0.01)
+        finally:
+            client.close()
+        found = re.search(r"Collected : (\d+)", log.read_text())
+        assert found, log.read_text()
+        return int(found.group(1))
+
+    per = (count(runs) - count(0)) / runs
+    print(machine())
+    print(
+        f"server instructions per run: {per:,.0f} ({runs} runs, callgrind, raw client)"
+    )
 
 
 def _place() -> tuple[Path, Path, dict[str, str]]:
@@ -312,8 +373,16 @@ if __name__ == "__main__":
         default="sdk",
         help="raw: a minimal JSON-RPC line client on stdio (no --transport)",
     )
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        metavar="RUNS",
+        help="count the server's instructions per run under valgrind (raw client)",
+    )
     args = parser.parse_args()
-    if args.client == "raw":
+    if args.instructions:
+        instructions(args.instructions)
+    elif args.client == "raw":
         if args.transport != "stdio":
             parser.error("--client raw speaks stdio only: drop --transport")
         raw_main(args.runs)
