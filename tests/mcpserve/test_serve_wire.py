@@ -129,15 +129,17 @@ async def test_an_answer_whose_sender_is_cancelled_mid_write_is_written_whole(
                 return
 
     with _non_blocking(write), anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            async with anyio.create_task_group() as senders:
-                senders.start_soon(writer.send, SessionMessage(big))
-                await anyio.wait_all_tasks_blocked()  # the pipe is full
-                after = JSONRPCResponse(jsonrpc="2.0", id=2, result={})
-                tg.start_soon(writer.send, SessionMessage(after))
-                await anyio.wait_all_tasks_blocked()  # it waits for the first
-                senders.cancel_scope.cancel()
-                tg.start_soon(drain)
+        async with (
+            anyio.create_task_group() as tg,
+            anyio.create_task_group() as senders,
+        ):
+            senders.start_soon(writer.send, SessionMessage(big))
+            await anyio.wait_all_tasks_blocked()  # the pipe is full
+            after = JSONRPCResponse(jsonrpc="2.0", id=2, result={})
+            tg.start_soon(writer.send, SessionMessage(after))
+            await anyio.wait_all_tasks_blocked()  # it waits for the first
+            senders.cancel_scope.cancel()
+            tg.start_soon(drain)
     assert [line["id"] for line in lines] == [1, 2]
     assert lines[0]["result"] == {"text": "x" * 300_000}
 
