@@ -77,3 +77,18 @@ async def test_a_cancelled_calls_session_stays_until_the_call_settles(
         await _cancel_once_running(serve, "Hang", {"marker": "m"}, 2)
         assert _states(runtime, "Hang") == [CallState.ABORTED]
         await await_until(lambda: runtime.sessions == [], what="its session ended")
+
+
+async def test_a_session_ended_with_its_turn_open_leaves_once_the_turn_closes(
+    workspace: Path,
+) -> None:
+    """`end_session` before the turn is closed: the session stays (the event loop
+    runs on meanwhile) and leaves once the turn has closed and settled."""
+    async with _runtime(workspace) as runtime:
+        session = runtime.session()
+        async with session.turn() as turn:
+            await turn.call("Echo", {"text": "x"})
+            runtime.end_session(session)
+            await anyio.sleep(0.01)  # the wait for the turn runs, and waits
+            assert runtime.sessions == [session]
+        await await_until(lambda: runtime.sessions == [], what="the session ended")

@@ -226,8 +226,10 @@ class Runtime:
             self._task_group.start_soon(self._drop_when_settled, session)
 
     async def _drop_when_settled(self, session: Session) -> None:
-        while session.unsettled_turns():
-            await session.settled()
+        # Each turn's own event: a turn left open never settles, and its session
+        # stays (waiting on `session.settled()` would return at once for it).
+        for turn in session.unsettled_turns():
+            await turn.settled.wait()
         self._drop(session)
 
     def _drop(self, session: Session) -> None:
