@@ -18,7 +18,8 @@ server's share, with the least a client can add. The spec's target is the server
 both are reported.
 
 `--instructions RUNS` counts the server's instructions per run under valgrind's
-callgrind (raw client; a figure that the machine's other work does not move).
+callgrind (raw client; a figure that the machine's other work does not move). Give it
+40 runs or more: a full collection lands in one of its two counts and not the other.
 
 `MCP_SERVE_BENCH_PROFILE=FILE` runs the server under cProfile, clocked by the main
 thread's CPU time (what the machine's other work takes is not counted), and writes the
