@@ -134,7 +134,7 @@ async def test_a_cancelled_task_that_completes_is_recorded_succeeded_with_its_re
         with anyio.fail_after(10):
             await session.settled()
         (record,) = session.ledger_calls()
-        (served,) = [c for s in http.runtime.sessions for c in s.ledger_calls()]
+        (served,) = http.runtime.ledger.every_call()
     assert whys == ["extension: started, waiting for result"]
     assert str(served.state) == "succeeded"
     assert record.state is CallState.SUCCEEDED
@@ -161,7 +161,7 @@ async def test_a_cancelled_read_only_task_ends_cancelled_and_is_reported_so(
         with anyio.fail_after(10):
             await session.settled()
         (record,) = session.ledger_calls()
-        (served,) = [c for s in http.runtime.sessions for c in s.ledger_calls()]
+        (served,) = http.runtime.ledger.every_call()
     assert whys == ["extension: started, waiting for result"]
     assert str(served.state) == "aborted"
     assert record.state is CallState.ABORTED

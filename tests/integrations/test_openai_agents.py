@@ -154,7 +154,7 @@ async def consume(result: RunResultStreaming) -> None:
 
 
 def only_record(made: Setup) -> Any:
-    records = [r for s in made.runtime.sessions for r in s.ledger_calls()]
+    records = made.runtime.ledger.every_call()
     assert len(records) == 1, records
     return records[0]
 

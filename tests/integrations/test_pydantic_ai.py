@@ -312,7 +312,7 @@ async def test_a_cancelled_mcp_tool_that_ticks_on_is_waited_for(
             text, took = await _cancel_once(runtime, agent)
             assert took >= GRACE + 2 * ABORT_BOUND
             assert text.endswith("the server never answered; its effect is unknown")
-            [record] = runtime.sessions[-1].ledger_calls()
+            [record] = runtime.ledger.every_call()
             assert (record.state, record.settled) == (CallState.END_UNKNOWN, True)
 
 

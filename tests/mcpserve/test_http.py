@@ -54,12 +54,7 @@ GRACE = 0.3
 
 
 def _calls(http: McpHttp, tool: str) -> list[str]:
-    return [
-        str(c.state)
-        for s in http.runtime.sessions
-        for c in s.ledger_calls()
-        if c.tool == tool
-    ]
+    return [str(c.state) for c in http.runtime.ledger.every_call() if c.tool == tool]
 
 
 async def test_closing_a_requests_stream_ends_a_hung_read_only_call_at_once(
@@ -80,10 +75,13 @@ async def test_closing_a_requests_stream_ends_a_hung_read_only_call_at_once(
             tg.cancel_scope.cancel()
         ended = await wait_state(events, "Hang", "aborted")
         took = time.monotonic() - cancelled_at
-        (session,) = [s for s in http.runtime.sessions if s.id == ended.session_id]
-        with anyio.fail_after(5):
-            await session.settled()
-        (record,) = session.ledger_calls()
+        ledger = http.runtime.ledger
+        await await_until(
+            lambda: ledger.calls(ended.session_id)[-1].settled,
+            what="the stopped call settled",
+            bound=5,
+        )
+        (record,) = ledger.calls(ended.session_id)
         marker = workspace / "hang.txt"
         await await_until(marker.exists, what="the tool's work cancelled (S2)")
         assert marker.read_text() == "cancelled"
@@ -117,10 +115,7 @@ async def test_a_cancelled_bash_in_an_mcp_session_has_its_tree_reclaimed(
                 await anyio.sleep(0.02)
         told = text_of(await client.call_tool("Bash", {"command": "echo next"}))
         (record,) = [
-            c
-            for s in http.runtime.sessions
-            for c in s.ledger_calls()
-            if c.input and mark in c.input
+            c for c in http.runtime.ledger.every_call() if c.input and mark in c.input
         ]
     assert "cancelled by the client" in told, told
     assert "stopped while running; it was ended" in told, told
@@ -266,7 +261,7 @@ async def test_a_client_that_ends_its_session_mid_call_has_it_stopped_as_a_shutd
                 assert left.status_code == 200
                 await wait_state(events, "Hang", "aborted")
                 tg.cancel_scope.cancel()
-        (record,) = [c for s in http.runtime.sessions for c in s.ledger_calls()]
+        (record,) = http.runtime.ledger.every_call()
     assert record.abort_source == "shutdown"
     assert record.abort_reason == "the MCP client left"
     marker = workspace / "hang.txt"

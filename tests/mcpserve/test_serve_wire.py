@@ -17,7 +17,13 @@ from tests.cli._run import TETHER
 
 from tether._jsonrpc import FdReceiveStream
 from tether._mcpserve._server import freeze_heap, mcp_server
-from tether._mcpserve._stdio import _non_blocking, _PipeLines, _PipeWriter
+from tether._mcpserve._stdio import (
+    _non_blocking,
+    _PipeLines,
+    _PipeWriter,
+    _WireReader,
+    _WireWriter,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -83,6 +89,59 @@ async def test_an_answer_larger_than_the_pipe_is_written_whole_while_others_run(
             tg.start_soon(drain)
             await _PipeWriter(write).write(text)
     assert got.decode() == text
+
+
+async def test_a_line_that_is_no_message_is_handed_on_and_the_next_is_read(
+    pipe: tuple[int, int],
+) -> None:
+    """Messages are parsed as the server asks for them: a line that is none is handed
+    on as its exception (as the SDK's reader does), and the wire's end ends them."""
+    read, write = pipe
+    reader = _WireReader(_PipeLines(read))
+    os.write(write, b'not json\n{"jsonrpc": "2.0", "method": "notifications/x"}\n')
+    os.close(write)
+    with anyio.fail_after(5):
+        bad, good = await reader.receive(), await reader.receive()
+        with pytest.raises(anyio.EndOfStream):
+            await reader.receive()
+    assert isinstance(bad, Exception)
+    assert good.message.method == "notifications/x"
+
+
+async def test_an_answer_whose_sender_is_cancelled_mid_write_is_written_whole(
+    pipe: tuple[int, int],
+) -> None:
+    """Half a line would break the wire: an answer larger than the pipe, its sender
+    cancelled while the pipe is full, still reaches the client whole, and an answer
+    sent meanwhile from another task comes whole after it."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCResponse
+
+    read, write = pipe
+    writer = _WireWriter(_PipeWriter(write))
+    big = JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": "x" * 300_000})
+    lines: list[dict[str, object]] = []
+
+    async def drain() -> None:
+        async for line in _PipeLines(read):
+            lines.append(json.loads(line))
+            if len(lines) == 2:
+                return
+
+    with _non_blocking(write), anyio.fail_after(10):
+        async with (
+            anyio.create_task_group() as tg,
+            anyio.create_task_group() as senders,
+        ):
+            senders.start_soon(writer.send, SessionMessage(big))
+            await anyio.wait_all_tasks_blocked()  # the pipe is full
+            after = JSONRPCResponse(jsonrpc="2.0", id=2, result={})
+            tg.start_soon(writer.send, SessionMessage(after))
+            await anyio.wait_all_tasks_blocked()  # it waits for the first
+            senders.cancel_scope.cancel()
+            tg.start_soon(drain)
+    assert [line["id"] for line in lines] == [1, 2]
+    assert lines[0]["result"] == {"text": "x" * 300_000}
 
 
 def test_a_descriptor_gets_its_own_blocking_mode_back(pipe: tuple[int, int]) -> None:

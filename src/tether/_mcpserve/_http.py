@@ -185,7 +185,7 @@ class McpHttp:
                 self._signals.cancel()
             # Every call's request has been cancelled (each stopped as a shutdown);
             # what a cancel could not reach is stopped here.
-            for session in self.runtime.sessions:
+            for session in list(self.runtime.sessions):
                 if session.unsettled_turns():
                     await session.abort(
                         source="shutdown", reason="the MCP server is closing"

@@ -16,7 +16,7 @@ from ..runtime import Runtime, Session, ToolProgress, ToolResult, tool_result_te
 from ..runtime._values import StopRequest
 from ..stop import ReadOutcome, StopWatch, stop_reason
 from ._elicit import ElicitRelay
-from ._stdio import stdio_wire
+from ._stdio import ReadStream, message_streams
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -186,11 +186,14 @@ class McpServe:
         bound = self.runtime.abort_bound
         for entry in list(self.cancelled):
             head = f"tether: request {entry.request_id} ({entry.title}), cancelled by the client,"
-            with anyio.move_on_after(bound):
-                await entry.aborted.wait()
+            # Each wait only when there is one: a wait for a set event is still a
+            # turn of the event loop, on the path of the answer.
+            if not entry.aborted.is_set():
+                with anyio.move_on_after(bound):
+                    await entry.aborted.wait()
             records = entry.session.ledger_calls()
             record = records[-1] if records else None
-            if record is not None and record.settled:
+            if record is not None and record.settled and not entry.done.is_set():
                 with anyio.move_on_after(bound):
                     await entry.done.wait()  # the call's task takes its outcome
             if not entry.done.is_set() and not (record is None or record.settled):
@@ -274,6 +277,8 @@ class McpServe:
                 if unrelay is not None:
                     unrelay()
                 call.done.set()
+                # One session per call: it leaves the runtime once it has settled.
+                self.runtime.end_session(session)
 
         if progress is not None:
             self.progress_to[session.id] = progress
@@ -486,8 +491,6 @@ async def serve_stdio(
     """
     import signal
 
-    from mcp.server.stdio import stdio_server
-
     left = "the MCP client left"
     # The receiver stays open until every call has settled and the runtime has
     # closed: the signals a client sends after the first (Claude Code sends SIGINT,
@@ -508,10 +511,7 @@ async def serve_stdio(
 
             async with anyio.create_task_group() as serving:
                 serving.start_soon(stop_on_signal, serving.cancel_scope)
-                async with (
-                    stdio_wire() as (lines, out),
-                    stdio_server(lines, out) as (read, write),
-                ):
+                async with message_streams() as (read, write):
                     await server.run(
                         _NotingReader(read, serve.peer_cancelled),
                         write,
@@ -523,13 +523,13 @@ async def serve_stdio(
             # The client left (or signalled): what still runs is stopped as a stop
             # would (a process gets its grace window, a started write runs to its
             # end), then the runtime closes.
-            for session in runtime.sessions:
+            for session in list(runtime.sessions):
                 if session.unsettled_turns():
                     await session.abort(source="shutdown", reason=left)
             serve.pump.cancel()
 
 
-class _NotingReader:
+class _NotingReader(ReadStream):
     """The server's read stream, noting the request ids of `notifications/cancelled`.
 
     The SDK cancels a handler both for the client's cancel and when the client leaves;
@@ -554,18 +554,3 @@ class _NotingReader:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    def __aiter__(self) -> _NotingReader:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _NotingReader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

@@ -6,6 +6,11 @@ the event loop again, two wake-ups that a loaded machine can make cost milliseco
 the path from a client's cancel to its answer. When a stream is a pipe or a socket (as
 a client that starts the server gives it), it is read and written here on the event
 loop itself, non-blocking; otherwise (a terminal, a file) a thread does it, as before.
+
+With both streams pipes, the SDK's own reader and writer tasks are left out too
+(`message_streams`): the dispatcher reads each message straight off the wire and each
+answer is written by the task that sends it, not handed through a memory stream to a
+task of its own (a hop, an event-loop turn and a task switch each way).
 """
 
 from __future__ import annotations
@@ -25,7 +30,11 @@ from .._jsonrpc import FdReceiveStream, FdSendStream
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-__all__ = ("stdio_wire",)
+__all__ = ("ReadStream", "message_streams", "stdio_wire")
+
+ANSWER_WRITE_BOUND = 10.0
+"""Seconds an answer whose first bytes are written may wait for the client to read
+the rest (shielded from the cancel of its sender: half a line would break the wire)."""
 
 
 def _pollable(fd: int) -> bool:
@@ -96,8 +105,129 @@ class _PipeWriter:
         await self._stream.send(text.encode("utf-8"))
         await anyio.lowlevel.checkpoint()
 
+    async def write_bytes(self, data: bytes) -> None:
+        """Write every byte of `data`, waiting while the pipe is full."""
+        await self._stream.send(data)
+
     async def flush(self) -> None:
         """Nothing is buffered: `write` returns once the pipe has every byte."""
+
+    def write_nowait(self, data: bytes) -> int:
+        """Write what the pipe takes now, without waiting; how many bytes it took."""
+        try:
+            return os.write(self._stream.fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
+
+
+class ReadStream:
+    """What the SDK's server reads messages from: `receive()`, iteration, `aclose()`.
+
+    A subclass gives `receive()` (raising `anyio.EndOfStream` at the end).
+    """
+
+    async def receive(self) -> Any:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Nothing to close here (the wire is closed by its owner)."""
+
+    def __aiter__(self) -> ReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> ReadStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WireReader(ReadStream):
+    """The SDK's read stream, read off the wire: each line parsed when it is asked for.
+
+    A line that is no JSON-RPC message is handed on as its exception, as the SDK's
+    own reader does.
+    """
+
+    def __init__(self, lines: Any) -> None:
+        import mcp_types
+
+        self._lines = lines
+        self._parse = mcp_types.jsonrpc_message_adapter.validate_json
+
+    async def receive(self) -> Any:
+        from mcp.shared.message import SessionMessage
+
+        try:
+            line = await self._lines.__anext__()
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
+        try:
+            return SessionMessage(self._parse(line, by_name=False))
+        except Exception as exc:
+            return exc
+
+
+class _WireWriter:
+    """The SDK's write stream, writing each message to the wire from its sender's task.
+
+    Messages are written one at a time, each whole: one begun is finished even if
+    its sender is cancelled meanwhile (bounded by `ANSWER_WRITE_BOUND`).
+    """
+
+    def __init__(self, out: _PipeWriter) -> None:
+        self._out = out
+        self._half: anyio.Event | None = None
+        """Set while an answer is half written: its end is waited for (a lock would
+        cost an event-loop turn on every answer; this costs one only then)."""
+        self._closed = False
+
+    async def send(self, item: Any) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        data = line.encode("utf-8")
+        while self._half is not None:
+            await self._half.wait()
+        # The whole line in one write when the pipe has room (the common case):
+        # nothing to wait for, and nothing a cancel could cut.
+        written = self._out.write_nowait(data)
+        if written == len(data):
+            return
+        self._half = half = anyio.Event()
+        try:
+            with anyio.CancelScope(shield=True) as scope:
+                scope.deadline = anyio.current_time() + ANSWER_WRITE_BOUND
+                await self._out.write_bytes(data[written:])
+        finally:
+            self._half = None
+            half.set()
+        if scope.cancelled_caught:
+            self._closed = True
+            raise anyio.BrokenResourceError(
+                f"the client read no answer for {ANSWER_WRITE_BOUND:g} s: "
+                "the wire is closed"
+            )
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _WireWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -166,3 +296,20 @@ async def stdio_wire() -> AsyncIterator[tuple[Any, Any]]:
             stack.enter_context(_non_blocking(wire_out))
             out = _PipeWriter(wire_out)
         yield lines, out
+
+
+@contextlib.asynccontextmanager
+async def message_streams() -> AsyncIterator[tuple[Any, Any]]:
+    """`(read, write)`: the MCP messages of stdin and stdout, for the SDK's server.
+
+    Off the wire directly when stdout is a pipe or a socket; otherwise through the
+    SDK's `stdio_server` (which writes a terminal or a file through a thread).
+    """
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_wire() as (lines, out):
+        if out is not None:
+            yield _WireReader(lines), _WireWriter(out)
+            return
+        async with stdio_server(lines, None) as streams:
+            yield streams

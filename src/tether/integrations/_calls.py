@@ -176,6 +176,8 @@ class CallRunner:
                         running.outcome = exc
             finally:
                 running.ended.set()
+                # One session per call: it leaves the runtime once it has settled.
+                self.runtime.end_session(session)
 
         self.in_flight.append(running)
         try:

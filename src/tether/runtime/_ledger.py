@@ -33,6 +33,7 @@ import attrs
 
 from .._fs import check_owner_only
 from ..errors import ErrorCode, StoreError, UsageError
+from ._checkpoint import Checkpointer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -254,8 +255,12 @@ class Ledger:
         """Sessions noted by this ledger (the sessions table), by id."""
         self._db: sqlite3.Connection | None = None
         self._writer: _Writer | None = None
+        self._checkpoints: Checkpointer | None = None
         if path is not None:
             self._db = _open_db(path)
+            # The WAL is checkpointed in a thread, not by the commit of a call's row.
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            self._checkpoints = Checkpointer(path)
             try:
                 # Held before any call is written: a call stamped with this writer
                 # means its lock was taken.
@@ -274,6 +279,9 @@ class Ledger:
 
     def close(self) -> None:
         """Close the SQLite file, if any, then let go of the writer's lock."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+            self._checkpoints = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -398,6 +406,10 @@ class Ledger:
             CallRecord(session_id=session_id, call_id=cid, **rows[cid]) for cid in ids
         ]
 
+    def every_call(self) -> list[CallRecord]:
+        """Every call recorded since this ledger opened, by session, in order."""
+        return [r for session_id in self._rows for r in self.calls(session_id)]
+
     def find(self, session_id: str, call_id: str) -> CallRecord | None:
         """Return the record of a call of this run or of an earlier one in the file."""
         row = self._rows.get(session_id, {}).get(call_id)
@@ -429,6 +441,7 @@ class Ledger:
                 " VALUES (?, ?, ?, ?)",
                 (session_id, turn_id, json.dumps(data), self.clock()),
             )
+            self._wrote()
 
     def messages(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript, in order (empty if the session has none)."""
@@ -475,6 +488,7 @@ class Ledger:
                 " VALUES (?, ?)",
                 (session_id, self._writer.name),
             )
+            self._wrote()
         return record
 
     def session(self, session_id: str) -> SessionRecord | None:
@@ -511,6 +525,12 @@ class Ledger:
             self._db.execute(_INSERT, row)
         else:
             self._db.execute(_UPDATE, row)
+        self._wrote()
+
+    def _wrote(self) -> None:
+        """One row was committed (its checkpoint comes in a thread, every so many)."""
+        if self._checkpoints is not None:
+            self._checkpoints.wrote()
 
 
 def read_ledger_file(path: Path) -> list[CallRecord]:

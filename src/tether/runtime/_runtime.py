@@ -6,7 +6,7 @@ import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, final
 
@@ -212,6 +212,30 @@ class Runtime:
         self.sessions.append(session)
         return session
 
+    def end_session(self, session: Session) -> None:
+        """The session takes no more turns: it leaves `runtime.sessions`.
+
+        At once when each of its turns has settled; otherwise once they have (a
+        process in its grace window, a started write): until then closing the runtime
+        still stops it and waits for it. A server that runs each call in a session of
+        its own ends each, or `runtime.sessions` grows with every call.
+        """
+        if not session.unsettled_turns():
+            self._drop(session)
+        elif self._task_group is not None:
+            self._task_group.start_soon(self._drop_when_settled, session)
+
+    async def _drop_when_settled(self, session: Session) -> None:
+        # Each turn's own event: a turn left open never settles, and its session
+        # stays (waiting on `session.settled()` would return at once for it).
+        for turn in session.unsettled_turns():
+            await turn.settled.wait()
+        self._drop(session)
+
+    def _drop(self, session: Session) -> None:
+        with suppress(ValueError):  # ended twice
+            self.sessions.remove(session)
+
     def subscribe(self) -> MemoryObjectReceiveStream[RuntimeEvent]:
         """Receive every event (progress, call changes, `turn.settled`) from now on."""
         send, receive = anyio.create_memory_object_stream[RuntimeEvent](math.inf)
@@ -272,16 +296,17 @@ class Runtime:
         try:
             # Stop what still runs and give it the time its class allows, bounded.
             with anyio.move_on_after(self.grace + 2 * self.abort_bound, shield=True):
-                for session in self.sessions:
+                # Copies: an ended session leaves the list once it has settled.
+                for session in list(self.sessions):
                     if session.unsettled_turns():
                         await session.abort(source="shutdown", reason="runtime closed")
-                for session in self.sessions:
+                for session in list(self.sessions):
                     await session.settled()
             # What still runs after that is given up where it may be: an extension whose
             # server never answered ends END_UNKNOWN and its server is dropped (a hung
             # server never holds the close); a started write still runs to its end.
             with anyio.move_on_after(2 * self.abort_bound, shield=True):
-                for session in self.sessions:
+                for session in list(self.sessions):
                     if session.unsettled_turns():
                         await session.abort(
                             source="shutdown", reason="runtime closed", kill=True
@@ -319,7 +344,7 @@ class Runtime:
             if waiting:
                 self._say("closing waits for " + "; ".join(waiting))
                 with anyio.CancelScope(shield=True):
-                    for session in self.sessions:
+                    for session in list(self.sessions):
                         await session.settled()
             return
         writes = self.executor.started_writes()
