@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from tests.acp.support import (
@@ -182,3 +183,50 @@ async def test_a_session_open_in_another_process_is_refused_until_closed_there(
         elsewhere.close()
         assert await _delete(ed, sid) == {}
         assert await _listed(ed) == []
+
+
+@pytest.mark.rule("acp-cancel")
+async def test_a_load_during_a_delete_waits_for_it_and_finds_no_session(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A delete held mid-close (its call ignores the stop until the grace window's
+    kill) on one connection, and a `session/load` of the same session on another:
+    the load waits for the delete and answers -32602 `no session`, the delete `{}`
+    (it did not find the session reopened under it)."""
+    stubborn = {"id": "m1", "name": "Stubborn", "input": {"lines": 1}}
+    model = write_script(
+        tmp_path / "s.jsonl",
+        [{"text": "", "tool_calls": [stubborn]}, {"text": "unreachable"}],
+    )
+    async with (
+        embedded(model, tools=["tether.testing:Stubborn"], grace=0.5) as there,
+        embedded(model) as here,
+    ):
+        sid = await there.open_session(workspace)
+        await here.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        answers: list[str] = []
+
+        async def delete() -> None:
+            answers.append(f"delete {await _delete(here, sid)}")
+
+        async def load() -> None:
+            with pytest.raises(RequestError) as gone:
+                await here.conn.load_session(
+                    cwd=str(workspace), session_id=sid, mcp_servers=[]
+                )
+            answers.append(f"load {gone.value.code} {details(gone.value)}")
+
+        async def both() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(delete)
+                session = there.server.sessions[sid]
+                # the delete is closing it (a flag: no event to wait on)
+                while not session.ending:  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+                assert not session.closed.is_set()
+                tg.start_soon(load)
+
+        assert await stop_mid_call(there, sid, both) == ["prompt cancelled", "stop"]
+        assert answers[0] == "delete {}"
+        assert answers[1].startswith(f"load -32602 no session {sid}")
+        assert await _listed(here) == []
