@@ -6,10 +6,14 @@ connection or another of the process; one open in another process is refused."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+import sys
+from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp.schema import EnvVariable, McpServerStdio
 from tests.acp.support import (
     Editor,
     Embedded,
@@ -22,12 +26,10 @@ from tests.acp.support import (
     tool_statuses,
     write_script,
 )
+from tests.waiting import await_until
 
 from tether.config import paths
 from tether.runtime._ledger import Ledger, read_ledger_file
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -182,3 +184,108 @@ async def test_a_session_open_in_another_process_is_refused_until_closed_there(
         elsewhere.close()
         assert await _delete(ed, sid) == {}
         assert await _listed(ed) == []
+
+
+@pytest.mark.rule("acp-cancel")
+async def test_a_load_during_a_delete_waits_for_it_and_finds_no_session(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A delete held mid-close (its call ignores the stop until the grace window's
+    kill) on one connection, and a `session/load` of the same session on another:
+    the load waits for the delete and answers -32602 `no session`, the delete `{}`
+    (it did not find the session reopened under it)."""
+    stubborn = {"id": "m1", "name": "Stubborn", "input": {"lines": 1}}
+    model = write_script(
+        tmp_path / "s.jsonl",
+        [{"text": "", "tool_calls": [stubborn]}, {"text": "unreachable"}],
+    )
+    async with (
+        embedded(model, tools=["tether.testing:Stubborn"], grace=0.5) as there,
+        embedded(model) as here,
+    ):
+        sid = await there.open_session(workspace)
+        await here.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        answers: list[str] = []
+
+        async def delete() -> None:
+            answers.append(f"delete {await _delete(here, sid)}")
+
+        async def load() -> None:
+            with pytest.raises(RequestError) as gone:
+                await here.conn.load_session(
+                    cwd=str(workspace), session_id=sid, mcp_servers=[]
+                )
+            answers.append(f"load {gone.value.code} {details(gone.value)}")
+
+        async def both() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(delete)
+                session = there.server.sessions[sid]
+                # the delete is closing it (a flag: no event to wait on)
+                while not session.ending:  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+                assert not session.closed.is_set()
+                tg.start_soon(load)
+
+        assert await stop_mid_call(there, sid, both) == ["prompt cancelled", "stop"]
+        assert answers[0] == "delete {}"
+        assert answers[1].startswith(f"load -32602 no session {sid}")
+        assert await _listed(here) == []
+
+
+_GATED = """\
+import os, pathlib, sys, time
+started, gate = map(pathlib.Path, sys.argv[1:3])
+started.touch()
+while not gate.exists():
+    time.sleep(0.01)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
+async def test_a_delete_during_a_load_waits_until_it_is_open_then_closes_it(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A `session/load` whose MCP server has not started yet (the session is open on
+    no connection): a delete sent then waits for it, so the load answers (the
+    transcript whole, not reopened empty) before the delete, which then closes it."""
+    model = write_script(tmp_path / "s.jsonl", [{"text": "hi"}])
+    # In the workspace: the server's wall lets it write there only.
+    started, gate = workspace / "started", workspace / "gate"
+    script = tmp_path / "gated.py"
+    script.write_text(_GATED, encoding="utf-8")
+    time_server = Path(sys.executable).with_name("mcp-server-time")
+    gated = McpServerStdio(
+        name="gated",
+        command=sys.executable,
+        args=[str(script), str(started), str(gate), str(time_server)],
+        env=[EnvVariable(name="TZ", value="UTC")],
+    )
+    async with embedded(model) as here, embedded(model) as there:
+        sid = await here.open_session(workspace)
+        await here.conn.prompt(session_id=sid, prompt=[text_block("hello")])
+        await here.conn.close_session(session_id=sid)
+        await there.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        answers: list[str] = []
+
+        async def load() -> None:
+            await there.conn.load_session(
+                cwd=str(workspace), session_id=sid, mcp_servers=[gated]
+            )
+            answers.append("load")
+
+        async def delete() -> None:
+            answers.append(f"delete {await _delete(here, sid)}")
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(load)
+                await await_until(started.exists, what="the load's MCP server")
+                tg.start_soon(delete)
+                gate.touch()
+        assert answers == ["load", "delete {}"]
+        assert there.recorder.text() == "hi"  # the transcript replayed, whole
+        assert await _listed(there) == []
+        with pytest.raises(RequestError) as gone:
+            await there.conn.prompt(session_id=sid, prompt=[text_block("again")])
+        assert "no session" in details(gone.value)

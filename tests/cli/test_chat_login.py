@@ -10,9 +10,7 @@ typed); one test drives `tether chat` on a pseudo-terminal end to end.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -24,13 +22,11 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from rich.console import Console
 from tests.cli._pty import Pty
-from tests.cli._run import TETHER
 from tests.cli._screen import Screen
 from tests.host.oauth_server import OAuthServers, browse, oauth_servers
-from tests.waiting import await_until
 
 from tether._config import Config, paths
-from tether.cli._chatlogin import LoginOffer
+from tether.cli._chatlogin import LoginOffer, offers_login
 from tether.host import ToolContext
 from tether.host._mcpauth import TokenFile
 from tether.stop import AGENT_MARKERS
@@ -215,64 +211,31 @@ async def test_tether_chat_offers_the_login_at_a_terminal(tmp_path: Path) -> Non
         assert "note:" not in await _chat_on_a_pty(tmp_path, drive)
 
 
-@pytest.mark.slow
-@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("no_login", "output_is_terminal", "agent", "offered"),
+    [
+        (False, True, False, True),
+        (True, True, False, False),
+        (False, False, False, False),
+        (False, True, True, False),
+    ],
+    ids=["at-a-terminal", "no-login", "output-not-a-terminal", "in-an-agent-session"],
+)
 @pytest.mark.usefixtures("person")
-async def test_tether_chat_with_no_login_does_not_offer(tmp_path: Path) -> None:
-    """At a terminal with --no-login: no question; the server is skipped with the
-    line naming the login, and the chat goes on."""
-
-    def drive(pty: Pty) -> None:
-        pty.expect(f"note: MCP server 'docs': {LOGIN}", timeout=60)
-        pty.expect("you:")
-        pty.send("\x04")
-        assert pty.wait() == 0
-
-    async with oauth_servers() as servers:
-        _configure(servers, tmp_path)
-        shown = await _chat_on_a_pty(tmp_path, drive, "--no-login")
-        assert "Authorise now?" not in shown
-        assert servers.issuer.clients == {}
-
-
-@pytest.mark.slow
-@pytest.mark.anyio
-@pytest.mark.usefixtures("person")
-async def test_tether_chat_whose_output_is_not_a_terminal_does_not_offer(
-    tmp_path: Path,
+def test_the_chat_offers_the_login_only_at_a_persons_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    no_login: bool,
+    output_is_terminal: bool,
+    agent: bool,
+    offered: bool,
 ) -> None:
-    """Keys from a terminal, the output to a file: no question is put where no one
-    may read it; the server is skipped with the line naming the login."""
-    async with oauth_servers() as servers:
-        _configure(servers, tmp_path)
-        out = tmp_path / "out.txt"
-        master, slave = os.openpty()
-        with out.open("w") as file:
-            proc = await anyio.open_process(
-                [*TETHER, "chat", "--model", "scripted:moves.jsonl"],
-                stdin=slave,
-                stdout=file,
-                stderr=subprocess.STDOUT,
-                cwd=tmp_path,
-                start_new_session=True,
-            )
-        os.close(slave)
-        try:
-            await await_until(
-                lambda: "Ctrl-D exits" in out.read_text(),
-                what="the chat's first line",
-                bound=60,
-                explain=out.read_text,
-            )
-            with anyio.fail_after(20):
-                os.write(master, b"\x04")
-                assert await proc.wait() == 0
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            await proc.aclose()
-            os.close(master)
-        shown = out.read_text()
-        assert "Authorise now?" not in shown
-        assert f"note: MCP server 'docs': {LOGIN}" in shown
-        assert servers.issuer.clients == {}
+    """No question with --no-login, where no one may read it (the output is not a
+    terminal), or inside an agent session; the server is then skipped with the line
+    naming the login (`tests/host/test_mcp_oauth.py`)."""
+    if agent:
+        monkeypatch.setenv(AGENT_MARKERS[0], "1")
+    assert (
+        offers_login(no_login=no_login, output_is_terminal=output_is_terminal)
+        is offered
+    )

@@ -89,3 +89,74 @@ def test_a_file_written_before_session_writers_were_kept(tmp_path: Path) -> None
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
     db.close()
     assert "session_writers" in tables
+
+
+def _writer_rows(path: Path) -> list[tuple[str, str]]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(
+            "SELECT session_id, writer FROM session_writers ORDER BY session_id"
+        ).fetchall()
+    finally:
+        db.close()
+
+
+def test_a_transcript_written_without_a_note_is_held_while_open(
+    tmp_path: Path,
+) -> None:
+    """A ledger that only appends messages (as `tether chat` and the `Agent` API do;
+    they never note the session) holds the session as one that notes it does: the
+    delete is refused while it is open, and goes through once it closes."""
+    path = tmp_path / "sessions.sqlite"
+    writer = Ledger(path)
+    writer.add_message("s2", "t1", {"role": "user", "content": "chat"})
+    with pytest.raises(UsageError, match="session s2 is open in process"):
+        delete_session(path, "s2")
+    assert Ledger(path).messages("s2") == [{"role": "user", "content": "chat"}]
+    writer.close()
+    delete_session(path, "s2")
+    assert Ledger(path).messages("s2") == []
+
+
+def test_a_claim_after_a_delete_finds_no_session_and_one_before_holds_it(
+    tmp_path: Path,
+) -> None:
+    """`claim_session` checks the file, not what this ledger read earlier: after a
+    delete it raises "no session" and writes nothing back; a claimed session is held
+    (its delete refused) and its transcript returned."""
+    path = tmp_path / "sessions.sqlite"
+    _kept(path, "s1")
+    _kept(path, "s2")
+    reader = Ledger(path)
+    assert reader.messages("s1") == [{"role": "user", "content": "hi"}]
+    delete_session(path, "s1")
+    with pytest.raises(UsageError, match="no session s1 in the ledger"):
+        reader.claim_session("s1")
+    assert reader.claim_session("s2") == [{"role": "user", "content": "hi"}]
+    with pytest.raises(UsageError, match="session s2 is open in process"):
+        delete_session(path, "s2")
+    reader.close()
+    assert [r.session_id for r in read_sessions(path)] == ["s2"]
+    assert Ledger(path).messages("s1") == []
+
+
+def test_writer_rows_go_when_their_ledger_closes_or_its_process_died(
+    tmp_path: Path,
+) -> None:
+    """`session_writers` does not only grow: a ledger that closes takes its rows
+    with it, and the next ledger on the file drops those of a writer that died."""
+    path = tmp_path / "sessions.sqlite"
+    closing = Ledger(path)
+    closing.note_session("s1", cwd="/w")
+    dead = Ledger(path)
+    dead.add_message("s2", "t1", {"role": "user", "content": "hi"})
+    assert [s for s, _ in _writer_rows(path)] == ["s1", "s2"]
+    closing.close()
+    assert [s for s, _ in _writer_rows(path)] == ["s2"]
+    # The process dies: its lock goes with its descriptor, its lock file stays.
+    assert dead._writer is not None
+    assert dead._db is not None
+    os.close(dead._writer.fd)
+    dead._db.close()
+    Ledger(path).close()
+    assert _writer_rows(path) == []

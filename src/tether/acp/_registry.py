@@ -4,7 +4,8 @@ A session belongs to the connection that opened it, but `session/delete` names i
 any connection of the account: the delete stops it on every connection of this process
 that has it open (as `session/close` would there), then removes it from the ledger. A
 `session/load` or `session/resume` of a session being deleted waits for the delete, and
-then finds it gone.
+then finds it gone; a delete of a session being loaded or resumed (its runtime starting,
+no connection owning it yet) waits until it is open, and then closes it.
 
 Sessions open in another process are not here: the ledger knows them (its
 `session_writers`) and `delete_session` refuses them.
@@ -32,6 +33,8 @@ class OpenSessions(Generic[Owner]):
     def __init__(self) -> None:
         self._owners: dict[str, list[Owner]] = {}
         self._deleting: dict[str, anyio.Event] = {}
+        self._opening: dict[str, list[anyio.Event]] = {}
+        """Per session, one event per load or resume opening it, set when it ends."""
 
     def opened(self, session_id: str, owner: Owner) -> None:
         """Note that `owner` has the session open."""
@@ -55,11 +58,35 @@ class OpenSessions(Generic[Owner]):
     async def deleting(self, session_id: str) -> AsyncIterator[None]:
         """Hold the session as being deleted (after any delete of it under way)."""
         await self.wait_deleted(session_id)
+        # Invariant: no await between the wait and this mark, nor in `opening()`: an
+        # opening begun after the mark waits for this delete, one begun before is
+        # waited for here.
         done = self._deleting[session_id] = anyio.Event()
         try:
+            for opening in list(self._opening.get(session_id, ())):
+                await opening.wait()
             yield
         finally:
             del self._deleting[session_id]
+            done.set()
+
+    @contextlib.asynccontextmanager
+    async def opening(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session as being opened (after any delete of it under way).
+
+        A delete begun meanwhile waits until the block ends; the block notes the
+        owner (`opened()`) before it ends if the session opened.
+        """
+        await self.wait_deleted(session_id)
+        done = anyio.Event()
+        self._opening.setdefault(session_id, []).append(done)
+        try:
+            yield
+        finally:
+            openings = self._opening[session_id]
+            openings.remove(done)
+            if not openings:
+                del self._opening[session_id]
             done.set()
 
     async def wait_deleted(self, session_id: str) -> None:

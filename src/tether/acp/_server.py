@@ -311,10 +311,13 @@ class AcpServer:
         await self._require_model()
         session = await self._open_now(session_id)
         if session is None:
-            session = await self._open(cwd, mcp_servers, resume=session_id)
-            await session.replay()
-            # The editor named this session: told before the answer, after the replay.
-            await session.tell_problems()
+            # A delete begun meanwhile waits for this, then closes the session.
+            async with _OPEN.opening(session_id):
+                session = await self._open(cwd, mcp_servers, resume=session_id)
+                await session.replay()
+                # The editor named this session: told before the answer, after the
+                # replay.
+                await session.tell_problems()
         else:
             await session.replay()
         return LoadSessionResponse()
@@ -330,8 +333,9 @@ class AcpServer:
         """Reopen a session of the account without replaying it (open: nothing to do)."""
         await self._require_model()
         if await self._open_now(session_id) is None:
-            session = await self._open(cwd, mcp_servers, resume=session_id)
-            await session.tell_problems()
+            async with _OPEN.opening(session_id):  # as in load_session
+                session = await self._open(cwd, mcp_servers, resume=session_id)
+                await session.tell_problems()
         return ResumeSessionResponse()
 
     async def list_sessions(
@@ -384,7 +388,8 @@ class AcpServer:
 
         Open on a connection of this process, it is closed there first, its running
         turn stopped as `session/close` stops it (its prompt answers `cancelled` once
-        settled, before this answer). Its record and transcript leave the ledger; its
+        settled, before this answer); being loaded or resumed there, it is closed once
+        open. Its record and transcript leave the ledger; its
         calls stay. A session no one knows is no error (there is nothing to delete);
         one open in another process is refused, with where it is open.
         """

@@ -10,8 +10,8 @@ naming `tether mcp login NAME`.
 
 The keys are read as the chat reads them during a turn (prompt_toolkit's input in raw
 mode): a Ctrl-C is a key here, never a signal. This module only asks; which servers
-are offered is `McpTools`' (`host/_mcpperson.py`), and whether the chat offers at all
-is `chat.py`'s (a terminal on both ends, not `--no-login`, not in an agent session).
+are offered is `McpTools`' (`host/_mcpperson.py`); whether the chat offers at all is
+`offers_login()` (a terminal on both ends, not `--no-login`, not in an agent session).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from .._config import Config
 
-__all__ = ("LoginOffer",)
+__all__ = ("LoginOffer", "offers_login")
 
 _YES = ("y", "Y", "\r", "\n")
 _NO = ("n", "N")
@@ -167,3 +167,15 @@ class LoginOffer:
             line.append(data)
             out.write(data)
         out.flush()
+
+
+def offers_login(*, no_login: bool, output_is_terminal: bool) -> bool:
+    """Whether `tether chat` offers to authorise the servers that need it.
+
+    Authorising a server is the person's act: only at a terminal (stdin is one, or the
+    chat is refused; the output must be too, or no one may read the question), not with
+    `--no-login`, and never inside an agent session.
+    """
+    from ._mcpauth import agent_marker
+
+    return not no_login and output_is_terminal and agent_marker() is None

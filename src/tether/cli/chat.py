@@ -108,7 +108,7 @@ def chat(
     from .._config import load_config
     from ..errors import Refused, UsageError
     from ..models import ModelError, model_from_spec
-    from ._mcpauth import agent_marker
+    from ._chatlogin import offers_login
 
     config = load_config()
     spec = model_spec or config.model
@@ -135,8 +135,7 @@ def chat(
         hint += f" --system {shlex.quote(system)}"
     else:
         system = config.model_system
-    # Authorising a server is the person's act: at a terminal, never for an agent.
-    offer = not no_login and sys.stdout.isatty() and agent_marker() is None
+    offer = offers_login(no_login=no_login, output_is_terminal=sys.stdout.isatty())
     try:
         anyio.run(_chat, model, config, hint, system, resume_id, workspace, offer)
     except BaseExceptionGroup as group:

@@ -168,12 +168,8 @@ class Agent:
             UsageError: the ledger knows no such session.
         """
         runtime = self.runtime
-        saved = runtime.ledger.messages(session_id)
-        if not saved and runtime.ledger.session(session_id) is None:
-            raise UsageError(
-                f"no session {session_id} in the ledger"
-                f" {runtime.ledger.path or '(memory)'}; start a new one"
-            )
+        # Read as it is held: a delete after this is refused while the runtime is open.
+        saved = runtime.ledger.claim_session(session_id)
         if any(s.id == session_id for s in runtime.sessions):
             raise UsageError(f"session {session_id} is already open")
         if runtime.host is None:

@@ -11,8 +11,9 @@ and stamps its calls with that file's name. The kernel drops the lock when the p
 dies, whatever kills it (and a reused pid cannot hold it), so a call whose writer's lock
 is free was left by a dead process: the next `Ledger` or `read_ledger_file()` on the file
 records it `END_UNKNOWN` (one transaction), as the next model turn is told. The same
-locks say where a session is open: each writer that notes a session is kept beside it
-(`session_writers`), and `delete_session` refuses a session one of them still holds.
+locks say where a session is open: each writer that touches a session (notes it, claims
+it to resume it, or appends to its transcript) is kept beside it (`session_writers`) until
+it closes, and `delete_session` refuses a session one of them still holds.
 """
 
 from __future__ import annotations
@@ -253,6 +254,8 @@ class Ledger:
         """Messages of agent sessions, by session id, in order (the transcript table)."""
         self._sessions: dict[str, SessionRecord] = {}
         """Sessions noted by this ledger (the sessions table), by id."""
+        self._held: set[str] = set()
+        """Sessions this writer is kept beside in `session_writers`."""
         self._db: sqlite3.Connection | None = None
         self._writer: _Writer | None = None
         self._checkpoints: Checkpointer | None = None
@@ -278,11 +281,21 @@ class Ledger:
             )
 
     def close(self) -> None:
-        """Close the SQLite file, if any, then let go of the writer's lock."""
+        """Close the SQLite file, if any, then let go of the writer's lock.
+
+        The sessions this writer held are no longer open here: its rows of
+        `session_writers` go first.
+        """
         if self._checkpoints is not None:
             self._checkpoints.close()
             self._checkpoints = None
         if self._db is not None:
+            if self._writer is not None and self._held:
+                with contextlib.suppress(sqlite3.Error):  # a dead writer's are dropped
+                    self._db.execute(
+                        "DELETE FROM session_writers WHERE writer = ?",
+                        (self._writer.name,),
+                    )
             self._db.close()
             self._db = None
         if self._writer is not None:
@@ -433,6 +446,7 @@ class Ledger:
         data = dict(message)
         if session_id not in self._transcripts:
             self.messages(session_id)  # loads an earlier run's transcript first
+        self._hold(session_id)
         # Invariant: an append costs the same however long the transcript is.
         self._transcripts.setdefault(session_id, []).append(data)
         if self._db is not None:
@@ -455,6 +469,58 @@ class Ledger:
         return [dict(m) for m in self._transcripts.get(session_id, ())]
 
     # -- sessions -----------------------------------------------------------------------
+
+    def claim_session(self, session_id: str) -> list[dict[str, Any]]:
+        """Hold a session the file keeps, to resume it; return its transcript.
+
+        One transaction checks the session is there (a record or a transcript) and
+        keeps this writer beside it: a delete committed before finds it gone here, one
+        after is refused while this ledger is open. What this ledger read earlier does
+        not count.
+
+        Raises:
+            UsageError: the ledger keeps no such session.
+        """
+        if self._db is None:
+            found = session_id in self._transcripts or session_id in self._sessions
+        else:
+            assert self._writer is not None
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                found = _kept_in_file(self._db, session_id)
+                if found:
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO session_writers (session_id, writer)"
+                        " VALUES (?, ?)",
+                        (session_id, self._writer.name),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            if not found:
+                self._transcripts.pop(session_id, None)
+                self._sessions.pop(session_id, None)
+            else:
+                self._held.add(session_id)
+                self._transcripts.pop(session_id, None)  # read again, as kept now
+        if not found:
+            raise UsageError(
+                f"no session {session_id} in the ledger"
+                f" {self.path or '(memory)'}; start a new one"
+            )
+        return self.messages(session_id)
+
+    def _hold(self, session_id: str) -> None:
+        """Keep this writer beside the session (`delete_session` refuses it)."""
+        if self._db is None or session_id in self._held:
+            return
+        assert self._writer is not None
+        self._db.execute(
+            "INSERT OR IGNORE INTO session_writers (session_id, writer) VALUES (?, ?)",
+            (session_id, self._writer.name),
+        )
+        self._held.add(session_id)
 
     def note_session(
         self, session_id: str, *, cwd: str, title: str | None = None
@@ -480,14 +546,7 @@ class Ledger:
                 " updated_at = excluded.updated_at",
                 (session_id, cwd, record.title, now, now),
             )
-            assert self._writer is not None
-            # While this writer's lock is held, the session is open here
-            # (`delete_session` refuses it).
-            self._db.execute(
-                "INSERT OR IGNORE INTO session_writers (session_id, writer)"
-                " VALUES (?, ?)",
-                (session_id, self._writer.name),
-            )
+            self._hold(session_id)
             self._wrote()
         return record
 
@@ -621,6 +680,16 @@ def _delete_session(path: Path, session_id: str) -> None:
         db.close()
 
 
+def _kept_in_file(db: sqlite3.Connection, session_id: str) -> bool:
+    """Whether the file keeps the session: its record or a message of it."""
+    return any(
+        db.execute(
+            f"SELECT 1 FROM {table} WHERE session_id = ? LIMIT 1", (session_id,)
+        ).fetchone()
+        for table in ("sessions", "transcript")
+    )
+
+
 def _refuse_if_open(db: sqlite3.Connection, path: Path, session_id: str) -> None:
     """Raise `UsageError` if a runtime that noted the session still holds its ledger."""
     folder = _writers_dir(path)
@@ -635,7 +704,7 @@ def _refuse_if_open(db: sqlite3.Connection, path: Path, session_id: str) -> None
         where = f"process {pid[0]}" if pid and pid[0] else "another process"
         raise UsageError(
             f"session {session_id} is open in {where}; close it there"
-            " (session/close, or quit that editor), then delete it"
+            " (session/close, or quit that editor or tether chat), then delete it"
         )
 
 
@@ -797,20 +866,23 @@ def _end_calls_of_dead_writers(
     """Record `END_UNKNOWN` each call a dead writer left unended, in one transaction.
 
     They settle at `clock()`'s time (the ledger's clock, when a ledger opens the file).
+    The sessions a dead writer held are open nowhere: its `session_writers` rows go
+    in the same transaction.
     """
     have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
     if "writer" not in have:
         return
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    holders = "session_writers" in tables
     marks = ", ".join("?" for _ in _UNENDED)
-    writers = [
-        row[0]
-        for row in db.execute(
-            "SELECT DISTINCT writer FROM calls WHERE writer IS NOT NULL"
-            f" AND (state IN ({marks}) OR settled_at IS NULL)",
-            _UNENDED,
-        )
-        if row[0] != own
-    ]
+    found = db.execute(
+        "SELECT DISTINCT writer FROM calls WHERE writer IS NOT NULL"
+        f" AND (state IN ({marks}) OR settled_at IS NULL)",
+        _UNENDED,
+    ).fetchall()
+    if holders:
+        found += db.execute("SELECT DISTINCT writer FROM session_writers").fetchall()
+    writers = dict.fromkeys(row[0] for row in found if row[0] != own)
     folder = _writers_dir(path)
     dead = [w for w in writers if _is_dead(folder, w)]
     if not dead:
@@ -841,6 +913,8 @@ def _end_calls_of_dead_writers(
                 "UPDATE calls SET settled_at = ? WHERE writer = ? AND settled_at IS NULL",
                 (now, writer),
             )
+            if holders:
+                db.execute("DELETE FROM session_writers WHERE writer = ?", (writer,))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

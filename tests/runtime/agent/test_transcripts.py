@@ -12,7 +12,7 @@ from tests.runtime.support import ALLOW_ALL, TEST_TOOLS
 from tether import Agent, Runtime
 from tether.errors import UsageError
 from tether.models import Message, Move, ScriptedModel, ToolCall
-from tether.runtime import CallRecord, CallState, tool_result_text
+from tether.runtime import CallRecord, CallState, delete_session, tool_result_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -163,3 +163,29 @@ def test_results_from_the_ledger_alone_say_only_what_it_knows(
     """Without the call's outcome, the result says what the ledger's state says and
     nothing more (never "interrupted" for a call that may have finished)."""
     assert tool_result_text(record, None) == text
+
+
+async def test_a_resume_holds_the_session_and_one_after_a_delete_finds_none(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A resumed session is held while its runtime is open: a delete (from another
+    process, or an editor's `session/delete`) is refused. A resume after a delete finds
+    no session, even where its runtime read the transcript before the delete."""
+    ledger = tmp_path / "sessions.sqlite"
+    async with runtime(workspace, ledger) as rt:
+        kept, gone = rt.session(), rt.session()
+        for session in (kept, gone):
+            rt.ledger.add_message(session.id, "t1", {"role": "user", "content": "hi"})
+    async with runtime(workspace, ledger) as rt:
+        agent = Agent(rt, ScriptedModel([]))
+        assert rt.ledger.messages(gone.id)  # read before the delete
+        delete_session(ledger, gone.id)
+        with pytest.raises(UsageError, match=f"no session {gone.id}"):
+            agent.resume(gone.id)
+        resumed = agent.resume(kept.id)
+        assert [m.content for m in resumed.messages] == ["hi"]
+        with pytest.raises(UsageError, match=f"session {kept.id} is open in process"):
+            delete_session(ledger, kept.id)
+    delete_session(ledger, kept.id)
+    async with runtime(workspace, ledger) as rt:
+        assert rt.ledger.messages(kept.id) == rt.ledger.messages(gone.id) == []
