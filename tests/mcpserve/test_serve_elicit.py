@@ -71,7 +71,7 @@ def _text(result: mcp_types.CallToolResult) -> str:
 
 
 def _records(runtime: Runtime) -> list[CallRecord]:
-    return [r for s in runtime.sessions for r in s.ledger_calls()]
+    return runtime.ledger.every_call()
 
 
 @pytest.mark.anyio
@@ -106,7 +106,7 @@ async def test_the_question_reaches_the_client_and_a_cancel_withdraws_it(
             tg.cancel_scope.cancel()
         with anyio.fail_after(5):
             await withdrawn.wait()
-            for session in runtime.sessions:
+            for session in list(runtime.sessions):
                 await session.settled()
         records = _records(runtime)
     assert not result.is_error, _text(result)
