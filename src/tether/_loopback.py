@@ -86,6 +86,28 @@ def quiet_uvicorn(app: Any, *, signals: bool) -> Any:
     )
 
     class _Server(uvicorn.Server):
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().serve(sockets)
+            finally:
+                self._leave_the_loop()
+
+        def _leave_the_loop(self) -> None:
+            """Close its listening and accepted sockets through the event loop.
+
+            A cancelled `serve()` skips uvicorn's shutdown: its sockets stay registered
+            with the loop's selector after they are closed, and the next socket of the
+            same loop given the same file descriptor is never watched (its clients wait
+            unserved). Closing them through the loop drops the registrations; after a
+            shutdown of its own, there is nothing left to close.
+            """
+            for server in getattr(self, "servers", ()):
+                server.close()
+            for connection in list(self.server_state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is not None:
+                    transport.close()
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             if not signals:

@@ -33,7 +33,14 @@ from tests.mcpserve._http import (
     text_of,
     wait_state,
 )
-from tests.mcpserve._procs import alive, hung_command, marked, new_mark, sleeps
+from tests.mcpserve._procs import (
+    STARTING,
+    alive,
+    hung_command,
+    marked,
+    new_mark,
+    sleeps,
+)
 from tests.waiting import await_until
 
 from tether._config import paths
@@ -330,6 +337,7 @@ async def test_a_served_call_cannot_reach_what_the_wall_keeps_off(
     assert (repo / ".git" / "config").read_text() == "[core]\n"
 
 
+@pytest.mark.timeout(STARTING + 60)
 async def test_the_command_prints_its_url_and_token_and_serves_until_sigterm(
     workspace: Path,
 ) -> None:
@@ -340,7 +348,7 @@ async def test_the_command_prints_its_url_and_token_and_serves_until_sigterm(
     async with await anyio.open_process(argv, cwd=workspace) as server:
         assert server.stdout is not None
         line = b""
-        with anyio.fail_after(20):
+        with anyio.fail_after(STARTING):
             while not line.endswith(b"\n"):
                 line += await server.stdout.receive(1)
         started = json.loads(line)

@@ -19,7 +19,14 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.cli._run import TETHER, tether, tether_in_pty
-from tests.mcpserve._procs import alive, hung_command, marked, new_mark, sleeps
+from tests.mcpserve._procs import (
+    STARTING,
+    alive,
+    hung_command,
+    marked,
+    new_mark,
+    sleeps,
+)
 
 from tether.runtime._ledger import read_ledger_file
 from tether.stop import protected_paths
@@ -291,7 +298,7 @@ async def test_a_client_that_leaves_mid_call_leaves_no_process_behind(
         assert server.stdin is not None
         for line in lines:
             await server.stdin.send(json.dumps(line).encode() + b"\n")
-        with anyio.fail_after(20):
+        with anyio.fail_after(STARTING):
             while len(sleeps(tree := marked(mark))) < 2:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
         left_at = time.monotonic()
@@ -320,7 +327,7 @@ async def test_a_signalled_server_stops_its_calls_before_it_exits(
         assert server.stdin is not None
         for line in _calling("Bash", {"command": hung_command(mark)}):
             await server.stdin.send(json.dumps(line).encode() + b"\n")
-        with anyio.fail_after(20):
+        with anyio.fail_after(STARTING):
             while len(sleeps(tree := marked(mark))) < 2:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
         signalled_at = time.monotonic()

@@ -30,8 +30,6 @@ pytestmark = [pytest.mark.rule("S16"), pytest.mark.slow]
 SESSION = "0f0e0d0c-aaaa-bbbb-cccc-000000000001"
 STOP_WAIT = 2.0
 """The stage's `stop_wait`: an agent between calls is ended within it after a stop."""
-LOAD_MARGIN = 2.0
-"""Seconds allowed beyond a bound for the run's own save and exit on a loaded machine."""
 
 
 @pytest.fixture(autouse=True)
@@ -184,9 +182,10 @@ def test_S16_a_call_record_tether_cannot_read_never_blocks_the_stop(
     tmp_path: Path, record: str
 ) -> None:
     """The agent swaps its call record for a FIFO, a link to `/dev/zero` or a sparse
-    8 GiB file, then idles: the stop completes within `stop_wait` (an agent whose calls
-    are unknown is ended as one between calls), the log and the receipt say the calls
-    are unknown, and the take-over of the halted run completes too."""
+    8 GiB file, then idles: tether ends it within `stop_wait` of the stop (an agent
+    whose calls are unknown is ended as one between calls) and the run halts, the log
+    and the receipt say the calls are unknown, and the take-over of the halted run
+    completes too."""
     swap = {
         "fifo": 'rm -f "$TETHER_CALLS"; mkfifo "$TETHER_CALLS"',
         "dev-zero": 'rm -f "$TETHER_CALLS"; ln -s /dev/zero "$TETHER_CALLS"',
@@ -200,8 +199,10 @@ def test_S16_a_call_record_tether_cannot_read_never_blocks_the_stop(
         f"""\
         if [ -e "$MARKS/started" ]; then echo later > later.txt; exit 0; fi
         {swap}
+        trap 'touch "$MARKS/ended"; exit 143' TERM
         touch "$MARKS/started"
-        sleep 600
+        sleep 600 &
+        wait
         """,
     )
     plan = _plan(tmp_path, repo, "claude", cli)
@@ -209,15 +210,19 @@ def test_S16_a_call_record_tether_cannot_read_never_blocks_the_stop(
     run = run_id_of(proc)
     wait_until(lambda: (marks / "started").exists(), what="the swap", bound=60)
     set_stop("test")
-    stopped = time.monotonic()
+    stopped = time.time()
     proc.wait(timeout=60)
-    took = time.monotonic() - stopped
     out = proc.stdout.read() if proc.stdout else ""
     assert proc.returncode == 3, out + _logs()
-    # Bound: `stop_wait` for an agent between calls (docs/runs.md), plus the save.
-    print(f"stop -> halted: {took:.2f} s (stop_wait {STOP_WAIT:g} s)")
-    assert took <= STOP_WAIT + LOAD_MARGIN, took
+    # docs/runs.md: an agent between calls is ended (SIGTERM to its tree, which its
+    # shell's trap marks) before `stop_wait` runs out after the stop, a reserve kept
+    # for the CLI's exit and the save; the run's own record says it halted after.
+    ended = (marks / "ended").stat().st_mtime
     store = open_default_store()
+    (halted,) = [e.at for e in store.events(run) if e.kind == "halted"]
+    print(f"stop -> ended {ended - stopped:.2f} s, halted {halted - stopped:.2f} s")
+    assert ended - stopped <= STOP_WAIT, ended - stopped
+    assert ended <= halted
     (receipt,) = store.receipts(run)
     assert "stopped at the person's stop after an unknown number of tool calls" in (
         receipt.log_tail

@@ -46,6 +46,18 @@ STOP_WAIT = 6.0
 """The stage's `stop_wait`: stop -> halted <= the rest of the call in flight + it."""
 
 
+def _call_ended(lanes: Path) -> bool:
+    """Whether a lane's hook recorded the end (`post`) of a call it let start."""
+    for record in lanes.glob("*/.tether/calls-*"):
+        try:
+            text = record.read_text(encoding="utf-8", errors="replace")
+        except OSError:  # the lane is being saved aside
+            continue
+        if "\npost " in "\n" + text:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("preset", ["claude", "codex"])
 def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_time(
     tmp_path: Path, preset: str
@@ -68,9 +80,17 @@ def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_t
         proc = start("run", str(plan), env=env)
         run = run_id_of(proc)
         wait_until(lambda: (marks / "started").exists(), what="the long call", bound=90)
-        started = (marks / "started").stat().st_mtime
         set_stop("test")
         stopped = time.time()
+        # The call in flight ends when its hook records it (`post`), as the run reads
+        # it (seen here within a recheck): on a loaded machine `sleep 3`, its shell and
+        # the hook's start take well over 3 s.
+        wait_until(
+            lambda: _call_ended(paths().state_dir / "lanes" / run),
+            what="the end of the call in flight",
+            bound=90,
+        )
+        ended = time.time()
         proc.wait(timeout=120)
         halted = time.time()
         requests = list(server.requests)
@@ -80,7 +100,7 @@ def test_a_stop_lets_the_call_in_flight_finish_runs_no_later_call_and_halts_in_t
     assert not (marks / "later").exists(), "a call after the stop ran"
     refused = [r for r in requests if STOP_SAYS in prompts(r)]
     assert len(refused) >= 8, [prompts(r)[-300:] for r in requests]
-    rest = max(0.0, SLEEP - (stopped - started))
+    rest = max(0.0, ended - stopped)
     store = open_default_store()
     # docs/runs.md: halted at most the rest of the call in flight plus `stop_wait`
     # after the stop (the run's own record of the moment); the process then writes
