@@ -92,3 +92,45 @@ async def test_a_session_ended_with_its_turn_open_leaves_once_the_turn_closes(
             await anyio.sleep(0.01)  # the wait for the turn runs, and waits
             assert runtime.sessions == [session]
         await await_until(lambda: runtime.sessions == [], what="the session ended")
+
+
+async def test_a_ledger_file_keeps_the_rows_of_ended_sessions_not_memory(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """With a ledger file the rows of each ended session leave memory: however many
+    calls were served the ledger holds none of them, and still lists and finds each;
+    a cancelled write's session is forgotten once it settles, and the next call's
+    result still says what really happened."""
+    runtime = Runtime(
+        workspace=workspace,
+        tools=TEST_TOOLS,
+        permissions=ALLOW_ALL,
+        grace=0.3,
+        ledger=tmp_path / "ledger.db",
+    )
+    async with runtime, anyio.create_task_group() as tg:
+        serve = McpServe(runtime, tg)
+        for n in range(4):
+            assert await serve.call_tool("Echo", {"text": f"t{n}"}, n) == (
+                f"t{n}",
+                False,
+            )
+        assert runtime.ledger._rows == {}
+        assert runtime.ledger._turns == {}
+        echoes = runtime.ledger.every_call()
+        assert [(c.tool, c.output) for c in echoes] == [
+            ("Echo", f"t{n}") for n in range(4)
+        ]
+        assert runtime.ledger.find(echoes[2].session_id, echoes[2].call_id) == echoes[2]
+
+        await _cancel_once_running(
+            serve, "SlowWrite", {"path": "out.txt", "seconds": 0.3}, 9
+        )
+        await await_until(lambda: runtime.sessions == [], what="its session ended")
+        assert runtime.ledger._rows == {}
+        told, error = await serve.call_tool("Echo", {"text": "next"}, 10)
+        assert (error, told.splitlines()[-1]) == (False, "next")
+        assert "request 9 (SlowWrite" in told, told
+        assert "ran to its end anyway" in told, told
+        assert _states(runtime, "SlowWrite") == [CallState.SUCCEEDED]
+        assert len(runtime.ledger.every_call()) == 6

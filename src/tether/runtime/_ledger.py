@@ -256,6 +256,8 @@ class Ledger:
         """Sessions noted by this ledger (the sessions table), by id."""
         self._held: set[str] = set()
         """Sessions this writer is kept beside in `session_writers`."""
+        self._forgot = False
+        """Whether a session's rows were let go of (`forget`): the file has them."""
         self._db: sqlite3.Connection | None = None
         self._writer: _Writer | None = None
         self._checkpoints: Checkpointer | None = None
@@ -412,8 +414,14 @@ class Ledger:
             self._write(session_id, call_id, row, insert=False)
 
     def calls(self, session_id: str, turn_id: str | None = None) -> list[CallRecord]:
-        """Return a session's (or one turn's) records in the order they were requested."""
-        rows = self._rows.get(session_id, {})
+        """Return a session's (or one turn's) records in the order they were requested.
+
+        Only calls recorded since this ledger opened; a forgotten session's are read
+        from the file.
+        """
+        rows = self._rows.get(session_id)
+        if rows is None:
+            return self._calls_in_file(session_id, turn_id) if self._forgot else []
         ids = rows if turn_id is None else self._turns.get((session_id, turn_id), ())
         return [
             CallRecord(session_id=session_id, call_id=cid, **rows[cid]) for cid in ids
@@ -421,7 +429,51 @@ class Ledger:
 
     def every_call(self) -> list[CallRecord]:
         """Every call recorded since this ledger opened, by session, in order."""
-        return [r for session_id in self._rows for r in self.calls(session_id)]
+        if not self._forgot:
+            return [r for session_id in self._rows for r in self.calls(session_id)]
+        # The file keeps each session's calls in the order of their first request,
+        # as `_rows` does: grouped by session, in the order each session began.
+        by_session: dict[str, list[CallRecord]] = {}
+        for record in self._calls_in_file():
+            by_session.setdefault(record.session_id, []).append(record)
+        return [r for records in by_session.values() for r in records]
+
+    def forget(self, session_id: str) -> bool:
+        """Let go of a session's rows in memory once each of its calls has settled.
+
+        Only a ledger with a file forgets (the file keeps the rows, and `calls`,
+        `every_call` and `find` read them there); one in memory keeps them. A server
+        that ends a session per call forgets each, or its memory grows with every
+        call. Returns whether the session was forgotten.
+        """
+        rows = self._rows.get(session_id)
+        if self._db is None or rows is None:
+            return False
+        if any(row.get("settled_at") is None for row in rows.values()):
+            return False
+        del self._rows[session_id]
+        for turn_id in {row["turn_id"] for row in rows.values()}:
+            self._turns.pop((session_id, turn_id), None)
+        self._transcripts.pop(session_id, None)
+        self._sessions.pop(session_id, None)
+        self._forgot = True
+        return True
+
+    def _calls_in_file(
+        self, session_id: str | None = None, turn_id: str | None = None
+    ) -> list[CallRecord]:
+        """This writer's calls in the file (of one session, or one turn), in order."""
+        if self._db is None or self._writer is None:
+            return []
+        where, args = "writer = ?", [self._writer.name]
+        if session_id is not None:
+            where, args = f"{where} AND session_id = ?", [*args, session_id]
+        if turn_id is not None:
+            where, args = f"{where} AND turn_id = ?", [*args, turn_id]
+        found = self._db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM calls WHERE {where} ORDER BY seq", args
+        ).fetchall()
+        return [_from_row(row) for row in found]
 
     def find(self, session_id: str, call_id: str) -> CallRecord | None:
         """Return the record of a call of this run or of an earlier one in the file."""

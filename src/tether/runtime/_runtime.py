@@ -218,7 +218,8 @@ class Runtime:
         At once when each of its turns has settled; otherwise once they have (a
         process in its grace window, a started write): until then closing the runtime
         still stops it and waits for it. A server that runs each call in a session of
-        its own ends each, or `runtime.sessions` grows with every call.
+        its own ends each, or `runtime.sessions` grows with every call. A ledger with
+        a file then forgets its rows (`Ledger.forget`).
         """
         if not session.unsettled_turns():
             self._drop(session)
@@ -235,6 +236,8 @@ class Runtime:
     def _drop(self, session: Session) -> None:
         with suppress(ValueError):  # ended twice
             self.sessions.remove(session)
+        # A ledger with a file lets go of the session's rows: the file has them.
+        self.ledger.forget(session.id)
 
     def subscribe(self) -> MemoryObjectReceiveStream[RuntimeEvent]:
         """Receive every event (progress, call changes, `turn.settled`) from now on."""
