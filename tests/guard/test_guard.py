@@ -808,6 +808,31 @@ def test_a_huge_command_is_answered_within_the_bound_and_refused_when_capped(
         assert elapsed < 0.2 + 0.5, elapsed  # judged whole, not past its bound
 
 
+_CODE = "tether " * 1_000_000
+"""7 MB of inline code that names tether but runs nothing."""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(f"python3 -c '{_CODE}'", id="python-c"),
+        pytest.param(f"bash -c '{_CODE}'", id="bash-c"),
+        pytest.param(f"python3 - <<'EOF'\n{_CODE}\nEOF\n", id="here-document"),
+    ],
+)
+def test_megabytes_of_inline_code_are_judged_within_the_bound(
+    world: World, command: str
+) -> None:
+    """The searches over inline code (what it can run, the paths it spells) look at
+    the deadline as they go (regression: 0.5 s of CPU here at a 0.2 s bound), and the
+    judgment cut by it refuses."""
+    guard = StopGuard(world.protected, environ=world.environ, time_limit=0.2)
+    verdict, spent = _judged(guard, world, command)
+    assert spent < 0.2 + 0.1, spent
+    assert not verdict.allowed
+    assert "cannot tell what this command does" in verdict.reason, verdict.reason
+
+
 @pytest.mark.rule("guard-table")
 @settings(
     max_examples=300,

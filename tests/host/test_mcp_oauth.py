@@ -20,6 +20,7 @@ import pytest
 from mcp.shared.auth import OAuthToken
 from tests.cli._run import TETHER, invoke, person_env
 from tests.host.oauth_server import OAuthServers, browse, oauth_servers
+from tests.mcpserve._procs import STARTING
 
 from tether._config import Config, paths
 from tether._loopback import listen_loopback
@@ -307,19 +308,20 @@ async def test_the_commands_login_by_paste_list_and_logout(tether_home: Path) ->
         config = paths().config_file
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(f'[mcpServers.docs]\nurl = "{servers.mcp_url}"\n')
-        with anyio.fail_after(30):
-            async with await anyio.open_process(
-                [*TETHER, "mcp", "login", "docs", "--json"], env=person_env()
-            ) as proc:
-                assert proc.stdin is not None
-                assert proc.stdout is not None
-                assert proc.stderr is not None
-                shown = b""
+        async with await anyio.open_process(
+            [*TETHER, "mcp", "login", "docs", "--json"], env=person_env()
+        ) as proc:
+            assert proc.stdin is not None
+            assert proc.stdout is not None
+            assert proc.stderr is not None
+            shown = b""
+            with anyio.fail_after(STARTING):  # it imports the MCP SDK first
                 async for chunk in proc.stderr:
                     shown += chunk
                     if b"press Enter" in shown:
                         break
-                url = shown.split(b"open this URL\n", 1)[1].split()[0].decode()
+            url = shown.split(b"open this URL\n", 1)[1].split()[0].decode()
+            with anyio.fail_after(30):
                 async with httpx2.AsyncClient(timeout=10) as browser:
                     answer = await browser.get(url)
                 await proc.stdin.send(answer.headers["location"].encode() + b"\n")

@@ -13,10 +13,11 @@ import psutil
 __all__ = ("STARTING", "alive", "hung_command", "marked", "new_mark", "sleeps")
 
 STARTING = 60.0
-"""Seconds a `tether mcp serve` process is waited for until it serves: its start costs
-~2.5 s of CPU (importing the MCP SDK), which a machine at load 13 on 2 cores stretches
-past 20 s. A wait for a condition, not a bound tether promises: what a test promises
-(a grace window kept, an exit status) is asserted apart."""
+"""Seconds a `tether mcp serve` (or `tether mcp login`) process is waited for until it
+serves (or asks): its start costs ~2.5 s of CPU (importing the MCP SDK), which a
+machine at load 13 on 2 cores stretches past 20 s. A wait for a condition, not a
+bound tether promises: what a test promises (a grace window kept, an exit status) is
+asserted apart."""
 
 
 def hung_command(mark: str) -> str:

@@ -383,7 +383,7 @@ def _interpreter(call: Call, family: str) -> None:
         call.path("write" if inplace else "mention", word, edits if inplace else how)
     for code in codes:
         # The arguments go with the code: `python -c '...' stop` can pass a verb.
-        runs = runs_programs(code)
+        runs = runs_programs(code, call.walker.check_time)
         call.emit("code", "\n".join([code, *rest]), f"inline {how} code", runs=runs)
 
 

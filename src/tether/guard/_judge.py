@@ -26,7 +26,7 @@ import posixpath
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from .._slotted import Slotted
 from ._effects import command_effects
@@ -73,6 +73,11 @@ _LONG_WORD = 4096
 """Words longer than this are judged by their start, never matched as a pattern."""
 _PATH_IN_CODE = LazyPattern(r"(?:~|\$\{?HOME\}?)?/[^\s'\"`;,()<>|&{}\[\]]*")
 """A path spelled in inline code (`open("/srv/x/../tether/1/stop")`)."""
+_PATH_HEAD = len("${HOME}")
+"""The most characters `_PATH_IN_CODE` matches before its `/`."""
+_SCAN_WINDOW = 1 << 16
+"""Characters of inline code one search for a path covers between looks at the
+deadline (a search over megabytes takes longer than the guard has)."""
 
 
 class _Refusal(Exception):
@@ -495,9 +500,13 @@ class _CallChecks:
                     else f"runs code the guard cannot see ({effect.how})"
                 )
                 self._names(effect.value, f"the command {what}, and it", broad=True)
+        # A judgment that overran its bound is not trusted: the host may have given
+        # up waiting, and the next such command may take longer still.
+        self._in_time()
+
+    def _in_time(self) -> None:
+        """Refuse the command once the deadline has passed."""
         if self.deadline is not None and time.monotonic() > self.deadline:
-            # A judgment that overran its bound is not trusted: the host may have
-            # given up waiting, and the next such command may take longer still.
             raise _Refusal(
                 "the guard cannot tell what this command does in the time it has; it "
                 "refuses what it cannot judge: split the command into smaller ones"
@@ -512,7 +521,7 @@ class _CallChecks:
         if not self.entries:
             return
         seen: set[str] = set()
-        for count, found in enumerate(_PATH_IN_CODE.finditer(effect.value)):
+        for count, found in enumerate(self._paths_spelled(effect.value)):
             if not count & 255 and self.deadline and time.monotonic() > self.deadline:
                 raise _Refusal(
                     f"{effect.how} names more paths than the guard can judge in time; "
@@ -531,6 +540,30 @@ class _CallChecks:
                         f"{effect.how} names {spelled}, {self._where(hit)}; "
                         "the guard cannot tell whether it writes there"
                     )
+
+    def _paths_spelled(self, code: str) -> Iterator[re.Match[str]]:
+        """`_PATH_IN_CODE`'s matches in `code`, as `finditer` finds them.
+
+        The search goes a window of `_SCAN_WINDOW` characters at a time and looks at
+        the deadline before each (`_in_time`).
+        """
+        pattern = _PATH_IN_CODE.compiled()
+        pos = 0
+        while pos < len(code):
+            self._in_time()
+            end = pos + _SCAN_WINDOW
+            found = pattern.search(code, pos, end)
+            if found is None:
+                if end >= len(code):
+                    return
+                # A path not found has its `/` past the window, its head just before.
+                pos = end - _PATH_HEAD
+                continue
+            if found.end() == end:  # the window cut the path: match it whole
+                found = pattern.match(code, found.start())
+                assert found is not None  # it matched a prefix of the same text
+            yield found
+            pos = found.end()
 
     def _guarded_ancestor(self, path: str) -> bool:
         """A folder above a stop path that naming counts as reaching it.

@@ -67,9 +67,17 @@ judged for `tether` and a verb (a `print("tether stop")` cannot run one). Substr
 not words: `execute` counts, which only makes the guard stricter."""
 
 
-def runs_programs(code: str) -> bool:
-    """Whether inline code can start a program or load tether (see `_RUNS_PROGRAMS`)."""
-    return any(marker in code for marker in _RUNS_PROGRAMS)
+def runs_programs(code: str, check_time: Callable[[], None]) -> bool:
+    """Whether inline code can start a program or load tether (see `_RUNS_PROGRAMS`).
+
+    `check_time` (`Walker.check_time`) is called before each marker's search: over
+    megabytes of code the searches together take longer than the guard has.
+    """
+    for marker in _RUNS_PROGRAMS:
+        check_time()
+        if marker in code:
+            return True
+    return False
 
 
 PIPE = "pipe"
@@ -225,7 +233,7 @@ class Call(Slotted):
                 )
             self.emit("opaque", self.walker.top, f"{how} reading code from a pipe")
         elif self.stdin is not None:
-            runs = runs_programs(self.stdin)
+            runs = runs_programs(self.stdin, self.walker.check_time)
             self.emit("code", self.stdin, f"{how} here-document", runs=runs)
 
 
