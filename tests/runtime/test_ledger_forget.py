@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tether.runtime import CallState
+from tether.runtime import CallRecord, CallState
 from tether.runtime._ledger import Ledger
 
 if TYPE_CHECKING:
@@ -23,7 +23,11 @@ def _settled(ledger: Ledger, session_id: str, call_id: str, turn_id: str) -> Non
     )
 
 
-def _reads(ledger: Ledger) -> tuple[object, ...]:
+def _reads(
+    ledger: Ledger,
+) -> tuple[
+    list[CallRecord], list[CallRecord], list[CallRecord], list[CallRecord], object
+]:
     return (
         ledger.every_call(),
         ledger.calls("a"),
